@@ -1,0 +1,162 @@
+"""TransformerConfig: every hyper-parameter of the model, and the paper's configurations.
+
+The presets are the rows of Table 3 of "Attention Is All You Need" (Vaswani et al., 2017)
+plus the two models of Table 2 ("base", "big"), a CPU-sized model for Multi30k and the
+parsing model of Section 6.3. Each Table 3 row changes only what the paper lists for it;
+everything else is "base".
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Hyper-parameters of an encoder-decoder Transformer (Sections 3, 5.4; Table 3).
+
+    Attributes:
+        vocab_size: size of the shared source/target vocabulary (id 0 is padding).
+        num_layers: N, encoder and decoder layers each.
+        d_model: width of every residual stream and of the embeddings.
+        d_ff: inner width of the position-wise feed-forward network (Eq. 2).
+        num_heads: h, attention heads.
+        d_k: per-head query/key width; `None` means d_model // num_heads.
+        d_v: per-head value width; `None` means d_model // num_heads.
+        dropout: P_drop, on every sub-layer output and on embedding + position sums (5.4).
+        attention_dropout: dropout on attention weights (0 in the paper).
+        relu_dropout: dropout after the FFN's ReLU (0 in the paper).
+        label_smoothing: eps_ls of the training loss (5.4).
+        max_length: longest sequence the learned positional embedding supports; also the
+            cap applied to inputs by the export and decoding code.
+        positional: "sinusoidal" (3.5) or "learned" (Table 3 row E).
+        norm: "post" (the paper: LayerNorm(x + Sublayer(x))) or "pre" (x + Sublayer(LN(x))).
+        share_embeddings: tie source embedding, target embedding and pre-softmax projection
+            (3.4). Requires a shared source-target vocabulary.
+        train_steps: the paper's training length for this configuration (informational
+            default for the training stage).
+    """
+
+    vocab_size: int = 37000
+    num_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    num_heads: int = 8
+    d_k: int | None = None
+    d_v: int | None = None
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    relu_dropout: float = 0.0
+    label_smoothing: float = 0.1
+    max_length: int = 1024
+    positional: str = "sinusoidal"
+    norm: str = "post"
+    share_embeddings: bool = True
+    train_steps: int = 100_000
+
+    def __post_init__(self):
+        if self.d_k is None:
+            object.__setattr__(self, "d_k", self.d_model // self.num_heads)
+        if self.d_v is None:
+            object.__setattr__(self, "d_v", self.d_model // self.num_heads)
+        problems = []
+        for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v",
+                     "max_length", "train_steps"):
+            if int(getattr(self, name)) < 1:
+                problems.append(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
+            if not 0.0 <= float(getattr(self, name)) < 1.0:
+                problems.append(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if self.positional not in ("sinusoidal", "learned"):
+            problems.append(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        if self.norm not in ("post", "pre"):
+            problems.append(f"norm must be 'post' or 'pre', got {self.norm!r}")
+        if problems:
+            raise ValueError("Invalid TransformerConfig: " + "; ".join(problems))
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "TransformerConfig":
+        """Returns the named configuration with `overrides` applied.
+
+        Names: "base", "big", the Table 3 rows "A1".."A4", "B1", "B2", "C1".."C7",
+        "D1".."D4", "E", and "multi30k_small", "parsing_wsj".
+        """
+        if name not in PRESETS:
+            raise ValueError(f"Unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
+        fields = dict(PRESETS[name])
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"Unknown TransformerConfig field(s): {', '.join(sorted(unknown))}")
+        fields.update(overrides)
+        return cls(**fields)
+
+    def replace(self, **changes: Any) -> "TransformerConfig":
+        """A copy with `changes` applied (d_k/d_v recomputed unless given)."""
+        fields = self.to_dict()
+        if "d_model" in changes or "num_heads" in changes:
+            fields.pop("d_k")
+            fields.pop("d_v")
+        fields.update(changes)
+        return TransformerConfig(**fields)
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> "TransformerConfig":
+        unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"Unknown TransformerConfig field(s): {', '.join(sorted(unknown))}")
+        return cls(**fields)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TransformerConfig":
+        return cls.from_dict(json.loads(text))
+
+
+_BASE: dict[str, Any] = {}  # every field at its default: the paper's base model
+_BIG = dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3, train_steps=300_000)
+
+# Table 3, in the paper's order. Rows A vary heads with d_k = d_v = d_model / h; rows B shrink
+# d_k only; rows C vary size; rows D vary regularisation; row E learns positions.
+PRESETS: dict[str, dict[str, Any]] = {
+    "base": _BASE,
+    "big": _BIG,
+    "A1": dict(num_heads=1, d_k=512, d_v=512),
+    "A2": dict(num_heads=4, d_k=128, d_v=128),
+    "A3": dict(num_heads=16, d_k=32, d_v=32),
+    "A4": dict(num_heads=32, d_k=16, d_v=16),
+    "B1": dict(d_k=16),
+    "B2": dict(d_k=32),
+    "C1": dict(num_layers=2),
+    "C2": dict(num_layers=4),
+    "C3": dict(num_layers=8),
+    "C4": dict(d_model=256, d_k=32, d_v=32),
+    "C5": dict(d_model=1024, d_k=128, d_v=128),
+    "C6": dict(d_ff=1024),
+    "C7": dict(d_ff=4096),
+    "D1": dict(dropout=0.0),
+    "D2": dict(dropout=0.2),
+    "D3": dict(label_smoothing=0.0),
+    "D4": dict(label_smoothing=0.2),
+    "E": dict(positional="learned"),
+    # Not from Table 3: a model that trains in minutes on a 2-core CPU and fits the 29k-pair
+    # Multi30k corpus (small corpora want narrower models and more dropout).
+    "multi30k_small": dict(vocab_size=8000, num_layers=3, d_model=256, d_ff=1024, num_heads=4,
+                           dropout=0.1, max_length=256, train_steps=6000),
+    # Section 6.3: 4 layers, d_model 1024, the base model's other settings, 16K vocabulary.
+    "parsing_wsj": dict(vocab_size=16000, num_layers=4, d_model=1024, d_k=128, d_v=128,
+                        max_length=1024),
+}
+
+# The number of parameters Table 3 reports for each row (millions), for the preset table.
+PAPER_PARAMS_M = {
+    "base": 65, "big": 213, "B1": 58, "B2": 60, "C1": 36, "C2": 50, "C3": 80, "C4": 28,
+    "C5": 168, "C6": 53, "C7": 90,
+}

@@ -1,0 +1,188 @@
+"""Multi-head scaled dot-product attention (Section 3.2, Eq. 1) with a decoding cache.
+
+Hand-written rather than built on `keras.layers.MultiHeadAttention` because that layer lacks
+what decoding and speed need here:
+  * a key/value cache, so that incremental decoding adds one position per step and never
+    recomputes the prefix;
+  * fused projections: one matmul for Q, K and V in self-attention and one for K and V in
+    cross-attention, instead of three separate einsums;
+  * cross-attention keys/values computed once per source sentence and shared by every beam
+    hypothesis (queries of all beams of a sentence are stacked along the query axis), so that
+    beam search never copies or reorders them.
+Like the Keras layer, d_k and d_v are free (Table 3 rows A and B vary them apart from d_model).
+"""
+import math
+
+import keras
+from keras import ops
+
+from keras_transformer.layers.masks import apply_mask
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """h parallel attention heads over projected queries, keys and values (Section 3.2.2).
+
+    Example:
+        >>> x = keras.random.normal((2, 10, 512))
+        >>> MultiHeadAttention(num_heads=8, key_dim=64)(x).shape
+        TensorShape([2, 10, 512])
+        >>> cross = MultiHeadAttention(num_heads=8, key_dim=64, self_attention=False)
+        >>> cross(x[:, :3], memory=x).shape
+        TensorShape([2, 3, 512])
+
+    Args:
+        num_heads: h.
+        key_dim: d_k, the per-head query/key width.
+        value_dim: d_v, the per-head value width.
+        self_attention: True for self-attention (fused Q/K/V projection of one input),
+            False for attention to a `memory` (Q from the query, fused K/V from the memory).
+        attention_dropout: dropout rate on the attention weights.
+    """
+
+    def __init__(self, num_heads, key_dim, value_dim=None, self_attention=True,
+                 attention_dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = int(num_heads)
+        self.self_attention = bool(self_attention)
+        self.key_dim = int(key_dim)
+        self.value_dim = int(value_dim or key_dim)
+        self.attention_dropout = float(attention_dropout)
+        self._dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
+
+    def build(self, query_shape, memory_shape=None):
+        model_dim = query_shape[-1]
+        keys = self.num_heads * self.key_dim
+        values = self.num_heads * self.value_dim
+        policy = self.dtype_policy
+        if self.self_attention:
+            # Q, K and V come from the same input: one fused matmul.
+            self.qkv_projection = keras.layers.Dense(2 * keys + values, name="qkv", dtype=policy)
+            self.qkv_projection.build(query_shape)
+        else:
+            # Q from the decoder, K and V (fused) from the encoder output.
+            self.query_projection = keras.layers.Dense(keys, name="query", dtype=policy)
+            self.query_projection.build(query_shape)
+            self.kv_projection = keras.layers.Dense(keys + values, name="kv", dtype=policy)
+            self.kv_projection.build(memory_shape or query_shape)
+        self.output_projection = keras.layers.Dense(model_dim, name="output", dtype=policy)
+        self.output_projection.build(tuple(query_shape[:-1]) + (values,))
+        self.built = True
+
+    # ------------------------------------------------------------------ projections
+    def _split_heads(self, x, depth):
+        """[batch, length, heads * depth] -> [batch, heads, length, depth]."""
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (batch, length, self.num_heads, depth))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def _self_qkv(self, x):
+        """Q, K, V of `x` [batch, length, d_model], each [batch, heads, length, depth]."""
+        keys = self.num_heads * self.key_dim
+        qkv = self.qkv_projection(x)
+        q = self._split_heads(qkv[..., :keys], self.key_dim)
+        k = self._split_heads(qkv[..., keys:2 * keys], self.key_dim)
+        v = self._split_heads(qkv[..., 2 * keys:], self.value_dim)
+        return q, k, v
+
+    def project_memory(self, memory):
+        """Cross-attention keys and values of the encoder output, computed once per source.
+
+        Args:
+            memory: encoder output [batch, source_len, d_model].
+        Returns:
+            (keys [batch, heads, source_len, d_k], values [batch, heads, source_len, d_v]).
+        """
+        keys = self.num_heads * self.key_dim
+        kv = self.kv_projection(memory)
+        return (self._split_heads(kv[..., :keys], self.key_dim),
+                self._split_heads(kv[..., keys:], self.value_dim))
+
+    def _merge_heads(self, x):
+        """[batch, heads, length, d_v] -> output projection -> [batch, length, d_model]."""
+        batch, length = ops.shape(x)[0], ops.shape(x)[2]
+        x = ops.reshape(ops.transpose(x, (0, 2, 1, 3)), (batch, length, -1))
+        return self.output_projection(x)
+
+    def _attend(self, q, k, v, mask, training, einsums=("bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd")):
+        """softmax(Q K^T / sqrt(d_k)) V (Eq. 1), softmax in float32 for stability."""
+        q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
+        scores = ops.einsum(einsums[0], q, k)
+        weights = ops.softmax(apply_mask(ops.cast(scores, "float32"), mask), axis=-1)
+        weights = ops.cast(weights, v.dtype)
+        output = ops.einsum(einsums[1], self._dropout(weights, training=training), v)
+        return output, weights
+
+    # ------------------------------------------------------------------ full sequences
+    def call(self, query, memory=None, attention_mask=None, memory_kv=None,
+             return_attention_scores=False, training=None):
+        """Attention of `query` to itself (self-attention) or to `memory` (cross-attention).
+
+        Args:
+            query: [batch, query_len, d_model].
+            memory: [batch, key_len, d_model] for cross-attention; unused in self-attention.
+            attention_mask: boolean, broadcastable to [batch, heads, query_len, key_len]; True = allowed.
+            memory_kv: precomputed `project_memory(memory)`, used instead of `memory`.
+            return_attention_scores: also return the weights [batch, heads, query_len, key_len].
+        Returns:
+            [batch, query_len, d_model] (and the weights if asked).
+        """
+        if self.self_attention:
+            q, k, v = self._self_qkv(query)
+        else:
+            if memory is None and memory_kv is None:
+                raise ValueError("Cross-attention needs `memory` or `memory_kv`.")
+            q = self._split_heads(self.query_projection(query), self.key_dim)
+            k, v = memory_kv if memory_kv is not None else self.project_memory(memory)
+        output, weights = self._attend(q, k, v, attention_mask, training)
+        output = self._merge_heads(output)
+        return (output, weights) if return_attention_scores else output
+
+    # ------------------------------------------------------------------ decoding
+    def initial_cache(self, batch_size, num_rows, max_length):
+        """An empty self-attention cache for `num_rows` hypotheses per sentence.
+
+        Returns:
+            {"key": [batch, rows, heads, max_length, d_k], "value": [..., d_v]}, zeros.
+            Rows are independent hypotheses (beams); beam search reorders axis 1.
+        """
+        shape = (batch_size, num_rows, self.num_heads, max_length)
+        return {"key": ops.zeros(shape + (self.key_dim,), self.compute_dtype),
+                "value": ops.zeros(shape + (self.value_dim,), self.compute_dtype)}
+
+    def step(self, query, position, cache, return_attention_scores=False):
+        """Self-attention of one new position per hypothesis, using and extending `cache`.
+
+        Args:
+            query: [batch, rows, d_model], the new position of each hypothesis.
+            position: scalar int, index of the new position (the cache holds 0..position-1).
+            cache: from `initial_cache` (or the previous step).
+        Returns:
+            (output [batch, rows, d_model], updated cache).
+        """
+        batch, rows = ops.shape(query)[0], ops.shape(query)[1]
+        keys = self.num_heads * self.key_dim
+        qkv = self.qkv_projection(query)
+        heads = lambda x, depth: ops.reshape(x, (batch, rows, self.num_heads, depth))
+        q = heads(qkv[..., :keys], self.key_dim)
+        k = heads(qkv[..., keys:2 * keys], self.key_dim)
+        v = heads(qkv[..., 2 * keys:], self.value_dim)
+        max_length = ops.shape(cache["key"])[3]
+        # Positions after `position` are still zero in the cache: adding the new entry times a
+        # one-hot over positions writes it with core element-wise ops (no XLA-only scatter).
+        slot = ops.cast(ops.equal(ops.arange(max_length), position), q.dtype)[:, None]
+        cache = {"key": cache["key"] + k[:, :, :, None, :] * slot,
+                 "value": cache["value"] + v[:, :, :, None, :] * slot}
+        visible = (ops.arange(max_length) <= position)[None, None, None, :]
+        output, weights = self._attend(
+            q, cache["key"], cache["value"], visible, training=False,
+            einsums=("brhd,brhld->brhl", "brhl,brhld->brhd"))
+        output = self.output_projection(ops.reshape(output, (batch, rows, -1)))
+        return (output, cache, weights) if return_attention_scores else (output, cache)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_heads=self.num_heads, key_dim=self.key_dim, value_dim=self.value_dim,
+                      self_attention=self.self_attention,
+                      attention_dropout=self.attention_dropout)
+        return config

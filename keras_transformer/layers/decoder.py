@@ -1,0 +1,199 @@
+"""Decoder layer and stack (Section 3.1), with a cached single-step path for decoding."""
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.encoder import LAYER_NORM_EPSILON
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.masks import causal_mask
+from keras_transformer.layers.residual import residual
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class DecoderLayer(keras.layers.Layer):
+    """Masked self-attention, attention to the encoder output, then a position-wise FFN.
+
+    Example:
+        >>> layer = DecoderLayer(d_ff=64, num_heads=2, d_k=8, d_v=8)
+        >>> memory = keras.ops.zeros((2, 7, 16))
+        >>> layer(keras.ops.zeros((2, 5, 16)), memory).shape
+        TensorShape([2, 5, 16])
+
+    Args: as `EncoderLayer`.
+    """
+
+    def __init__(self, d_ff, num_heads, d_k, d_v, dropout=0.1, attention_dropout=0.0,
+                 relu_dropout=0.0, norm="post", **kwargs):
+        super().__init__(**kwargs)
+        self.d_ff, self.num_heads, self.d_k, self.d_v = int(d_ff), int(num_heads), int(d_k), int(d_v)
+        self.dropout_rate = float(dropout)
+        self.attention_dropout, self.relu_dropout = float(attention_dropout), float(relu_dropout)
+        self.norm = norm
+        policy = self.dtype_policy
+        self.self_attention = MultiHeadAttention(num_heads, d_k, d_v, self_attention=True,
+                                                 attention_dropout=attention_dropout,
+                                                 name="self_attention", dtype=policy)
+        self.cross_attention = MultiHeadAttention(num_heads, d_k, d_v, self_attention=False,
+                                                  attention_dropout=attention_dropout,
+                                                  name="cross_attention", dtype=policy)
+        self.feed_forward = FeedForward(d_ff, relu_dropout, name="feed_forward", dtype=policy)
+        self.self_attention_norm, self.cross_attention_norm, self.feed_forward_norm = (
+            keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name, dtype=policy)
+            for name in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm"))
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
+
+    def build(self, x_shape, memory_shape=None):
+        self.self_attention.build(x_shape)
+        self.cross_attention.build(x_shape, memory_shape or x_shape)
+        for layer in (self.feed_forward, self.self_attention_norm, self.cross_attention_norm,
+                      self.feed_forward_norm):
+            layer.build(x_shape)
+        self.built = True
+
+    def _attend_memory_and_feed_forward(self, x, memory, memory_kv, memory_mask, training,
+                                        return_attention_scores=False):
+        """The cross-attention and FFN sub-layers, shared by the full and the cached path."""
+        pre = self.norm == "pre"
+        weights = []
+
+        def cross(h):
+            out, w = self.cross_attention(h, memory=memory, memory_kv=memory_kv,
+                                          attention_mask=memory_mask,
+                                          return_attention_scores=True, training=training)
+            weights.append(w)
+            return out
+
+        x = residual(x, cross, self.cross_attention_norm, self.dropout, pre, training)
+        x = residual(x, lambda h: self.feed_forward(h, training=training),
+                     self.feed_forward_norm, self.dropout, pre, training)
+        return (x, weights[0]) if return_attention_scores else x
+
+    def call(self, x, memory, self_mask=None, memory_mask=None, memory_kv=None,
+             return_attention_scores=False, training=None):
+        """The full-sequence (teacher-forced) path.
+
+        Args:
+            x: embedded targets [batch, target_len, d_model].
+            memory: encoder output [batch, source_len, d_model].
+            self_mask: [.., target_len, target_len], normally `causal_mask(target_len)`.
+            memory_mask: source padding mask [batch, 1, 1, source_len].
+            memory_kv: optional precomputed `cross_attention.project_memory(memory)`.
+            return_attention_scores: also return the cross-attention weights
+                [batch, heads, target_len, source_len].
+        """
+        pre = self.norm == "pre"
+        x = residual(x, lambda h: self.self_attention(h, attention_mask=self_mask, training=training),
+                     self.self_attention_norm, self.dropout, pre, training)
+        return self._attend_memory_and_feed_forward(x, memory, memory_kv, memory_mask, training,
+                                                    return_attention_scores)
+
+    def step(self, x, position, cache, memory_kv, memory_mask=None,
+             return_attention_scores=False):
+        """One new position per hypothesis, attending to the cached prefix.
+
+        Args:
+            x: embedded tokens at `position` [batch, rows, d_model]; rows are the hypotheses
+                (beams) of each sentence.
+            position: scalar index of the new tokens.
+            cache: this layer's self-attention cache (see `MultiHeadAttention.initial_cache`).
+            memory_kv: `cross_attention.project_memory(memory)` [batch, heads, source_len, ..]:
+                shared by all rows of a sentence, never copied per beam.
+            memory_mask: [batch, 1, 1, source_len].
+        Returns:
+            (output [batch, rows, d_model], updated cache) and the cross-attention weights
+            [batch, heads, rows, source_len] if asked.
+        """
+        new_cache = {}
+
+        def attend_prefix(h):
+            out, cache_out = self.self_attention.step(h, position, cache)
+            new_cache.update(cache_out)
+            return out
+
+        x = residual(x, attend_prefix, self.self_attention_norm, self.dropout,
+                     self.norm == "pre", training=False)
+        out = self._attend_memory_and_feed_forward(x, None, memory_kv, memory_mask, False,
+                                                   return_attention_scores)
+        if return_attention_scores:
+            return out[0], new_cache, out[1]
+        return out, new_cache
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_ff=self.d_ff, num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v,
+                      dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
+                      relu_dropout=self.relu_dropout, norm=self.norm)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Decoder(keras.layers.Layer):
+    """A stack of `num_layers` decoder layers; full-sequence `call` and cached `step`.
+
+    Args: as `Encoder`.
+    """
+
+    def __init__(self, num_layers, d_ff, num_heads, d_k, d_v, dropout=0.1,
+                 attention_dropout=0.0, relu_dropout=0.0, norm="post", **kwargs):
+        super().__init__(**kwargs)
+        self.layer_args = dict(d_ff=int(d_ff), num_heads=int(num_heads), d_k=int(d_k),
+                               d_v=int(d_v), dropout=float(dropout),
+                               attention_dropout=float(attention_dropout),
+                               relu_dropout=float(relu_dropout), norm=norm)
+        self.num_layers = int(num_layers)
+        self.blocks = [DecoderLayer(**self.layer_args, name=f"layer_{i}", dtype=self.dtype_policy)
+                       for i in range(self.num_layers)]
+        self.final_norm = (keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="final_norm", dtype=self.dtype_policy)
+            if norm == "pre" else None)
+
+    def build(self, x_shape, memory_shape=None):
+        for layer in self.blocks:
+            layer.build(x_shape, memory_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(x_shape)
+        self.built = True
+
+    def _finish(self, x):
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def call(self, x, memory, memory_mask=None, return_attention_scores=False, training=None):
+        """x: embedded targets [batch, target_len, d_model] -> [batch, target_len, d_model].
+
+        Returns the last layer's cross-attention weights too if asked.
+        """
+        self_mask = causal_mask(keras.ops.shape(x)[1])
+        weights = None
+        for layer in self.blocks:
+            out = layer(x, memory, self_mask=self_mask, memory_attention_mask=memory_mask,
+                        return_attention_scores=return_attention_scores, training=training)
+            x, weights = out if return_attention_scores else (out, None)
+        return (self._finish(x), weights) if return_attention_scores else self._finish(x)
+
+    def project_memory(self, memory):
+        """Every layer's cross-attention keys and values: computed once per source sentence."""
+        return [layer.cross_attention.project_memory(memory) for layer in self.blocks]
+
+    def initial_cache(self, batch_size, num_rows, max_length):
+        """Empty self-attention caches of every layer for `num_rows` hypotheses per sentence."""
+        return [layer.self_attention.initial_cache(batch_size, num_rows, max_length)
+                for layer in self.blocks]
+
+    def step(self, x, position, cache, memory_kv, memory_mask=None,
+             return_attention_scores=False):
+        """x [batch, rows, d_model] at `position` -> (output, new cache[, weights])."""
+        new_cache = []
+        weights = None
+        for layer, layer_cache, layer_kv in zip(self.blocks, cache, memory_kv):
+            out = layer.step(x, position, layer_cache, layer_kv, memory_mask,
+                             return_attention_scores)
+            x, layer_cache = out[0], out[1]
+            weights = out[2] if return_attention_scores else None
+            new_cache.append(layer_cache)
+        if return_attention_scores:
+            return self._finish(x), new_cache, weights
+        return self._finish(x), new_cache
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_layers=self.num_layers, **self.layer_args)
+        return config

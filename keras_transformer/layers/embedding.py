@@ -1,0 +1,49 @@
+"""One embedding matrix shared by source, target and the pre-softmax projection (3.4)."""
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SharedEmbedding(keras.layers.Layer):
+    """Token embeddings scaled by sqrt(d_model); `project` reuses them as output weights.
+
+    Section 3.4 shares "the same weight matrix between the two embedding layers and the
+    pre-softmax linear transformation" and multiplies the embeddings by sqrt(d_model).
+    Initialised with stddev d_model^-0.5 so that the scaled embeddings have unit variance,
+    the scale of the sinusoidal encodings they are added to.
+
+    Example:
+        >>> embedding = SharedEmbedding(vocab_size=100, d_model=16)
+        >>> x = embedding(keras.ops.array([[5, 7, 0]]))     # [1, 3, 16]
+        >>> embedding.project(x).shape                     # logits over the vocabulary
+        TensorShape([1, 3, 100])
+
+    Args:
+        vocab_size: number of ids.
+        d_model: embedding width.
+    """
+
+    def __init__(self, vocab_size, d_model, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = int(vocab_size)
+        self.d_model = int(d_model)
+
+    def build(self, inputs_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocab_size, self.d_model),
+            initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
+
+    def call(self, ids):
+        """ids [batch, length] -> [batch, length, d_model], times sqrt(d_model)."""
+        vectors = ops.take(self.embeddings, ops.cast(ids, "int32"), axis=0)
+        return ops.cast(vectors, self.compute_dtype) * ops.cast(self.d_model ** 0.5,
+                                                                 self.compute_dtype)
+
+    def project(self, x):
+        """x [..., d_model] -> logits [..., vocab_size] with the transposed embeddings."""
+        return ops.matmul(x, ops.transpose(ops.cast(self.embeddings, x.dtype)))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, d_model=self.d_model)
+        return config

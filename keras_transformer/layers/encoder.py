@@ -1,0 +1,107 @@
+"""Encoder layer and stack (Section 3.1): self-attention and a feed-forward network."""
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.residual import residual
+
+LAYER_NORM_EPSILON = 1e-6
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderLayer(keras.layers.Layer):
+    """Multi-head self-attention then a position-wise FFN, each residual with dropout.
+
+    Example:
+        >>> layer = EncoderLayer(d_ff=64, num_heads=2, d_k=8, d_v=8)
+        >>> layer(keras.ops.zeros((2, 5, 16))).shape
+        TensorShape([2, 5, 16])
+
+    Args:
+        d_ff, num_heads, d_k, d_v: see `TransformerConfig`.
+        dropout: on each sub-layer output before the residual sum (Section 5.4).
+        attention_dropout, relu_dropout: extra dropouts, 0 in the paper.
+        norm: "post" (the paper) or "pre".
+    """
+
+    def __init__(self, d_ff, num_heads, d_k, d_v, dropout=0.1, attention_dropout=0.0,
+                 relu_dropout=0.0, norm="post", **kwargs):
+        super().__init__(**kwargs)
+        self.d_ff, self.num_heads, self.d_k, self.d_v = int(d_ff), int(num_heads), int(d_k), int(d_v)
+        self.dropout_rate = float(dropout)
+        self.attention_dropout, self.relu_dropout = float(attention_dropout), float(relu_dropout)
+        self.norm = norm
+        policy = self.dtype_policy
+        self.self_attention = MultiHeadAttention(num_heads, d_k, d_v, self_attention=True,
+                                                 attention_dropout=attention_dropout,
+                                                 name="self_attention", dtype=policy)
+        self.feed_forward = FeedForward(d_ff, relu_dropout, name="feed_forward", dtype=policy)
+        self.attention_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="attention_norm", dtype=policy)
+        self.feed_forward_norm = keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm", dtype=policy)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
+
+    def build(self, x_shape):
+        for layer in (self.self_attention, self.feed_forward, self.attention_norm,
+                      self.feed_forward_norm):
+            layer.build(x_shape)
+        self.built = True
+
+    def call(self, x, padding_mask=None, training=None):
+        """x [batch, source_len, d_model]; padding_mask [batch, 1, 1, source_len]."""
+        pre = self.norm == "pre"
+        x = residual(x, lambda h: self.self_attention(h, attention_mask=padding_mask, training=training),
+                     self.attention_norm, self.dropout, pre, training)
+        return residual(x, lambda h: self.feed_forward(h, training=training),
+                        self.feed_forward_norm, self.dropout, pre, training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_ff=self.d_ff, num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v,
+                      dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
+                      relu_dropout=self.relu_dropout, norm=self.norm)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Encoder(keras.layers.Layer):
+    """A stack of `num_layers` identical encoder layers (N = 6 in the paper).
+
+    With pre-norm a final LayerNorm closes the stack (its residual stream is un-normalised).
+
+    Args:
+        num_layers: N. Other arguments as `EncoderLayer`.
+    """
+
+    def __init__(self, num_layers, d_ff, num_heads, d_k, d_v, dropout=0.1,
+                 attention_dropout=0.0, relu_dropout=0.0, norm="post", **kwargs):
+        super().__init__(**kwargs)
+        self.layer_args = dict(d_ff=int(d_ff), num_heads=int(num_heads), d_k=int(d_k),
+                               d_v=int(d_v), dropout=float(dropout),
+                               attention_dropout=float(attention_dropout),
+                               relu_dropout=float(relu_dropout), norm=norm)
+        self.num_layers = int(num_layers)
+        self.blocks = [EncoderLayer(**self.layer_args, name=f"layer_{i}", dtype=self.dtype_policy)
+                       for i in range(self.num_layers)]
+        self.final_norm = (keras.layers.LayerNormalization(
+            epsilon=LAYER_NORM_EPSILON, name="final_norm", dtype=self.dtype_policy)
+            if norm == "pre" else None)
+
+    def build(self, x_shape):
+        for layer in self.blocks:
+            layer.build(x_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(x_shape)
+        self.built = True
+
+    def call(self, x, padding_mask=None, training=None):
+        """x [batch, source_len, d_model] (embedded, positions added) -> same shape."""
+        for layer in self.blocks:
+            x = layer(x, padding_attention_mask=padding_mask, training=training)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_layers=self.num_layers, **self.layer_args)
+        return config

@@ -1,0 +1,61 @@
+"""Position information added to token embeddings (Section 3.5; Table 3 row E)."""
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SinusoidalPositionalEncoding(keras.layers.Layer):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (Section 3.5).
+
+    Computed on the fly for the positions asked for, so there is no length limit and no
+    weights. Sines and cosines are interleaved as in the paper's formula.
+
+    Example:
+        >>> SinusoidalPositionalEncoding()(keras.ops.zeros((2, 7, 16))).shape
+        TensorShape([1, 7, 16])
+    """
+
+    def call(self, inputs, start=0):
+        """Encodings of positions start .. start + length - 1 of `inputs` [batch, length, d].
+
+        Returns:
+            [1, length, d] in the compute dtype, to be added to the embeddings.
+        """
+        length, depth = ops.shape(inputs)[1], inputs.shape[-1]
+        positions = ops.cast(ops.arange(length) + start, "float32")
+        inverse_freq = ops.exp(
+            ops.arange(0, depth, 2, dtype="float32") * (-math.log(10000.0) / depth))
+        angles = positions[:, None] * inverse_freq[None, :]  # [length, ceil(d / 2)]
+        encoding = ops.reshape(ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1),
+                               (length, -1))[:, :depth]
+        return ops.cast(encoding[None], self.compute_dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LearnedPositionalEmbedding(keras.layers.Layer):
+    """One trained vector per position up to `max_length` (Table 3 row E).
+
+    Args:
+        max_length: number of positions that have a vector.
+    """
+
+    def __init__(self, max_length, **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = int(max_length)
+
+    def build(self, inputs_shape):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.max_length, inputs_shape[-1]),
+            initializer=keras.initializers.RandomNormal(stddev=inputs_shape[-1] ** -0.5))
+
+    def call(self, inputs, start=0):
+        """Embeddings of positions start .. start + length - 1 -> [1, length, d]."""
+        positions = ops.arange(ops.shape(inputs)[1]) + start
+        return ops.cast(ops.take(self.embeddings, positions, axis=0)[None], self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(max_length=self.max_length)
+        return config

@@ -1,0 +1,57 @@
+"""Token accuracy and per-word-piece perplexity, both ignoring padding."""
+import keras
+from keras import ops
+
+from keras_transformer.constants import PAD_ID
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenAccuracy(keras.metrics.Mean):
+    """Fraction of non-pad target tokens whose arg-max prediction is right."""
+
+    def __init__(self, name="token_accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        correct = ops.cast(ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true),
+                           "float32")
+        mask = ops.cast(ops.not_equal(y_true, PAD_ID), "float32")
+        if sample_weight is not None:
+            mask = mask * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
+        return super().update_state(correct, sample_weight=mask)
+
+    def get_config(self):
+        return {"name": self.name, "dtype": self.dtype}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Perplexity(keras.metrics.Metric):
+    """exp of the mean unsmoothed cross-entropy per non-pad word-piece.
+
+    Unlike the training loss this has no label smoothing, so it is the perplexity the
+    paper's development-set numbers (Table 3, "PPL (dev)") report per word-piece.
+    """
+
+    def __init__(self, name="perplexity", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.cast(y_true, "int32")
+        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
+        nll = -ops.squeeze(ops.take_along_axis(log_probs, y_true[..., None], axis=-1), -1)
+        mask = ops.cast(ops.not_equal(y_true, PAD_ID), "float32")
+        self.total.assign_add(ops.sum(nll * mask))
+        self.count.assign_add(ops.sum(mask))
+
+    def result(self):
+        return ops.exp(self.total / ops.maximum(self.count, 1.0))
+
+    def reset_state(self):
+        self.total.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {"name": self.name, "dtype": self.dtype}

@@ -1,0 +1,175 @@
+"""The encoder-decoder Transformer as a subclassed `keras.Model` (Section 3, Figure 1)."""
+import keras
+from keras import ops
+
+from keras_transformer.config import TransformerConfig
+from keras_transformer.layers.decoder import Decoder
+from keras_transformer.layers.embedding import SharedEmbedding
+from keras_transformer.layers.encoder import Encoder
+from keras_transformer.layers.masks import padding_mask
+from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
+                                                 SinusoidalPositionalEncoding)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """The paper's model: `model((source_ids, target_in_ids))` -> logits.
+
+    Id 0 is padding in both inputs. Logits are float32 whatever the dtype policy.
+
+    Example:
+        >>> config = TransformerConfig.preset("base", vocab_size=100, num_layers=1,
+        ...                                   d_model=32, d_ff=64, num_heads=2)
+        >>> model = Transformer(config)
+        >>> source = keras.ops.array([[5, 6, 7, 3]])
+        >>> target_in = keras.ops.array([[2, 8, 9]])
+        >>> model((source, target_in)).shape
+        TensorShape([1, 3, 100])
+
+    For decoding, `encode` runs the encoder once and `decode_step` extends every hypothesis by
+    one token with cached keys and values (see `keras_transformer.search`).
+
+    Args:
+        config: a `TransformerConfig` (or its dict form, as `from_config` passes it).
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        self.config = config
+        policy = self.dtype_policy
+        self.source_embedding = SharedEmbedding(config.vocab_size, config.d_model,
+                                                name="embedding", dtype=policy)
+        if config.share_embeddings:
+            self.target_embedding = self.source_embedding
+            self.output_projection = None
+        else:
+            self.target_embedding = SharedEmbedding(config.vocab_size, config.d_model,
+                                                    name="target_embedding", dtype=policy)
+            self.output_projection = keras.layers.Dense(config.vocab_size, use_bias=False,
+                                                        name="output_projection", dtype=policy)
+        if config.positional == "learned":
+            self.source_positions = LearnedPositionalEmbedding(
+                config.max_length, name="source_positions", dtype=policy)
+            self.target_positions = LearnedPositionalEmbedding(
+                config.max_length, name="target_positions", dtype=policy)
+        else:
+            self.source_positions = self.target_positions = SinusoidalPositionalEncoding(
+                name="positions", dtype=policy)
+        stack_args = dict(num_layers=config.num_layers, d_ff=config.d_ff,
+                          num_heads=config.num_heads, d_k=config.d_k, d_v=config.d_v,
+                          dropout=config.dropout, attention_dropout=config.attention_dropout,
+                          relu_dropout=config.relu_dropout, norm=config.norm, dtype=policy)
+        self.encoder = Encoder(name="encoder", **stack_args)
+        self.decoder = Decoder(name="decoder", **stack_args)
+        self.embedding_dropout = keras.layers.Dropout(config.dropout, dtype=policy)
+
+    def build(self, inputs_shape=None):
+        vector_shape = (None, None, self.config.d_model)
+        # Shared layers appear twice below: build each object once.
+        for layer in {id(x): x for x in (self.source_embedding, self.target_embedding,
+                                         self.source_positions, self.target_positions)}.values():
+            layer.build(vector_shape)
+        self.encoder.build(vector_shape)
+        self.decoder.build(vector_shape, vector_shape)
+        if self.output_projection is not None:
+            self.output_projection.build(vector_shape)
+        self.built = True
+
+    # ------------------------------------------------------------------ pieces
+    def _embed(self, ids, embedding, positions, start=0, training=None):
+        """Token embeddings plus positions, with dropout on the sum (Section 5.4)."""
+        x = embedding(ids)
+        return self.embedding_dropout(x + positions(x, start=start), training=training)
+
+    def project(self, x):
+        """Decoder output [..., d_model] -> float32 logits [..., vocab_size]."""
+        if self.output_projection is None:
+            logits = self.target_embedding.project(x)
+        else:
+            logits = self.output_projection(x)
+        return ops.cast(logits, "float32")
+
+    def encode(self, source_ids, training=None):
+        """Runs the encoder once.
+
+        Args:
+            source_ids: int [batch, source_len], 0-padded.
+        Returns:
+            (memory [batch, source_len, d_model], source padding mask [batch, 1, 1, source_len]).
+        """
+        mask = padding_mask(source_ids)
+        x = self._embed(source_ids, self.source_embedding, self.source_positions,
+                        training=training)
+        return self.encoder(x, padding_mask=mask, training=training), mask
+
+    def decode(self, target_in_ids, memory, memory_mask, return_attention_scores=False,
+               training=None):
+        """Teacher-forced decoder over whole target prefixes -> logits [batch, tgt_len, vocab].
+
+        With `return_attention_scores`, also the last layer's cross-attention weights
+        [batch, heads, target_len, source_len].
+        """
+        x = self._embed(target_in_ids, self.target_embedding, self.target_positions,
+                        training=training)
+        out = self.decoder(x, memory, memory_mask=memory_mask,
+                           return_attention_scores=return_attention_scores, training=training)
+        if return_attention_scores:
+            return self.project(out[0]), out[1]
+        return self.project(out)
+
+    def call(self, inputs, training=None):
+        """inputs = (source_ids [batch, src_len], target_in_ids [batch, tgt_len]) -> logits."""
+        source_ids, target_in_ids = inputs
+        memory, mask = self.encode(source_ids, training=training)
+        return self.decode(target_in_ids, memory, mask, training=training)
+
+    # ------------------------------------------------------------------ incremental decoding
+    def initial_decode_state(self, memory, memory_mask, num_rows, max_length):
+        """What `decode_step` needs for a batch of sources.
+
+        Args:
+            memory, memory_mask: from `encode`.
+            num_rows: hypotheses per sentence (the beam size; 1 for greedy).
+            max_length: the most target positions that will be decoded.
+        Returns:
+            (cache, memory_state): `cache` is per hypothesis (beam search reorders its axis 1);
+            `memory_state` (cross-attention keys/values and the mask) is per sentence and
+            never changes.
+        """
+        batch = ops.shape(memory)[0]
+        cache = self.decoder.initial_cache(batch, num_rows, max_length)
+        return cache, {"memory_kv": self.decoder.project_memory(memory), "mask": memory_mask}
+
+    def decode_step(self, token_ids, position, cache, memory_state,
+                    return_attention_scores=False):
+        """Logits for the next token of every hypothesis, one position at a time.
+
+        Reproduces `decode` position by position without recomputing the prefix.
+
+        Args:
+            token_ids: int [batch, rows], the tokens at `position`.
+            position: scalar int.
+            cache, memory_state: from `initial_decode_state` or the previous step.
+        Returns:
+            (logits [batch, rows, vocab] float32, new cache) (and the last layer's
+            cross-attention weights [batch, heads, rows, source_len] if asked).
+        """
+        x = self.target_embedding(token_ids)
+        # Axis 1 holds hypotheses, all at `position`: one positional vector for every row.
+        x = x + self.target_positions(x[:, :1], start=position)
+        out = self.decoder.step(x, position, cache, memory_state["memory_kv"],
+                                memory_state["mask"], return_attention_scores)
+        logits = self.project(out[0])
+        return (logits,) + tuple(out[1:])
+
+    # ------------------------------------------------------------------ serialization
+    def get_config(self):
+        config = super().get_config()
+        config.update(config=self.config.to_dict())
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

@@ -1,0 +1,29 @@
+"""keras-transformer: the Transformer of "Attention Is All You Need" in Keras 3."""
+from setuptools import find_packages, setup
+
+setup(
+    name="keras-transformer",
+    version="0.1.0",
+    description=(
+        "The paper's Transformer in Keras 3: training under tf.distribute, beam search, "
+        "and SavedModels that stock TensorFlow Serving loads."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["keras_transformer*", "pipelines*", "export*"]),
+    install_requires=[
+        # tensorflow-text ships compiled ops built against one TensorFlow release: the two
+        # (and TensorFlow Serving) must be the same minor version.
+        "tensorflow==2.21.*",
+        "tensorflow-text==2.21.*",
+        "keras>=3.15",
+        "tensorflow-datasets",
+        "sacrebleu>=2.3",
+        "absl-py",
+        "sentencepiece",
+        "nltk",
+        "matplotlib",
+    ],
+    extras_require={"test": ["pytest"]},
+)
