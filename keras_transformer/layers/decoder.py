@@ -81,7 +81,8 @@ class DecoderLayer(keras.layers.Layer):
                 [batch, heads, target_len, source_len].
         """
         pre = self.norm == "pre"
-        x = residual(x, lambda h: self.self_attention(h, attention_mask=self_mask, training=training),
+        x = residual(x, lambda h: self.self_attention(h, attention_mask=self_mask,
+                                                      training=training),
                      self.self_attention_norm, self.dropout, pre, training)
         return self._attend_memory_and_feed_forward(x, memory, memory_kv, memory_mask, training,
                                                     return_attention_scores)
@@ -164,7 +165,7 @@ class Decoder(keras.layers.Layer):
         self_mask = causal_mask(keras.ops.shape(x)[1])
         weights = None
         for layer in self.blocks:
-            out = layer(x, memory, self_mask=self_mask, memory_attention_mask=memory_mask,
+            out = layer(x, memory, self_mask=self_mask, memory_mask=memory_mask,
                         return_attention_scores=return_attention_scores, training=training)
             x, weights = out if return_attention_scores else (out, None)
         return (self._finish(x), weights) if return_attention_scores else self._finish(x)

@@ -51,7 +51,8 @@ class EncoderLayer(keras.layers.Layer):
     def call(self, x, padding_mask=None, training=None):
         """x [batch, source_len, d_model]; padding_mask [batch, 1, 1, source_len]."""
         pre = self.norm == "pre"
-        x = residual(x, lambda h: self.self_attention(h, attention_mask=padding_mask, training=training),
+        x = residual(x, lambda h: self.self_attention(h, attention_mask=padding_mask,
+                                                      training=training),
                      self.attention_norm, self.dropout, pre, training)
         return residual(x, lambda h: self.feed_forward(h, training=training),
                         self.feed_forward_norm, self.dropout, pre, training)
@@ -98,7 +99,7 @@ class Encoder(keras.layers.Layer):
     def call(self, x, padding_mask=None, training=None):
         """x [batch, source_len, d_model] (embedded, positions added) -> same shape."""
         for layer in self.blocks:
-            x = layer(x, padding_attention_mask=padding_mask, training=training)
+            x = layer(x, padding_mask=padding_mask, training=training)
         return self.final_norm(x) if self.final_norm is not None else x
 
     def get_config(self):

@@ -17,6 +17,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         TensorShape([1, 7, 16])
     """
 
+    def get_config(self):
+        return super().get_config()
+
     def call(self, inputs, start=0):
         """Encodings of positions start .. start + length - 1 of `inputs` [batch, length, d].
 
