@@ -1,0 +1,193 @@
+"""Beam search with the GNMT length penalty, early finish and a key/value cache (Section 6.1).
+
+Pure TensorFlow (`tf.while_loop`), so it runs inside `tf.function`, under XLA and inside an
+exported SavedModel, with dynamic batch size and source length. The model is reached only
+through a `symbols_to_logits_fn(ids, step, cache) -> (logits, cache)` callable, the contract
+of the TensorFlow Model Garden's beam search, so the search knows nothing about layers:
+
+  * `ids` [batch, beam] are the tokens at position `step` (position 0 holds the start id);
+  * `logits` [batch, beam, vocab] predict position `step + 1`;
+  * `cache` is any nest of per-hypothesis tensors shaped [batch, beam, ...]. The search
+    reorders their axis 1 when hypotheses are re-ranked. State that is the same for every
+    hypothesis of a sentence (encoder output, cross-attention keys/values) belongs in the
+    closure instead, so it is never copied per beam nor reordered.
+
+Scores are log-probabilities divided by the length penalty ((5 + length) / 6) ** alpha of
+Wu et al. (2016), length counting the end token. The paper decodes with beam 4, alpha 0.6
+and at most input length + 50 tokens.
+"""
+import tensorflow as tf
+
+from keras_transformer.constants import PAD_ID
+
+_NEG = -1e9  # a finite "minus infinity": keeps sums of scores free of NaNs
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty ((5 + length) / 6) ** alpha."""
+    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
+
+
+def _gather_beams(nest, beam_indices):
+    """Picks hypotheses along axis 1 of every tensor of `nest` ([batch, beam, ...])."""
+    return tf.nest.map_structure(lambda x: tf.gather(x, beam_indices, axis=1, batch_dims=1),
+                                 nest)
+
+
+def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max_lengths,
+                eos_id, alpha=0.6, num_results=1, early_finish=True):
+    """Finds high-scoring continuations of `initial_ids` for every sentence of a batch.
+
+    Args:
+        symbols_to_logits_fn: see the module docstring.
+        initial_ids: int32 [batch], the start token of every sentence.
+        initial_cache: nest of [batch, beam_size, ...] tensors (e.g. empty self-attention
+            key/value caches with room for max(max_lengths) positions).
+        beam_size: k; 1 with alpha 0 is greedy decoding.
+        max_lengths: int32 [batch] (or scalar), the most tokens to generate per sentence,
+            end token included; at that length the end token is forced.
+        eos_id: the end token.
+        alpha: length-penalty exponent (0.6 in the paper; 0 scores by log-probability).
+        num_results: how many hypotheses to return per sentence (n-best, <= beam_size).
+        early_finish: stop a batch as soon as no live hypothesis of any sentence can beat
+            its finished ones; False always runs max(max_lengths) steps (for benchmarks).
+    Returns:
+        (sequences int32 [batch, num_results, max(max_lengths)], 0-padded after the end
+        token; scores float32 [batch, num_results], best first).
+    """
+    if not 1 <= num_results <= beam_size:
+        raise ValueError(f"num_results must be in [1, beam_size={beam_size}], got {num_results}")
+    initial_ids = tf.convert_to_tensor(initial_ids, tf.int32)
+    batch = tf.shape(initial_ids)[0]
+    max_lengths = tf.broadcast_to(tf.cast(max_lengths, tf.int32), [batch])
+    steps = tf.reduce_max(max_lengths)
+    k = beam_size
+    alpha = float(alpha)
+
+    # Sequences hold the start token at position 0 and generated tokens after it.
+    alive_seq = tf.tile(initial_ids[:, None, None], [1, k, 1])
+    alive_seq = tf.concat([alive_seq, tf.zeros([batch, k, steps], tf.int32)], axis=2)
+    # Only the first beam is live at the start, or the k beams would be k copies.
+    alive_log_probs = tf.tile(tf.constant([[0.0] + [_NEG] * (k - 1)]), [batch, 1])
+    finished_seq = tf.zeros_like(alive_seq)
+    finished_scores = tf.fill([batch, k], _NEG)
+    positions = tf.range(steps + 1)
+
+    def not_done(step, alive_seq, alive_log_probs, finished_seq, finished_scores, cache):
+        # The best a live beam can still reach: its log-probability only falls, and the
+        # penalty is largest at the sentence's maximum length.
+        best_alive = alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
+        worst_kept_finished = finished_scores[:, num_results - 1]
+        can_improve = (best_alive > worst_kept_finished) & (step < max_lengths)
+        keep_going = tf.reduce_any(can_improve) if early_finish else True
+        return (step < steps) & keep_going
+
+    def body(step, alive_seq, alive_log_probs, finished_seq, finished_scores, cache):
+        logits, cache = symbols_to_logits_fn(alive_seq[:, :, step], step, cache)
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        vocab = tf.shape(log_probs)[-1]
+        # Padding is never generated (it marks the end of a sequence's storage), and at a
+        # sentence's last allowed position only the end token may be chosen. Scores stay
+        # those of the unmasked distribution: masking restricts the choice only.
+        last = tf.equal(step + 1, max_lengths)[:, None, None]
+        is_eos_column = tf.equal(tf.range(vocab), eos_id)[None, None, :]
+        is_pad_column = tf.equal(tf.range(vocab), PAD_ID)[None, None, :]
+        log_probs = tf.where((last & ~is_eos_column) | is_pad_column, _NEG, log_probs)
+        candidate_log_probs = alive_log_probs[:, :, None] + log_probs
+
+        # 2k candidates: enough that k of them continue even if k end here.
+        flat = tf.reshape(candidate_log_probs, [batch, -1])
+        top_log_probs, top_indices = tf.math.top_k(flat, k=2 * k)
+        top_beams = top_indices // vocab
+        top_tokens = top_indices % vocab
+        write = tf.equal(positions, step + 1)[None, None, :]
+        top_seq = tf.where(write, top_tokens[:, :, None], _gather_beams(alive_seq, top_beams))
+        top_is_eos = tf.equal(top_tokens, eos_id)
+
+        # Live beams: the k best candidates that did not end.
+        alive_scores = tf.where(top_is_eos, _NEG, top_log_probs)
+        new_alive_log_probs, alive_pick = tf.math.top_k(alive_scores, k=k)
+        new_alive_seq = _gather_beams(top_seq, alive_pick)
+        cache = _gather_beams(cache, _gather_beams(top_beams, alive_pick))
+
+        # Finished: the k best of the old finished and the candidates that ended now. As in
+        # fairseq, an ending counts only if it ranks among the k best candidates, so that
+        # beam size 1 is exactly greedy decoding.
+        ended = top_is_eos & (tf.range(2 * k) < k)[None, :] & (top_log_probs > _NEG / 2)
+        ended_scores = tf.where(ended, top_log_probs / length_penalty(step + 1, alpha), _NEG)
+        pool_scores = tf.concat([finished_scores, ended_scores], axis=1)
+        pool_seq = tf.concat([finished_seq, top_seq], axis=1)
+        new_finished_scores, finished_pick = tf.math.top_k(pool_scores, k=k)
+        new_finished_seq = _gather_beams(pool_seq, finished_pick)
+        new_vars = (step + 1, new_alive_seq, new_alive_log_probs, new_finished_seq,
+                    new_finished_scores, cache)
+        # Reshapes with a dynamic batch lose static dimensions; the loop needs them back.
+        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), new_vars, loop_vars)
+        return new_vars
+
+    loop_vars = (tf.constant(0), alive_seq, alive_log_probs, finished_seq, finished_scores,
+                 initial_cache)
+    _, alive_seq, alive_log_probs, finished_seq, finished_scores, _ = tf.while_loop(
+        not_done, body, loop_vars, maximum_iterations=steps)
+
+    # A sentence with no finished hypothesis (only when early_finish is off and decoding
+    # stopped at max(max_lengths) before its own end) returns its live beams instead.
+    has_finished = finished_scores[:, :1] > _NEG / 2
+    alive_scores = alive_log_probs / length_penalty(steps, alpha)
+    sequences = tf.where(has_finished[:, :, None], finished_seq, alive_seq)[:, :num_results, 1:]
+    scores = tf.where(has_finished, finished_scores, alive_scores)[:, :num_results]
+    return sequences, scores
+
+
+def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50,
+                  max_length=None, bos_id=2, eos_id=3, num_results=1, early_finish=True):
+    """Beam search over a `Transformer`: source ids in, target ids and scores out.
+
+    Encodes once; cross-attention keys/values are computed once per sentence and shared by
+    its beams; every step runs `model.decode_step` on one new position with the cache.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        source_ids: int [batch, source_len], 0-padded.
+        beam_size, alpha, num_results, early_finish: see `beam_search`.
+        extra_length: each sentence may produce up to its source length + this many tokens.
+        max_length: a cap on generated tokens (default: the model's `max_length`).
+        bos_id, eos_id: start and end tokens of the target vocabulary.
+    Returns:
+        (ids int32 [batch, num_results, length] 0-padded, scores float32 [batch, num_results]).
+    """
+    if not model.built:
+        model.build()
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    cap = model.config.max_length if max_length is None else max_length
+    source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
+    max_lengths = tf.minimum(source_lengths + extra_length, cap)
+    memory, mask = model.encode(source_ids, training=False)
+    cache, memory_state = model.initial_decode_state(
+        memory, mask, num_rows=beam_size, max_length=tf.reduce_max(max_lengths))
+
+    def symbols_to_logits_fn(ids, step, cache):
+        return model.decode_step(ids, step, cache, memory_state)
+
+    start = tf.fill([tf.shape(source_ids)[0]], bos_id)
+    return beam_search(symbols_to_logits_fn, start, cache, beam_size, max_lengths, eos_id,
+                       alpha=alpha, num_results=num_results, early_finish=early_finish)
+
+
+def score_ids(model, source_ids, target_ids, alpha=0.6, bos_id=2):
+    """Length-penalised log-probability of given targets under the full forward pass.
+
+    The same score `beam_search` reports, computed without the cache: the reference for
+    checking it.
+
+    Args:
+        target_ids: int [batch, length], each ending with the end token, 0-padded after it.
+    """
+    target_ids = tf.convert_to_tensor(target_ids, tf.int32)
+    batch = tf.shape(target_ids)[0]
+    target_in = tf.concat([tf.fill([batch, 1], bos_id), target_ids[:, :-1]], axis=1)
+    log_probs = tf.nn.log_softmax(model((source_ids, target_in), training=False), axis=-1)
+    token_log_probs = tf.gather(log_probs, target_ids, axis=2, batch_dims=2)
+    mask = tf.cast(tf.not_equal(target_ids, PAD_ID), tf.float32)
+    lengths = tf.reduce_sum(mask, axis=1)
+    return tf.reduce_sum(token_log_probs * mask, axis=1) / length_penalty(lengths, alpha)

@@ -1,0 +1,193 @@
+"""Parse trees as symbol sequences and back: parsing as translation (Vinyals & Kaiser et al. 2014).
+
+"Attention Is All You Need", Section 6.3, trains the Transformer on English constituency
+parsing by translating a sentence into a linearized tree, following "Grammar as a Foreign
+Language". The target is the depth-first bracket sequence of the tree with labelled opening
+*and* closing brackets and every POS tag replaced by one placeholder `XX`:
+
+    (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
+    source: John has a dog .
+    target: (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
+
+The root `TOP` of a preprocessed tree is implicit (left out of the target, added back).
+A decoder can emit any sequence, so `delinearize` rebuilds a tree from *every* sequence, repairs
+ill-formed ones deterministically, and says how many repairs it made.
+"""
+from __future__ import annotations
+
+from typing import Collection, Sequence
+
+import nltk
+
+from pipelines.parsing.treebank import ROOT_LABEL, is_preterminal
+
+PLACEHOLDER = "XX"
+"""The target symbol for one word; POS tags are not predicted (Vinyals et al. 2014)."""
+
+OPEN = "("
+CLOSE = ")"
+
+
+def linearize(tree: nltk.Tree) -> tuple[list[str], list[str]]:
+    """The source words and target symbols of a parse tree.
+
+    Args:
+        tree: a tree whose words are each the only child of a POS tag, usually the output of
+            `treebank.preprocess`. A `TOP` root is implicit and not written to the target; any
+            other root is written like every constituent.
+
+    Returns:
+        `(source_words, target_symbols)`: the words in order, and the depth-first sequence with
+        `(LABEL` on entering a constituent, `)LABEL` on leaving it, and `XX` for each word.
+
+    Raises:
+        ValueError: a word that is not the only child of a POS tag or a constituent without
+            words (the tree was not preprocessed), or a label that would not survive the
+            space-separated target string.
+    """
+    words: list[str] = []
+    symbols: list[str] = []
+    roots = list(tree) if tree.label() == ROOT_LABEL else [tree]
+    # Iterative depth-first walk: ("enter", node) expands, ("leave", label) closes.
+    stack: list[tuple[str, object]] = [("enter", node) for node in reversed(roots)]
+    while stack:
+        action, item = stack.pop()
+        if action == "leave":
+            symbols.append(CLOSE + item)
+            continue
+        if not isinstance(item, nltk.Tree):
+            raise ValueError(
+                f"word {item!r} is not under a POS tag; preprocess the tree before linearizing"
+            )
+        if is_preterminal(item):
+            words.append(item[0])
+            symbols.append(PLACEHOLDER)
+            continue
+        label = item.label()
+        if not _valid_label(label):
+            raise ValueError(f"label {label!r} cannot be written as a target symbol")
+        if len(item) == 0 or any(not isinstance(child, nltk.Tree) for child in item):
+            raise ValueError(
+                f"({label} ...) has no words or mixes words and constituents; "
+                f"preprocess the tree"
+            )
+        symbols.append(OPEN + label)
+        stack.append(("leave", label))
+        stack.extend(("enter", child) for child in reversed(item))
+    return words, symbols
+
+
+def _valid_label(label: object) -> bool:
+    """A label usable in `(LABEL`/`)LABEL`: non-empty, no whitespace or parentheses."""
+    return (
+        isinstance(label, str)
+        and bool(label)
+        and not any(char.isspace() or char in "()" for char in label)
+    )
+
+
+def to_target_string(symbols: Sequence[str]) -> str:
+    """The target sequence as one line of text, symbols separated by single spaces."""
+    return " ".join(symbols)
+
+
+def from_target_string(text: str) -> list[str]:
+    """Split a target line (for example a decoded model output) back into symbols."""
+    return text.split()
+
+
+def delinearize(
+    target_symbols: Sequence[str],
+    source_words: Sequence[str],
+    *,
+    labels: Collection[str] | None = None,
+) -> tuple[nltk.Tree, int]:
+    """Rebuild a tree from target symbols and the sentence, repairing whatever is ill-formed.
+
+    The result always has a `TOP` root, and its words are exactly `source_words` in order,
+    each under an `XX` preterminal, so that every decoder output can be scored. Repairs, each
+    counted once, applied left to right in one pass:
+
+    - an unknown symbol (not `XX`, `(LABEL` or `)LABEL`, or a label outside `labels` when
+      given) is dropped;
+    - a closing bracket with no open constituent is dropped;
+    - a closing bracket whose label differs from its opener's closes the innermost open
+      constituent, which keeps the opener's label;
+    - an `XX` beyond the number of words is dropped;
+    - words left over at the end are attached, one `XX` each, to the innermost constituent
+      still open, or to the root if none is (so an empty target gives a flat tree);
+    - constituents still open at the end are closed;
+    - a constituent without any word is dropped.
+
+    Args:
+        target_symbols: the predicted symbols (see `linearize`, `from_target_string`).
+        source_words: the sentence that was parsed.
+        labels: if given, the constituent labels allowed; brackets with other labels are
+            unknown symbols.
+
+    Returns:
+        `(tree, repairs)`: the tree and the number of repairs; 0 exactly when the target was a
+        well-formed linearization of a tree over these words.
+    """
+    allowed = None if labels is None else frozenset(labels)
+    root = nltk.Tree(ROOT_LABEL, [])
+    open_nodes = [root]  # the root never closes; open_nodes[-1] receives new children
+    position = 0
+    repairs = 0
+
+    def close_innermost() -> int:
+        node = open_nodes.pop()
+        if len(node) == 0:
+            return 1  # a constituent over no words: drop it
+        open_nodes[-1].append(node)
+        return 0
+
+    for symbol in target_symbols:
+        if symbol == PLACEHOLDER:
+            if position < len(source_words):
+                open_nodes[-1].append(nltk.Tree(PLACEHOLDER, [source_words[position]]))
+                position += 1
+            else:
+                repairs += 1
+            continue
+        bracket, label = symbol[:1], symbol[1:]
+        if bracket not in (OPEN, CLOSE) or not _valid_label(label):
+            repairs += 1
+        elif allowed is not None and label not in allowed:
+            repairs += 1
+        elif bracket == OPEN:
+            open_nodes.append(nltk.Tree(label, []))
+        elif len(open_nodes) == 1:
+            repairs += 1
+        else:
+            if open_nodes[-1].label() != label:
+                repairs += 1
+            repairs += close_innermost()
+    for word in source_words[position:]:
+        open_nodes[-1].append(nltk.Tree(PLACEHOLDER, [word]))
+        repairs += 1
+    while len(open_nodes) > 1:
+        repairs += 1 + close_innermost()
+    return root, repairs
+
+
+def is_well_formed(tree: nltk.Tree, source_words: Sequence[str]) -> bool:
+    """True if `tree` is what `delinearize` promises: a `TOP` root, every other constituent
+    labelled and over at least one word, every word alone under `XX`, the words in order."""
+    if not isinstance(tree, nltk.Tree) or tree.label() != ROOT_LABEL:
+        return False
+    words = []
+    stack = list(reversed(tree))
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, nltk.Tree) or not _valid_label(node.label()) or len(node) == 0:
+            return False
+        if is_preterminal(node):
+            if node.label() != PLACEHOLDER:
+                return False
+            words.append(node[0])
+        elif any(not isinstance(child, nltk.Tree) for child in node):
+            return False
+        else:
+            stack.extend(reversed(node))
+    return words == list(source_words)
