@@ -21,6 +21,7 @@ setup(
         "tensorflow-datasets",
         "sacrebleu>=2.3",
         "absl-py",
+        "tensorboard",
         "sentencepiece",
         "nltk",
         "matplotlib",

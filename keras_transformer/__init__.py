@@ -3,10 +3,10 @@ in Keras 3, with the paper's presets, schedule, loss and beam search."""
 from keras_transformer.config import PRESETS, TransformerConfig
 from keras_transformer.constants import PAD_ID
 from keras_transformer.losses import LabelSmoothedCrossEntropy
-from keras_transformer.metrics import Perplexity, TokenAccuracy
+from keras_transformer.metrics import Perplexity, TokenAccuracy, TokenCount
 from keras_transformer.model import Transformer
 from keras_transformer.schedules import NoamSchedule, paper_optimizer
 
 __all__ = ["PRESETS", "TransformerConfig", "PAD_ID", "LabelSmoothedCrossEntropy",
-           "Perplexity", "TokenAccuracy", "Transformer", "NoamSchedule", "paper_optimizer"]
+           "Perplexity", "TokenAccuracy", "TokenCount", "Transformer", "NoamSchedule", "paper_optimizer"]
 __version__ = "0.1.0"

@@ -55,3 +55,17 @@ class Perplexity(keras.metrics.Metric):
 
     def get_config(self):
         return {"name": self.name, "dtype": self.dtype}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TokenCount(keras.metrics.Sum):
+    """Number of non-pad target tokens seen since the last reset (for tokens/s)."""
+
+    def __init__(self, name="target_tokens", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        return super().update_state(ops.sum(ops.cast(ops.not_equal(y_true, PAD_ID), "float32")))
+
+    def get_config(self):
+        return {"name": self.name, "dtype": self.dtype}

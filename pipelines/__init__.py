@@ -1,0 +1,1 @@
+"""Data pipelines and the command line: tasks, vocabulary, tf.data input, training stages."""

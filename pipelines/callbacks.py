@@ -1,0 +1,91 @@
+"""Keras callbacks of the training stage: checkpoints, exact step count, throughput, dev BLEU."""
+from __future__ import annotations
+
+import time
+
+import keras
+
+
+class StepCheckpoint(keras.callbacks.Callback):
+    """Saves a checkpoint every `every` optimizer steps and at the end of training.
+
+    Args:
+        manager: from `pipelines.checkpoints.checkpoint_manager`.
+        every: steps between checkpoints.
+    """
+
+    def __init__(self, manager, every):
+        super().__init__()
+        self.manager = manager
+        self.every = int(every)
+        self._saved = None
+
+    def _save(self):
+        # With gradient accumulation several batches share one optimizer step: save once.
+        step = int(self.model.optimizer.iterations.numpy())
+        if step != self._saved:
+            self.manager.save(checkpoint_number=step, check_interval=False)
+            self._saved = step
+        return step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) % self.every == 0:
+            self._save()
+
+    def on_train_end(self, logs=None):
+        self._save()
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Ends `fit` when the optimizer has made `train_steps` updates (resumes included)."""
+
+    def __init__(self, train_steps):
+        super().__init__()
+        self.train_steps = int(train_steps)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.train_steps:
+            self.model.stop_training = True
+
+
+class Throughput(keras.callbacks.Callback):
+    """Adds target tokens/s and the learning rate to the logs (progress bar, TensorBoard).
+
+    Reads the running `target_tokens` metric (`keras_transformer.metrics.TokenCount`);
+    the rate is measured from the end of each epoch's first batch, so compilation time
+    is not counted.
+    """
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs is None or "target_tokens" not in logs:
+            return
+        tokens, now = float(logs["target_tokens"]), time.perf_counter()
+        if self._start is None:
+            self._start = (tokens, now)
+        elif now > self._start[1]:
+            logs["tokens_per_sec"] = (tokens - self._start[0]) / (now - self._start[1])
+        optimizer = self.model.optimizer
+        logs["learning_rate"] = float(optimizer.learning_rate)  # evaluated at this step
+
+    on_epoch_end = on_train_batch_end
+
+
+class DevBleu(keras.callbacks.Callback):
+    """Every `every_epochs` epochs, decodes the dev sample with beam search and logs BLEU.
+
+    Args:
+        evaluate_fn: `model -> float` BLEU (see `pipelines.evaluate.dev_bleu_fn`).
+        every_epochs: how often, in `fit` epochs.
+    """
+
+    def __init__(self, evaluate_fn, every_epochs=1):
+        super().__init__()
+        self.evaluate_fn = evaluate_fn
+        self.every_epochs = max(1, int(every_epochs))
+
+    def on_epoch_end(self, epoch, logs=None):
+        if (epoch + 1) % self.every_epochs == 0 and logs is not None:
+            logs["dev_bleu"] = self.evaluate_fn(self.model)

@@ -1,0 +1,284 @@
+"""Validate and clean parallel text once, in Python, before tf.data reads it.
+
+tf.data reports bad input as an opaque op error deep in a training run; this pass finds it
+first and says which file, which line and what to do. It streams both files once and writes
+cleaned copies (temporary name, then rename) that the tf.data pipeline reads.
+
+What happens to bad input (each case has a test in tests/pipelines/test_text_io.py):
+
+* different line counts on the two sides -> ``DataError`` naming both files and both counts;
+* an empty or whitespace-only line on either side -> the pair is skipped and counted
+  (evaluation splits keep it, ``drop_empty=False``, so line i still matches reference i);
+* invalid UTF-8 -> ``DataError`` naming file, line and byte offset: guessing an encoding would
+  silently corrupt text, and re-encoding the file is a one-line fix (``iconv``);
+* NUL bytes -> removed and counted: they never carry meaning in text, usually come from a
+  stray binary or UTF-16 fragment, and the rest of the line is fine;
+* CRLF (and a lone trailing CR) -> stripped; a UTF-8 byte-order mark on line 1 -> stripped;
+* leading and trailing whitespace -> trimmed: it carries no meaning at sentence level, and the
+  in-graph detokenizer does not reproduce leading spaces, so trimming keeps round trips exact;
+* characters that some readers treat as line breaks (VT, FF, FS, GS, RS, NEL, U+2028,
+  U+2029, an inner CR) -> replaced by a space and counted, so every reader (tf.data splits
+  on ``\\n`` only, Python's ``str.splitlines`` on all of them) sees the same lines;
+* very long lines are kept here; over-long pairs are dropped after tokenization, where length
+  means tokens, and counted there (``pipelines.dataset.length_filter_counts``);
+* nothing left after cleaning -> ``DataError``.
+
+After cleaning, one summary line reports pairs read, kept and skipped by reason.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import os
+import pathlib
+import tempfile
+from typing import Callable, Iterator
+
+Log = Callable[[str], None]
+
+# Characters other than "\n" that str.splitlines() treats as line boundaries.
+_LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_LINE_BREAK_TABLE = str.maketrans({c: " " for c in _LINE_BREAKS})
+_MANIFEST = "manifest.json"
+_FORMAT_VERSION = 2
+
+
+class DataError(ValueError):
+    """Input data the pipeline cannot use; the message names the file, the line and the fix."""
+
+
+@dataclasses.dataclass
+class CleanStats:
+    """Counts from one cleaning pass over a parallel corpus."""
+
+    pairs_read: int = 0
+    kept: int = 0
+    skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+    nul_lines: int = 0
+    crlf_lines: int = 0
+    line_breaks_replaced: int = 0
+    empty_kept: int = 0
+
+    def skip(self, reason: str) -> None:
+        """Count one skipped pair under ``reason``."""
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def summary(self) -> str:
+        """One line: pairs read, kept, skipped by reason, and repairs made."""
+        total_skipped = sum(self.skipped.values())
+        reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(self.skipped.items()))
+        line = (
+            f"pairs read {self.pairs_read:,}, kept {self.kept:,}, "
+            f"skipped {total_skipped:,}" + (f" ({reasons})" if reasons else "")
+        )
+        repairs = [
+            (self.nul_lines, "lines with NUL bytes removed"),
+            (self.crlf_lines, "CRLF endings stripped"),
+            (self.line_breaks_replaced, "inner line-break characters replaced"),
+            (self.empty_kept, "empty lines kept (evaluation split)"),
+        ]
+        extra = "; ".join(f"{n:,} {what}" for n, what in repairs if n)
+        return line + (f"; {extra}" if extra else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class CleanResult:
+    """Cleaned parallel files, their stats and a content digest (keys downstream caches)."""
+
+    source_path: pathlib.Path
+    target_path: pathlib.Path
+    stats: CleanStats
+    digest: str
+
+
+def iter_lines(path: os.PathLike | str) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` of a UTF-8 file, 1-based, splitting on ``\\n`` only.
+
+    Line endings (LF, CRLF) and a leading byte-order mark are removed. Invalid UTF-8 raises
+    ``DataError`` with the file, line and byte offset.
+    """
+    path = pathlib.Path(path)
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DataError(f"{path}: cannot open ({e.strerror}); check the path") from e
+    with f:
+        for number, raw in enumerate(f, start=1):
+            yield number, _decode(path, number, _strip_ending(raw)[0])
+
+
+def count_lines(path: os.PathLike | str) -> int:
+    """Number of lines as tf.data and ``iter_lines`` count them (a last line without LF counts)."""
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def read_lines(path: os.PathLike | str) -> list[str]:
+    """All lines of a UTF-8 text file (see ``iter_lines``)."""
+    return [text for _, text in iter_lines(path)]
+
+
+def _strip_ending(raw: bytes) -> tuple[bytes, bool]:
+    """Remove LF / CRLF; return the line and whether a CR was stripped."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if raw.endswith(b"\r"):
+        return raw[:-1], True
+    return raw, False
+
+
+def _decode(path: pathlib.Path, number: int, raw: bytes) -> str:
+    """Decode one line as UTF-8 or raise a ``DataError`` that says where and how to fix it."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad = raw[e.start : e.start + 4]
+        raise DataError(
+            f"{path}:{number}: invalid UTF-8 at byte {e.start} of the line "
+            f"(bytes {bad!r}). Convert the file to UTF-8, e.g. "
+            f"`iconv -f latin1 -t utf-8 {path} > fixed.txt`, or fix that line."
+        ) from None
+    if number == 1 and text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
+def _identity(path: pathlib.Path) -> dict:
+    """What the cached cleaning result depends on: resolved path, size and mtime."""
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _load_reusable(out_dir: pathlib.Path, inputs: dict) -> CleanResult | None:
+    """Return the previous cleaning result in ``out_dir`` when its inputs are unchanged."""
+    manifest = out_dir / _MANIFEST
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if data.get("version") != _FORMAT_VERSION or data.get("inputs") != inputs:
+        return None
+    src, tgt = out_dir / data["source"], out_dir / data["target"]
+    if not (src.is_file() and tgt.is_file()):
+        return None
+    return CleanResult(src, tgt, CleanStats(**data["stats"]), data["digest"])
+
+
+def clean_parallel(
+    source_path: os.PathLike | str,
+    target_path: os.PathLike | str,
+    out_dir: os.PathLike | str,
+    *,
+    drop_empty: bool = True,
+    log: Log = print,
+) -> CleanResult:
+    """Validate a parallel corpus and write cleaned copies to ``out_dir``; reuse earlier work.
+
+    Args:
+      source_path, target_path: parallel UTF-8 text, line i of one translates line i of the other.
+      out_dir: gets ``source.txt``, ``target.txt`` and ``manifest.json``. A later call with
+        unchanged inputs (same path, size, mtime) returns the stored result without reading.
+      drop_empty: skip pairs with an empty side (training); False keeps every line so
+        evaluation output stays aligned with its references.
+      log: sink for the summary line.
+    Returns:
+      The cleaned file paths, stats and a sha256 of the cleaned content.
+    Raises:
+      DataError: unequal line counts, invalid UTF-8, a missing file or an empty result.
+    """
+    source_path, target_path = pathlib.Path(source_path), pathlib.Path(target_path)
+    out_dir = pathlib.Path(out_dir)
+    for path in (source_path, target_path):
+        if not path.is_file():
+            raise DataError(f"{path}: file not found; check the path or the task's data flags")
+    inputs = {
+        "source": _identity(source_path),
+        "target": _identity(target_path),
+        "drop_empty": drop_empty,
+    }
+    previous = _load_reusable(out_dir, inputs)
+    if previous is not None:
+        log(f"clean: reusing {out_dir}: {previous.stats.summary()}")
+        return previous
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stats = CleanStats()
+    digest = hashlib.sha256()
+    tmp_dir = pathlib.Path(tempfile.mkdtemp(dir=out_dir, prefix=".clean-"))
+    try:
+        src_tmp, tgt_tmp = tmp_dir / "source.txt", tmp_dir / "target.txt"
+        with open(source_path, "rb") as fs, open(target_path, "rb") as ft, open(
+            src_tmp, "wb"
+        ) as out_s, open(tgt_tmp, "wb") as out_t:
+            for number, (raw_s, raw_t) in enumerate(itertools.zip_longest(fs, ft), start=1):
+                if raw_s is None or raw_t is None:
+                    n_src = number - 1 + (raw_s is not None) + sum(1 for _ in fs)
+                    n_tgt = number - 1 + (raw_t is not None) + sum(1 for _ in ft)
+                    raise DataError(
+                        f"{source_path} has {n_src:,} lines but {target_path} has {n_tgt:,}: "
+                        "parallel files must have one line per sentence on both sides. "
+                        f"The first unmatched line is {number:,}; check for a truncated "
+                        "download or embedded newlines."
+                    )
+                stats.pairs_read += 1
+                text_s = _clean_line(source_path, number, raw_s, stats)
+                text_t = _clean_line(target_path, number, raw_t, stats)
+                empty_s, empty_t = not text_s, not text_t
+                if empty_s or empty_t:
+                    if drop_empty:
+                        reason = (
+                            "empty both" if empty_s and empty_t
+                            else "empty source" if empty_s else "empty target"
+                        )
+                        stats.skip(reason)
+                        continue
+                    stats.empty_kept += 1
+                enc_s = (text_s + "\n").encode("utf-8")
+                enc_t = (text_t + "\n").encode("utf-8")
+                out_s.write(enc_s)
+                out_t.write(enc_t)
+                digest.update(len(enc_s).to_bytes(8, "little") + enc_s + enc_t)
+                stats.kept += 1
+        if stats.kept == 0:
+            raise DataError(
+                f"{source_path} and {target_path}: no usable sentence pairs "
+                f"({stats.summary()}). Check that these are the right, non-empty files."
+            )
+        src_out, tgt_out = out_dir / "source.txt", out_dir / "target.txt"
+        (out_dir / _MANIFEST).unlink(missing_ok=True)  # never pair an old manifest with new files
+        os.replace(src_tmp, src_out)
+        os.replace(tgt_tmp, tgt_out)
+        result = CleanResult(src_out, tgt_out, stats, digest.hexdigest())
+        manifest = {
+            "version": _FORMAT_VERSION,
+            "inputs": inputs,
+            "source": src_out.name,
+            "target": tgt_out.name,
+            "stats": dataclasses.asdict(stats),
+            "digest": result.digest,
+        }
+        manifest_tmp = tmp_dir / _MANIFEST
+        manifest_tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        os.replace(manifest_tmp, out_dir / _MANIFEST)
+    finally:
+        for leftover in tmp_dir.iterdir():
+            leftover.unlink()
+        tmp_dir.rmdir()
+    log(f"clean: {source_path.name} / {target_path.name}: {stats.summary()}")
+    return result
+
+
+def _clean_line(path: pathlib.Path, number: int, raw: bytes, stats: CleanStats) -> str:
+    """Strip the line ending, drop NUL bytes, decode, replace inner line breaks, trim."""
+    raw, had_cr = _strip_ending(raw)
+    stats.crlf_lines += had_cr
+    if b"\x00" in raw:
+        raw = raw.replace(b"\x00", b"")
+        stats.nul_lines += 1
+    text = _decode(path, number, raw)
+    if any(c in text for c in _LINE_BREAKS):
+        text = text.translate(_LINE_BREAK_TABLE)
+        stats.line_breaks_replaced += 1
+    return text.strip()

@@ -1,0 +1,120 @@
+"""The training stage: `model.fit` under a `tf.distribute` strategy, resumable at any step."""
+from __future__ import annotations
+
+import math
+import os
+import pathlib
+
+import keras
+import tensorflow as tf
+
+from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
+                               TransformerConfig, paper_optimizer)
+from pipelines import callbacks as cb
+from pipelines import checkpoints, multi_worker
+from pipelines.model_dir import build_model
+from pipelines.prepare import training_input
+
+
+class TrainingSetupError(ValueError):
+    """A combination of flags that cannot train correctly here."""
+
+
+def configure_cpu_devices(count: int) -> None:
+    """Splits the CPU into `count` logical devices, so MirroredStrategy has replicas.
+
+    Must run before TensorFlow initialises its devices (before any op runs).
+    """
+    if count > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+
+
+def make_strategy(jit_compile: bool = False):
+    """MultiWorkerMirroredStrategy when TF_CONFIG is set, else MirroredStrategy over the local
+    GPUs or logical CPUs, else (one device) the default strategy."""
+    if os.environ.get("TF_CONFIG"):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        local = len(strategy.extended.worker_devices)
+    else:
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        local = len(devices)
+        strategy = (tf.distribute.MirroredStrategy([d.name for d in devices]) if local > 1
+                    else tf.distribute.get_strategy())
+    if jit_compile and local > 1 and not tf.config.list_logical_devices("GPU"):
+        # XLA clusters cannot reach variables on another CPU device ("Trying to access
+        # resource ... located in device CPU:1 from device CPU:0") and can hang at exit.
+        raise TrainingSetupError(
+            "--jit_compile is not supported with several CPU devices: XLA cannot access "
+            "variables mirrored on another logical CPU. Use --num_cpu_devices 1 (the default) "
+            "with --jit_compile, or --nojit_compile with several devices.")
+    return strategy
+
+
+def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_scale=1.0,
+                  accumulate_steps=1, jit_compile=False, steps_per_execution=1):
+    """Builds and compiles the model and its optimizer in the strategy's scope."""
+    with strategy.scope():
+        model = build_model(config)
+        optimizer = paper_optimizer(config.d_model, warmup_steps, lr_scale,
+                                    gradient_accumulation_steps=(accumulate_steps
+                                                                 if accumulate_steps > 1
+                                                                 else None))
+        model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(config.label_smoothing),
+                      metrics=[TokenAccuracy(), Perplexity(), TokenCount()],
+                      jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+        optimizer.build(model.trainable_variables)
+    if multi_worker.needs_fix(strategy):
+        multi_worker.apply_fix(model)
+    return model
+
+
+def train(task, model_dir, config: TransformerConfig, *, strategy, train_steps: int,
+          batch_tokens: int, accumulate_steps: int = 1, warmup_steps: int = 4000,
+          lr_scale: float = 1.0, checkpoint_every: int = 1000, keep_checkpoints: int = 20,
+          seed: int = 0, jit_compile: bool = False, steps_per_execution: int = 1,
+          dev_bleu_fn=None, dev_bleu_every: int = 0, validate: bool = True, verbose=1,
+          log=print):
+    """Trains until the optimizer has made `train_steps` updates, resuming if it can.
+
+    One Keras "epoch" is `checkpoint_every` updates; a checkpoint (model + optimizer) ends
+    each, so a killed run restarted with the same command continues from the last
+    checkpoint's step. The data order after a resume is re-seeded from the step, so a resumed
+    run sees fresh batches rather than the ones already trained on.
+
+    Returns:
+        The trained model (its last-step weights; averaging is a later stage).
+    """
+    model = compile_model(config, strategy, warmup_steps=warmup_steps, lr_scale=lr_scale,
+                          accumulate_steps=accumulate_steps, jit_compile=jit_compile,
+                          steps_per_execution=steps_per_execution)
+    manager = checkpoints.checkpoint_manager(model, model.optimizer, model_dir, keep_checkpoints)
+    step = checkpoints.restore_latest(manager)
+    if step:
+        log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
+    if step >= train_steps:
+        log(f"train: already at step {step:,} >= --train_steps {train_steps:,}; nothing to do")
+        return model
+    replicas = strategy.num_replicas_in_sync
+    data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
+                          seed=seed + step, log=log)
+    dev = (training_input(task, model_dir, split="dev", batch_tokens=batch_tokens,
+                          batch_multiple=replicas, shuffle=False, repeat=False, log=log)
+           if validate else None)
+    log(f"train: {replicas} replica(s), {data.batches_per_epoch:,} batches per pass over the "
+        f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "
+        f"steps {step:,} -> {train_steps:,}")
+    callbacks = [cb.StopAtStep(train_steps), cb.Throughput(),
+                 cb.StepCheckpoint(manager, checkpoint_every)]
+    if dev_bleu_fn is not None and dev_bleu_every:
+        callbacks.append(cb.DevBleu(dev_bleu_fn, every_epochs=max(1, dev_bleu_every
+                                                                    // checkpoint_every)))
+    callbacks.append(keras.callbacks.TensorBoard(str(pathlib.Path(model_dir) / "logs")))
+    model.fit(data.dataset, validation_data=dev and dev.dataset,
+              validation_steps=dev and dev.batches_per_epoch,
+              epochs=math.ceil(train_steps / checkpoint_every),
+              initial_epoch=step // checkpoint_every,
+              steps_per_epoch=checkpoint_every * accumulate_steps,
+              callbacks=callbacks, verbose=verbose, shuffle=False)
+    return model

@@ -1,0 +1,231 @@
+"""Shared source+target SentencePiece BPE vocabulary: train it, store it, load it in-graph.
+
+One model serves both languages (the paper shares a 37,000-token BPE vocabulary between
+English and German, Section 5.1), so the embedding matrices can be tied.
+
+Choices, and why:
+
+* ``normalization_rule_name="identity"`` and ``remove_extra_whitespaces=False``: no Unicode
+  normalization and no whitespace squeezing, so ``detokenize(tokenize(x)) == x`` for any text
+  (a translation is returned exactly as the model spelled it, references are never rewritten).
+  NFKC would fold e.g. full-width forms and ligatures, which then never round-trip. The one
+  exception is leading whitespace, which tensorflow-text's detokenizer drops; the cleaning
+  pass (``pipelines.text_io``) trims lines, so training and evaluation text has none.
+* ``character_coverage=1.0``: every character of the training sample gets a piece.
+* ``byte_fallback=True``: a character never seen in training (emoji, CJK in a German corpus)
+  is spelled as UTF-8 byte pieces instead of ``<unk>``, and decodes back to itself. It costs
+  256 vocabulary entries. ``<unk>`` (id 1) is still reserved but practically never produced.
+* Ids: pad=0 (the model's padding), unk=1, bos=2, eos=3.
+
+The serialized model proto (``read_model_proto``) is what goes into
+``tensorflow_text.SentencepieceTokenizer`` here and into the exported SavedModel later, so
+training, evaluation and serving tokenize with the very same bytes.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pathlib
+import random
+import tempfile
+from typing import Callable, Iterable, Sequence
+
+from pipelines.text_io import DataError, iter_lines
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+MODEL_FILENAME = "spm.model"
+
+Log = Callable[[str], None]
+
+
+def sample_lines(
+    paths: Sequence[os.PathLike | str],
+    num_lines: int,
+    *,
+    seed: int = 0,
+    log: Log = print,
+    progress_every: int = 1_000_000,
+) -> list[str]:
+    """Uniformly sample up to ``num_lines`` non-empty lines from several files, in one pass.
+
+    Reservoir sampling (seeded) keeps memory at ``num_lines`` whatever the corpus size, and
+    reading every file keeps the sample representative of all parts of the corpus.
+    """
+    if num_lines <= 0:
+        raise ValueError(f"num_lines must be positive, got {num_lines}")
+    rng = random.Random(seed)
+    reservoir: list[str] = []
+    seen = 0
+    for path in paths:
+        for _, line in iter_lines(path):
+            if not line.strip():
+                continue
+            seen += 1
+            if len(reservoir) < num_lines:
+                reservoir.append(line)
+            else:
+                slot = rng.randrange(seen)
+                if slot < num_lines:
+                    reservoir[slot] = line
+            if seen % progress_every == 0:
+                log(f"vocab: read {seen:,} lines")
+    log(f"vocab: read {seen:,} lines in total, sampled {len(reservoir):,} for training")
+    return reservoir
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    vocab_size: int,
+    *,
+    num_threads: int | None = None,
+) -> bytes:
+    """Train a BPE SentencePiece model on ``sentences``; return its serialized proto.
+
+    BPE training is deterministic for a given input, so the sample fixes the model.
+    """
+    import sentencepiece as spm
+
+    sentences = list(sentences)
+    if not sentences:
+        raise DataError("cannot train a vocabulary on an empty corpus: no non-empty lines found")
+    writer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=writer,
+        model_type="bpe",
+        vocab_size=vocab_size,
+        character_coverage=1.0,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        byte_fallback=True,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="<s>",
+        eos_piece="</s>",
+        input_sentence_size=0,  # the caller already sampled
+        shuffle_input_sentence=False,
+        num_threads=num_threads or max(1, os.cpu_count() or 1),
+        minloglevel=1,
+    )
+    return writer.getvalue()
+
+
+def write_atomic(path: os.PathLike | str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and ``os.replace``.
+
+    A crash never leaves a half-written file under the final name.
+    """
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def build_vocab(
+    train_files: Sequence[os.PathLike | str],
+    model_dir: os.PathLike | str,
+    vocab_size: int,
+    *,
+    max_sentences: int = 1_000_000,
+    seed: int = 0,
+    log: Log = print,
+) -> pathlib.Path:
+    """Train the shared vocabulary on a sample of ``train_files`` and store ``<dir>/spm.model``.
+
+    Args:
+      train_files: plain UTF-8 text, one sentence a line (source and target files together).
+      model_dir: where ``spm.model`` is written (atomically).
+      vocab_size: pieces including the 4 reserved ids and 256 byte pieces.
+      max_sentences: size of the training sample (lines, both sides pooled).
+      seed: seed of the line sample (BPE training itself is deterministic).
+      log: progress sink.
+    Returns:
+      The path of the written model.
+    """
+    sample = sample_lines(train_files, max_sentences, seed=seed, log=log)
+    log(f"vocab: training BPE, vocab_size={vocab_size:,} on {len(sample):,} lines")
+    try:
+        proto = train_sentencepiece(sample, vocab_size)
+    except RuntimeError as e:
+        hint = (
+            " Choose a smaller vocab_size for this corpus."
+            if "Vocabulary size" in str(e)
+            else ""
+        )
+        raise DataError(
+            f"SentencePiece training failed for vocab_size={vocab_size} on {len(sample):,} lines "
+            f"from {', '.join(map(str, train_files))}: {e}.{hint}"
+        ) from e
+    path = pathlib.Path(model_dir) / MODEL_FILENAME
+    write_atomic(path, proto)
+    log(f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 {model_digest(proto)[:12]})")
+    return path
+
+
+def read_model_proto(path: os.PathLike | str) -> bytes:
+    """Return the serialized SentencePiece model at ``path`` (a file, or a dir with spm.model)."""
+    path = pathlib.Path(path)
+    if path.is_dir():
+        path = path / MODEL_FILENAME
+    if not path.is_file():
+        raise DataError(
+            f"{path}: SentencePiece model not found. Build it first "
+            "(pipelines/run.py --mode prepare) or point to an existing spm.model."
+        )
+    return path.read_bytes()
+
+
+def model_digest(proto: bytes) -> str:
+    """sha256 of the model proto: keys caches so a new vocabulary never reuses old token ids."""
+    return hashlib.sha256(proto).hexdigest()
+
+
+def vocab_size_of(proto: bytes) -> int:
+    """Number of pieces in the serialized model."""
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
+
+
+def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
+    """Return an in-graph ``tensorflow_text.SentencepieceTokenizer`` (int32 ids, no BOS/EOS).
+
+    BOS/EOS are added by the data pipeline where each belongs (source+EOS, BOS+target, ...).
+    """
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    proto = (
+        path_or_proto
+        if isinstance(path_or_proto, bytes)
+        else read_model_proto(path_or_proto)
+    )
+    return tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+
+
+def python_processor(path_or_proto: os.PathLike | str | bytes):
+    """Return a ``sentencepiece.SentencePieceProcessor`` for the same model (pure Python use)."""
+    import sentencepiece as spm
+
+    proto = (
+        path_or_proto
+        if isinstance(path_or_proto, bytes)
+        else read_model_proto(path_or_proto)
+    )
+    return spm.SentencePieceProcessor(model_proto=proto)

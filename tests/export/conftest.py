@@ -1,0 +1,112 @@
+"""Fixtures for the export tests: a real vocabulary, a briefly trained tiny model, its export.
+
+Everything is built once per test session from 2,000 lines of Multi30k train (English ->
+German): a 600-piece SentencePiece model, a 1-layer d_model 32 Transformer trained for about
+125 steps (a few seconds) so that translations differ from sentence to sentence, a model
+directory as training leaves it, and one exported version of it.
+"""
+import gzip
+import itertools
+import pathlib
+
+import numpy as np
+import pytest
+
+NUM_LINES = 2000
+VOCAB_SIZE = 600
+MAX_LENGTH = 64        # the model's max_length: the input truncation length of the export
+TRAIN_LENGTH = 32      # training examples are cut to this many tokens
+# Decoding settings written to settings.json; the export must pick them up from there.
+SETTINGS = {"beam_size": 3, "alpha": 0.6, "extra_length": 10}
+
+
+def _read_head(path: pathlib.Path, count: int) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in itertools.islice(f, count)]
+
+
+@pytest.fixture(scope="session")
+def corpus(shared_data):
+    """The first NUM_LINES English and German lines of Multi30k train."""
+    return {lang: _read_head(shared_data / "multi30k" / f"train.{lang}.gz", NUM_LINES)
+            for lang in ("en", "de")}
+
+
+@pytest.fixture(scope="session")
+def spm_proto(corpus, tmp_path_factory) -> bytes:
+    from pipelines import vocab
+
+    work = tmp_path_factory.mktemp("export_vocab")
+    files = []
+    for lang, lines in corpus.items():
+        path = work / f"train.{lang}"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        files.append(path)
+    return vocab.build_vocab(files, work, VOCAB_SIZE, log=lambda message: None).read_bytes()
+
+
+def _encode_pairs(spm_proto, corpus):
+    """(source, target_in, target_out) int32 arrays [NUM_LINES, TRAIN_LENGTH], 0-padded."""
+    from pipelines.vocab import BOS_ID, EOS_ID, python_processor
+
+    processor = python_processor(spm_proto)
+    arrays = np.zeros([3, NUM_LINES, TRAIN_LENGTH], np.int32)
+    for row, (en, de) in enumerate(zip(corpus["en"], corpus["de"])):
+        source = processor.encode(en)[:TRAIN_LENGTH - 1] + [EOS_ID]
+        target = processor.encode(de)[:TRAIN_LENGTH - 1]
+        for index, ids in enumerate((source, [BOS_ID] + target, target + [EOS_ID])):
+            arrays[index, row, :len(ids)] = ids
+    return arrays
+
+
+@pytest.fixture(scope="session")
+def trained_model(spm_proto, corpus):
+    """A 1-layer, d_model 32 Transformer trained for ~125 steps on the pairs."""
+    import keras
+
+    from keras_transformer import LabelSmoothedCrossEntropy, Transformer, TransformerConfig
+
+    keras.utils.set_random_seed(1234)
+    config = TransformerConfig.preset("base", vocab_size=VOCAB_SIZE, num_layers=1, d_model=32,
+                                      d_ff=64, num_heads=2, dropout=0.0, max_length=MAX_LENGTH)
+    model = Transformer(config)
+    model.build()
+    source, target_in, target_out = _encode_pairs(spm_proto, corpus)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=LabelSmoothedCrossEntropy(0.1))
+    model.fit((source, target_in), target_out, batch_size=32, epochs=2, verbose=0)
+    return model
+
+
+@pytest.fixture(scope="session")
+def model_dir(trained_model, spm_proto, tmp_path_factory) -> pathlib.Path:
+    """A model directory as training leaves it: config, settings, vocabulary, final weights."""
+    from pipelines import model_dir as md
+
+    path = tmp_path_factory.mktemp("export_model_dir")
+    md.save_config(path, trained_model.config)
+    md.save_settings(path, dict(SETTINGS, task="multi30k_ende"))
+    (path / md.VOCAB_FILE).write_bytes(spm_proto)
+    trained_model.save_weights(path / md.FINAL_WEIGHTS_FILE)
+    return path
+
+
+@pytest.fixture(scope="session")
+def export_base(tmp_path_factory) -> pathlib.Path:
+    """The model base path TensorFlow Serving would watch."""
+    return tmp_path_factory.mktemp("export_base") / "transformer"
+
+
+@pytest.fixture(scope="session")
+def exported(model_dir, export_base) -> pathlib.Path:
+    """Version 1, exported from the model directory with settings.json's decoding settings."""
+    from export.saved_model import export_model_dir
+
+    return export_model_dir(model_dir, export_base, log=lambda message: None)
+
+
+@pytest.fixture(scope="session")
+def translator(trained_model, spm_proto):
+    """The in-process serving functions, with the settings the export read."""
+    from export.saved_model import Translator
+
+    return Translator(trained_model, spm_proto, **SETTINGS)

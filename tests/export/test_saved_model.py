@@ -1,0 +1,253 @@
+"""The exported SavedModel: layout and versions, serving loaders, op check, robustness, CLI.
+
+Fixtures (tests/export/conftest.py) train a tiny model on real Multi30k text and export it
+once; `serving_check.py` loads that export in a fresh process that imports only TensorFlow
+and tensorflow-text, with both the TF2 loader and the TF1 session loader TensorFlow Serving
+uses, and its outputs must equal the in-process `Translator`'s.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from export import op_check
+from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERVING_SIGNATURE,
+                                VOCAB_COPY_FILE, ExportError, Translator, export_model_dir,
+                                export_saved_model, next_version, write_translator)
+from tests.export.conftest import MAX_LENGTH, SETTINGS
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SERVING_CHECK = pathlib.Path(__file__).with_name("serving_check.py")
+
+LONG_SENTENCE = " ".join(["A man in a blue shirt is standing on a ladder"] * 100)  # 1,000 words
+ODD_INPUTS = [
+    "",                                    # empty
+    "   ",                                 # whitespace only
+    "\t \n ",                              # other whitespace
+    LONG_SENTENCE,                         # longer than the model's max_length
+    "🙂🚀 👍🏽 🇩🇪",                          # emoji (ZWJ-free, with a modifier and a flag)
+    "一个男人在街上骑自行车。東京タワー",        # CJK: not in the English/German training text
+    "ʘ‿ʘ ∰ ⍼ Ꙭ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \u200b\ufeff",     # characters outside the vocabulary
+    "A dog runs through the snow.",
+]
+
+
+def _val_lines(shared_data, count):
+    path = shared_data / "multi30k" / "val.en"
+    return path.read_text(encoding="utf-8").splitlines()[:count]
+
+
+def _strings(tensor):
+    assert tensor.dtype == tf.string
+    return [bytes(x) for x in tensor.numpy()]
+
+
+def _lengths(ids):
+    """Tokens per row, EOS included (rows are 0-padded after it)."""
+    return np.count_nonzero(np.asarray(ids), axis=1)
+
+
+# ---------------------------------------------------------------------- layout and versions
+def test_export_writes_a_servable_version_with_settings_from_the_model_dir(
+        exported, export_base, spm_proto):
+    assert exported == export_base / "1"
+    assert (exported / "saved_model.pb").is_file()
+    assert (exported / "variables" / "variables.index").is_file()
+    assert (exported / EXTRA_DIR / VOCAB_COPY_FILE).read_bytes() == spm_proto
+    info = json.loads((exported / EXTRA_DIR / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
+    for key, value in SETTINGS.items():  # read from settings.json
+        assert info["decoding"][key] == value
+    assert info["decoding"]["max_length"] == MAX_LENGTH
+    assert info["versions"]["tensorflow"] == tf.__version__
+    assert set(info["signatures"]) == {SERVING_SIGNATURE, IDS_SIGNATURE}
+    # Nothing but version directories: no temporary directory left for the server to see.
+    assert sorted(p.name for p in export_base.iterdir()) == ["1"]
+
+
+def test_versions_are_numbered_written_atomically_and_never_silently_replaced(
+        translator, model_dir, tmp_path):
+    base = tmp_path / "serving"
+    first = write_translator(translator, base, log=lambda m: None)
+    second = write_translator(translator, base, log=lambda m: None)
+    assert (first.name, second.name) == ("1", "2")
+    assert next_version(base) == 3
+
+    # An existing version is refused before any work, with what to do about it.
+    with pytest.raises(ExportError, match=r"already exists: pass overwrite=True"):
+        export_saved_model(translator.model, translator.spm_proto, base, version=1)
+    with pytest.raises(ExportError, match=r"already exists.*write version 3"):
+        export_model_dir(model_dir, base, version=2)
+
+    before = (first / EXTRA_DIR / EXPORT_INFO_FILE).stat().st_ino
+    (first / "stale_marker").write_text("old")
+    replaced = write_translator(translator, base, version=1, overwrite=True, log=lambda m: None)
+    assert replaced == first and not (first / "stale_marker").exists()
+    assert (first / EXTRA_DIR / EXPORT_INFO_FILE).stat().st_ino != before
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]  # no temporary leftovers
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(beam_size=0), "beam_size must be >= 1"),
+    (dict(extra_length=-1), "extra_length must be >= 0"),
+    (dict(alpha=-0.5), "alpha must be a number >= 0"),
+    (dict(max_length=MAX_LENGTH + 1), "max_length must be in"),
+])
+def test_invalid_decoding_settings_are_refused(trained_model, spm_proto, kwargs, message):
+    with pytest.raises(ExportError, match=message):
+        Translator(trained_model, spm_proto, **kwargs)
+
+
+def test_invalid_version_is_refused(trained_model, spm_proto, tmp_path):
+    with pytest.raises(ExportError, match="non-negative integer"):
+        export_saved_model(trained_model, spm_proto, tmp_path, version=-1)
+
+
+# ---------------------------------------------------------------------- serving loaders
+def _env_without_repo():
+    """The environment for a process that must not be able to import this project."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+             if p and pathlib.Path(p).resolve() != ROOT]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def test_tf2_and_tf1_session_loaders_serve_the_same_translations(
+        exported, translator, shared_data, tmp_path):
+    sources = ODD_INPUTS + _val_lines(shared_data, 8)
+    source_ids = translator.tokenize(tf.constant(sources)).numpy()
+    expected = translator.translate(tf.constant(sources))
+    expected_ids = translator.translate_ids(tf.constant(source_ids))
+
+    request, result_path = tmp_path / "request.json", tmp_path / "result.json"
+    request.write_text(json.dumps({"sources": sources, "source_ids": source_ids.tolist()}),
+                       encoding="utf-8")
+    run = subprocess.run([sys.executable, str(SERVING_CHECK), str(exported), str(request),
+                          str(result_path)], cwd=tmp_path, env=_env_without_repo(),
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-5000:]
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    assert result["project_modules"] == []
+
+    want_text = [t.hex() for t in _strings(expected["translation"])]
+    for loader in ("tf2", "tf1"):
+        got = result[loader]
+        assert got["sources"]["translation"]["dtype"] == "string"
+        assert got["sources"]["translation"]["values"] == want_text, loader
+        np.testing.assert_allclose(got["sources"]["score"]["values"],
+                                   expected["score"].numpy(), atol=1e-4)
+        assert got["ids"]["ids"]["values"] == expected_ids["ids"].numpy().tolist(), loader
+        np.testing.assert_allclose(got["ids"]["score"]["values"],
+                                   expected_ids["score"].numpy(), atol=1e-4)
+        assert got["empty"]["translation"]["shape"] == [0]
+        assert got["empty"]["score"]["shape"] == [0]
+
+    signatures = result["tf1"]["signature_defs"]
+    assert signatures[SERVING_SIGNATURE] == {
+        "method_name": "tensorflow/serving/predict",
+        "inputs": {"source": ["string", [-1]]},
+        "outputs": {"translation": ["string", [-1]], "score": ["float32", [-1]]}}
+    assert signatures[IDS_SIGNATURE] == {
+        "method_name": "tensorflow/serving/predict",
+        "inputs": {"source_ids": ["int32", [-1, -1]]},
+        "outputs": {"ids": ["int32", [-1, -1]], "score": ["float32", [-1]]}}
+
+
+# ---------------------------------------------------------------------- op check
+def test_every_op_is_core_tensorflow_or_tensorflow_text(exported):
+    report = op_check.check_ops(exported)
+    assert report.ok, report.format()
+    text_ops = {op for op, where in report.ops.items() if where == op_check.TENSORFLOW_TEXT}
+    assert text_ops == {"SentencepieceOp", "SentencepieceTokenizeOp",
+                        "SentencepieceDetokenizeOp"}
+    assert all("_sentencepiece_tokenizer" in report.libraries[op] for op in text_ops)
+    assert {"While", "TopKV2", "StatefulPartitionedCall"} <= set(report.ops)
+    assert not set(report.ops) & op_check.FORBIDDEN_OPS
+
+
+def test_op_check_fails_on_python_callbacks_and_unregistered_ops(tmp_path, capsys):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    class Callbacks(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+        def serve(self, x):
+            y = tf.py_function(lambda v: v * 2.0, [x], tf.float32)
+            return {"y": tf.numpy_function(lambda v: v + 1.0, [y], tf.float32)}
+
+    path = tmp_path / "callbacks"
+    module = Callbacks()
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    # Add a node of an op no library registers, as a custom-op model would have.
+    pb = path / "saved_model.pb"
+    saved_model = saved_model_pb2.SavedModel.FromString(pb.read_bytes())
+    saved_model.meta_graphs[0].graph_def.node.add(name="custom", op="MyCustomSentenceOp")
+    pb.write_bytes(saved_model.SerializeToString())
+
+    status = op_check.main([str(path)])
+    printed = capsys.readouterr().out
+    assert status == 1
+    assert "FAILED" in printed
+    for op in ("EagerPyFunc", "PyFunc", "MyCustomSentenceOp"):
+        assert f"{op}" in printed
+    report = op_check.check_ops(path)
+    assert set(report.problems) == {"EagerPyFunc", "PyFunc", "MyCustomSentenceOp"}
+    assert "Python callback" in report.problems["PyFunc"]
+    assert "not registered" in report.problems["MyCustomSentenceOp"]
+
+
+# ---------------------------------------------------------------------- robustness
+def test_odd_inputs_translate_to_bounded_strings(translator):
+    sources = tf.constant(ODD_INPUTS)
+    out = translator.translate(sources)
+    assert out["translation"].shape == [len(ODD_INPUTS)] and out["score"].shape == [len(ODD_INPUTS)]
+    assert len(_strings(out["translation"])) == len(ODD_INPUTS)
+    assert np.all(np.isfinite(out["score"].numpy()))
+
+    source_ids = translator.tokenize(sources).numpy()
+    # The 1,000-word sentence is cut to max_length tokens, the last one EOS.
+    long_row = source_ids[ODD_INPUTS.index(LONG_SENTENCE)]
+    assert source_ids.shape[1] == MAX_LENGTH == _lengths([long_row])[0]
+    assert long_row[-1] == 3
+    ids = translator.translate_ids(tf.constant(source_ids))["ids"].numpy()
+    bound = np.minimum(_lengths(source_ids) + SETTINGS["extra_length"], MAX_LENGTH)
+    assert np.all(_lengths(ids) <= bound)
+    assert np.all(_lengths(ids) <= MAX_LENGTH + SETTINGS["extra_length"])
+    # The text signature is tokenize -> translate_ids -> detokenize.
+    assert _strings(translator.detokenize(tf.constant(ids))) == _strings(out["translation"])
+
+
+def test_empty_batch_and_batch_of_64(translator, shared_data):
+    empty = translator.translate(tf.constant([], tf.string))
+    assert empty["translation"].dtype == tf.string
+    assert empty["translation"].shape == [0] and empty["score"].shape == [0]
+    empty_ids = translator.translate_ids(tf.zeros([0, 5], tf.int32))
+    assert empty_ids["ids"].shape[0] == 0 and empty_ids["score"].shape == [0]
+
+    lines = _val_lines(shared_data, 64)
+    out = translator.translate(tf.constant(lines))
+    translations = _strings(out["translation"])
+    assert len(translations) == 64 and out["score"].shape == [64]
+    # The briefly trained model says different things about different sentences.
+    assert len(set(translations)) > 10
+    ids = translator.translate_ids(translator.tokenize(tf.constant(lines)))["ids"].numpy()
+    assert np.all(_lengths(ids) <= MAX_LENGTH + SETTINGS["extra_length"])
+
+
+# ---------------------------------------------------------------------- command line
+def test_command_line_export(model_dir, tmp_path):
+    export_dir = tmp_path / "cli_export"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "export" / "run.py"), f"--model_dir={model_dir}",
+         f"--export_dir={export_dir}", "--version=5", "--beam_size=2", "--nocheck_ops"],
+        cwd=tmp_path, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True,
+        text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-5000:]
+    assert run.stdout.strip().splitlines()[-1] == str(export_dir / "5")
+    info = json.loads((export_dir / "5" / EXTRA_DIR / EXPORT_INFO_FILE).read_text("utf-8"))
+    assert info["decoding"]["beam_size"] == 2  # the flag
+    assert info["decoding"]["extra_length"] == SETTINGS["extra_length"]  # settings.json

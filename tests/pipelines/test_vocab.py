@@ -1,0 +1,112 @@
+"""Shared SentencePiece vocabulary: in-graph tokenization equals Python, and round-trips."""
+import os
+import pathlib
+
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+from pipelines import text_io, vocab
+from pipelines.text_io import DataError
+
+SMALL_VOCAB = 3000
+SAMPLE_LINES = 20_000
+
+
+def train_small_vocab(data_dir: pathlib.Path, out_dir: pathlib.Path) -> pathlib.Path:
+    """A 3,000-piece model on a 20,000-line sample of Multi30k train (about a second)."""
+    import gzip
+
+    corpus = out_dir / "corpus"
+    corpus.mkdir(parents=True, exist_ok=True)
+    files = []
+    for lang in ("en", "de"):
+        path = corpus / f"train.{lang}"
+        with gzip.open(data_dir / "multi30k" / f"train.{lang}.gz", "rb") as f:
+            path.write_bytes(f.read())
+        files.append(path)
+    return vocab.build_vocab(
+        files, out_dir, SMALL_VOCAB, max_sentences=SAMPLE_LINES, log=lambda m: None
+    )
+
+
+@pytest.fixture(scope="module")
+def model_path(shared_data, tmp_path_factory):
+    return train_small_vocab(shared_data, tmp_path_factory.mktemp("vocab"))
+
+
+@pytest.fixture(scope="module")
+def val_lines(shared_data):
+    return {
+        lang: text_io.read_lines(shared_data / "multi30k" / f"val.{lang}") for lang in ("en", "de")
+    }
+
+
+def test_model_is_stored_atomically_with_reserved_ids(model_path):
+    assert model_path.name == "spm.model"
+    assert [p.name for p in model_path.parent.iterdir() if p.name.startswith(".")] == []
+    proto = vocab.read_model_proto(model_path.parent)
+    assert proto == model_path.read_bytes()
+    sp = spm.SentencePieceProcessor(model_proto=proto)
+    assert sp.get_piece_size() == SMALL_VOCAB
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (
+        vocab.PAD_ID, vocab.UNK_ID, vocab.BOS_ID, vocab.EOS_ID
+    ) == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_in_graph_tokenization_equals_python_sentencepiece(model_path, val_lines, lang):
+    lines = val_lines[lang]
+    assert len(lines) == 1014
+    tokenizer = vocab.load_tokenizer(model_path)
+    in_graph = tf.function(tokenizer.tokenize)(tf.constant(lines)).to_list()
+    python = vocab.python_processor(model_path).encode(lines)
+    assert in_graph == python
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_detokenize_tokenize_round_trips(model_path, val_lines, lang):
+    lines = val_lines[lang]
+    tokenizer = vocab.load_tokenizer(vocab.read_model_proto(model_path))
+    ids = tokenizer.tokenize(tf.constant(lines))
+    back = [s.decode("utf-8") for s in tokenizer.detokenize(ids).numpy()]
+    assert back == lines
+    assert vocab.UNK_ID not in ids.flat_values.numpy()
+
+
+def test_unseen_characters_use_byte_fallback_not_unk(model_path):
+    text = ["Ein Hund 🐕 läuft — 東京 ﬁ", "two  spaces and a tab\tend "]
+    tokenizer = vocab.load_tokenizer(model_path)
+    ids = tokenizer.tokenize(tf.constant(text))
+    assert vocab.UNK_ID not in ids.flat_values.numpy()
+    back = [s.decode("utf-8") for s in tokenizer.detokenize(ids).numpy()]
+    assert back == text
+
+
+def test_sample_is_seeded_bounded_and_reports_progress(tmp_path):
+    path = tmp_path / "f.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(1000)) + "\n  \n", encoding="utf-8")
+    logs = []
+    first = vocab.sample_lines([path], 100, seed=3, log=logs.append, progress_every=250)
+    again = vocab.sample_lines([path], 100, seed=3, log=lambda m: None)
+    assert first == again and len(first) == 100 and len(set(first)) == 100
+    assert vocab.sample_lines([path], 100, seed=4, log=lambda m: None) != first
+    assert logs[:4] == [f"vocab: read {n:,} lines" for n in (250, 500, 750, 1000)]
+    assert "read 1,000 lines in total, sampled 100" in logs[-1]
+
+
+def test_missing_model_and_empty_corpus_are_clear_errors(tmp_path):
+    with pytest.raises(DataError, match="spm.model: SentencePiece model not found"):
+        vocab.read_model_proto(tmp_path)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(DataError, match="empty corpus"):
+        vocab.build_vocab([empty], tmp_path, 100, log=lambda m: None)
+    assert not os.path.exists(tmp_path / "spm.model")
+
+
+def test_too_large_vocab_is_a_clear_error(tmp_path):
+    small = tmp_path / "small.txt"
+    small.write_text("a b c\nd e f\n", encoding="utf-8")
+    with pytest.raises(DataError, match="smaller vocab_size"):
+        vocab.build_vocab([small], tmp_path, 5000, log=lambda m: None)
