@@ -21,6 +21,7 @@ setup(
         "tensorflow-datasets",
         "sacrebleu>=2.3",
         "absl-py",
+        "importlib_resources",  # tensorflow-datasets imports it but declares it only for Python < 3.9
         "tensorboard",
         "sentencepiece",
         "nltk",

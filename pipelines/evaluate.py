@@ -8,6 +8,7 @@ tokenizer standing in for Moses' tokenizer.perl, scored on the pre-tokenized tex
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import re
@@ -60,6 +61,17 @@ def translate_batches(translate, batches, tokenizer, verbose=1):
         scores.append([float(s) for s in batch_scores.numpy()])
         progress.add(len(batch.indices))
     return ds_lib.restore_order(batches, texts), ds_lib.restore_order(batches, scores)
+
+
+def first_sentences(data, count):
+    """The `EvalInput` restricted to its first `count` sentences (quick evaluations)."""
+    batches = []
+    for batch in data.batches:
+        keep = batch.indices < count
+        if keep.any():
+            batches.append(ds_lib.EvalBatch(batch.source_ids[keep], batch.indices[keep]))
+    return dataclasses.replace(data, sources=data.sources[:count],
+                               references=data.references[:count], batches=batches)
 
 
 def sacre_bleu(hypotheses, references, lowercase=False):

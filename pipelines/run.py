@@ -58,6 +58,7 @@ flags.DEFINE_integer("beam_size", None, "Beam size (default: the task's; the pap
 flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the task's; paper: 0.6).")
 flags.DEFINE_integer("extra_length", None, "Max output = input length + this (paper: 50).")
 flags.DEFINE_enum("eval_split", "test", ["dev", "test"], "Split the evaluate stage scores.")
+flags.DEFINE_integer("eval_sentences", None, "Score only the first N sentences of the split.")
 flags.DEFINE_bool("decode_jit_compile", True, "Compile beam search with XLA when decoding.")
 flags.DEFINE_string("export_dir", None, "SavedModel base dir (default <model_dir>/export).")
 flags.DEFINE_integer("export_version", None, "Version subdirectory (default: next number).")
@@ -106,6 +107,7 @@ def options_from_flags():
         steps_per_execution=FLAGS.steps_per_execution, dev_bleu_every=FLAGS.dev_bleu_every,
         dev_bleu_sentences=FLAGS.dev_bleu_sentences, beam_size=FLAGS.beam_size,
         alpha=FLAGS.alpha, extra_length=FLAGS.extra_length, eval_split=FLAGS.eval_split,
+        eval_sentences=FLAGS.eval_sentences,
         decode_jit_compile=FLAGS.decode_jit_compile, export_dir=FLAGS.export_dir,
         export_version=FLAGS.export_version, overwrite_export=FLAGS.overwrite_export,
         input_file=FLAGS.input, output_file=FLAGS.output, plot_attention=FLAGS.plot_attention)

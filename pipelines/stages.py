@@ -59,6 +59,7 @@ class RunOptions:
     alpha: float | None = None
     extra_length: int | None = None
     eval_split: str = "test"
+    eval_sentences: int | None = None
     decode_jit_compile: bool = True
     export_dir: str | None = None
     export_version: int | None = None
@@ -171,6 +172,8 @@ def run_evaluate(options: RunOptions, log=print) -> dict:
     model = md.load_final_model(options.model_dir)
     settings = decoding(options, task)
     data = prepare.eval_input(task, options.eval_split, options.model_dir, log=log)
+    if options.eval_sentences:
+        data = evaluate.first_sentences(data, options.eval_sentences)
     tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
     translate = evaluate.make_translator(model, jit_compile=options.decode_jit_compile,
                                          **settings)

@@ -99,8 +99,10 @@ def train(task, model_dir, config: TransformerConfig, *, strategy, train_steps: 
     replicas = strategy.num_replicas_in_sync
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
                           seed=seed + step, log=log)
+    # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
+    # from one epoch to the next, and a finite one would run dry in the second epoch.
     dev = (training_input(task, model_dir, split="dev", batch_tokens=batch_tokens,
-                          batch_multiple=replicas, shuffle=False, repeat=False, log=log)
+                          batch_multiple=replicas, shuffle=False, repeat=True, log=log)
            if validate else None)
     log(f"train: {replicas} replica(s), {data.batches_per_epoch:,} batches per pass over the "
         f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "

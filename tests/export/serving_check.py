@@ -79,7 +79,7 @@ def run_tf1(saved_model_dir, sources, source_ids):
                    "outputs": {k: [tf.dtypes.as_dtype(v.dtype).name,
                                    [d.size for d in v.tensor_shape.dim]]
                                for k, v in sig.outputs.items()}}
-            for name, sig in signatures.items()}
+            for name, sig in signatures.items() if not name.startswith("__")}
     return result
 
 

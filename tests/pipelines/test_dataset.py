@@ -83,7 +83,7 @@ def test_every_multi30k_batch_respects_the_budget_and_padding_is_low(multi30k):
 def test_batch_multiple_and_distribution_options(multi30k):
     task, work_dir, _, _ = multi30k
     data = prepare.training_input(
-        task, work_dir, batch_tokens=2048, batch_multiple=8, repeat=False, log=QUIET
+        task, work_dir, batch_tokens=2048, batch_multiple=8, shuffle=False, repeat=False, log=QUIET
     )
     options = data.dataset.options()
     assert options.experimental_distribute.auto_shard_policy == (

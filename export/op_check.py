@@ -1,0 +1,216 @@
+"""Checks that a SavedModel uses only ops stock TensorFlow Serving registers.
+
+TensorFlow Serving links core TensorFlow's ops and tensorflow-text's ops, nothing else. An op
+type counts as:
+
+* ``core``: registered in a fresh Python process after ``import tensorflow`` alone;
+* ``tensorflow_text``: registered only after also importing ``tensorflow_text``, and listed by
+  one of its op libraries (the ``.so`` it comes from is reported);
+* a failure otherwise: not registered at all, registered by importing tensorflow_text but by
+  none of its libraries, or one of the Python-callback ops (`PyFunc`, `PyFuncStateless`,
+  `EagerPyFunc`, `NumpyFunction`), which core TensorFlow registers but which need the Python
+  interpreter that no server has.
+
+The op types are read from ``saved_model.pb``: every node of every meta graph and every node
+of every function of its library (while-loop bodies, `tf.cond` branches, the
+`tf.function`s behind the signatures). Node types that name a library function are function
+calls, not ops, and are reported separately.
+
+The registry is probed in a child process, so whatever the calling process has imported
+(this project, Keras, other op libraries) cannot make an op look registered.
+
+    python export/op_check.py EXPORT_DIR/1        # prints the ops; exit status 1 on failure
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+FORBIDDEN_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc", "NumpyFunction"})
+
+CORE = "core"
+TENSORFLOW_TEXT = "tensorflow_text"
+
+# Run with `python -c` in an empty directory: imports tensorflow, then tensorflow_text, and
+# reports for every op name read from stdin where it is registered.
+_PROBE = r"""
+import glob, json, os, sys
+names = json.load(sys.stdin)
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+core = sorted(n for n in names if op_def_registry.get(n) is not None)
+import tensorflow_text
+after_text = sorted(n for n in names if n not in core and op_def_registry.get(n) is not None)
+from tensorflow.core.framework import op_def_pb2
+from tensorflow.python.client import pywrap_tf_session
+root = os.path.dirname(tensorflow_text.__file__)
+libraries = {}
+for path in sorted(glob.glob(os.path.join(root, "**", "*.so"), recursive=True)):
+    try:
+        handle = pywrap_tf_session.TF_LoadLibrary(path)
+    except Exception:
+        continue
+    try:
+        op_list = op_def_pb2.OpList()
+        op_list.ParseFromString(pywrap_tf_session.TF_GetOpList(handle))
+    finally:
+        pywrap_tf_session.TF_DeleteLibraryHandle(handle)
+    for op in op_list.op:
+        libraries.setdefault(op.name, os.path.relpath(path, os.path.dirname(root)))
+json.dump({"tensorflow": tf.__version__, "tensorflow_text": tensorflow_text.__version__,
+           "core": core, "after_text": after_text,
+           "text_library": {n: libraries.get(n) for n in after_text}}, sys.stdout)
+"""
+
+
+@dataclasses.dataclass
+class OpReport:
+    """What `check_ops` found.
+
+    Attributes:
+        saved_model_dir: the directory checked.
+        ops: op type -> "core", "tensorflow_text" or the reason it fails.
+        libraries: tensorflow_text op type -> the op library (.so) that registers it.
+        function_calls: node types that are names of library functions.
+        versions: TensorFlow and tensorflow-text versions of the probing process.
+    """
+
+    saved_model_dir: str
+    ops: dict[str, str]
+    libraries: dict[str, str]
+    function_calls: list[str]
+    versions: dict[str, str]
+
+    @property
+    def problems(self) -> dict[str, str]:
+        return {op: where for op, where in self.ops.items()
+                if where not in (CORE, TENSORFLOW_TEXT)}
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def format(self) -> str:
+        """A table of the ops, then the verdict."""
+        lines = [f"{self.saved_model_dir}: {len(self.ops)} op types (TensorFlow "
+                 f"{self.versions.get('tensorflow')}, tensorflow-text "
+                 f"{self.versions.get('tensorflow_text')})"]
+        width = max((len(op) for op in self.ops), default=0)
+        for op in sorted(self.ops):
+            where = self.ops[op]
+            if where == TENSORFLOW_TEXT:
+                where = f"{where} ({self.libraries.get(op)})"
+            elif where != CORE:
+                where = f"FAIL: {where}"
+            lines.append(f"  {op:<{width}}  {where}")
+        if self.function_calls:
+            lines.append(f"  + {len(self.function_calls)} direct calls of library functions")
+        if self.ok:
+            lines.append("OK: every op is registered by core TensorFlow or tensorflow-text.")
+        else:
+            lines.append(f"FAILED: {len(self.problems)} op type(s) stock TensorFlow Serving "
+                         f"cannot run: {', '.join(sorted(self.problems))}")
+        return "\n".join(lines)
+
+
+def _saved_model_path(saved_model_dir) -> pathlib.Path:
+    path = pathlib.Path(saved_model_dir)
+    pb = path / "saved_model.pb"
+    if not pb.is_file():
+        hint = ""
+        if path.is_dir():
+            versions = sorted(p.name for p in path.iterdir() if p.name.isdigit())
+            if versions:
+                hint = f" It holds versions {', '.join(versions)}: pass {path / versions[-1]}."
+        raise FileNotFoundError(f"{pb}: no SavedModel here.{hint}")
+    return pb
+
+
+def graph_op_types(saved_model_dir) -> tuple[set[str], set[str]]:
+    """Op types used by a SavedModel and the node types that call library functions.
+
+    Returns:
+        (op types, called function names) over every meta graph: graph nodes and the nodes
+        of every function in the graph's library.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString(_saved_model_path(saved_model_dir).read_bytes())
+    node_types, function_names = set(), set()
+    for meta_graph in saved_model.meta_graphs:
+        graph = meta_graph.graph_def
+        node_types.update(node.op for node in graph.node)
+        for function in graph.library.function:
+            function_names.add(function.signature.name)
+            node_types.update(node.op for node in function.node_def)
+    calls = node_types & function_names
+    return node_types - calls, calls
+
+
+def probe_registry(op_names, python=None, timeout=300) -> dict:
+    """Asks a fresh Python process where each op is registered (see the module docstring)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    with tempfile.TemporaryDirectory(prefix="op_check_") as cwd:
+        result = subprocess.run(
+            [python or sys.executable, "-c", _PROBE], input=json.dumps(sorted(op_names)),
+            capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"the op registry probe failed (exit {result.returncode}); is "
+                           f"tensorflow-text installed for {python or sys.executable}?\n"
+                           f"{result.stderr[-3000:]}")
+    return json.loads(result.stdout)
+
+
+def check_ops(saved_model_dir, python=None) -> OpReport:
+    """Classifies every op type of a SavedModel; `report.ok` says whether it can be served.
+
+    Args:
+        saved_model_dir: a SavedModel directory (one version, e.g. ``export/1``).
+        python: the interpreter to probe with (default: this one); use the one whose
+            TensorFlow and tensorflow-text match the server's.
+    """
+    ops, calls = graph_op_types(saved_model_dir)
+    probe = probe_registry(ops, python=python)
+    core, after_text = set(probe["core"]), set(probe["after_text"])
+    libraries = {op: lib for op, lib in probe["text_library"].items() if lib}
+    verdict = {}
+    for op in ops:
+        if op in FORBIDDEN_OPS:
+            verdict[op] = "Python callback op: needs a Python interpreter in the server"
+        elif op in core:
+            verdict[op] = CORE
+        elif op in after_text and op in libraries:
+            verdict[op] = TENSORFLOW_TEXT
+        elif op in after_text:
+            verdict[op] = ("registered after importing tensorflow_text but by none of its "
+                           "op libraries")
+        else:
+            verdict[op] = "not registered by TensorFlow or tensorflow-text (custom op?)"
+    return OpReport(saved_model_dir=str(saved_model_dir), ops=verdict, libraries=libraries,
+                    function_calls=sorted(calls),
+                    versions={"tensorflow": probe["tensorflow"],
+                              "tensorflow_text": probe["tensorflow_text"]})
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0] in ("-h", "--help"):
+        print(f"usage: python export/op_check.py SAVED_MODEL_DIR\n\n{__doc__}", file=sys.stderr)
+        return 2
+    try:
+        report = check_ops(argv[0])
+    except (FileNotFoundError, RuntimeError) as e:
+        print(f"op_check: {e}", file=sys.stderr)
+        return 2
+    print(report.format())
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
