@@ -16,20 +16,44 @@ import tensorflow as tf
 from pipelines.model_dir import CHECKPOINT_DIR, FINAL_WEIGHTS_FILE, ModelDirError
 
 
+def _by_path(variables) -> dict:
+    """Variables keyed by their Keras path without the owner's (counter-suffixed) name.
+
+    `tf.train.Checkpoint(model=keras_model)` does not see variables of layers held in
+    lists (measured with Keras 3.15: only the embedding was saved), so checkpoints name
+    every variable explicitly. Dropping the first path component ("transformer_3/...",
+    "adam_1/...") makes the names independent of how many models a process built.
+    """
+    named = {v.path.split("/", 1)[-1]: v.value for v in variables}
+    if len(named) != len(variables):
+        raise ValueError("variable paths are not unique; cannot checkpoint by name")
+    return named
+
+
+def _checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
+    if optimizer is None:
+        return tf.train.Checkpoint(model=_by_path(model.weights))
+    return tf.train.Checkpoint(model=_by_path(model.weights),
+                               optimizer=_by_path(optimizer.variables))
+
+
 def checkpoint_manager(model, optimizer, model_dir, max_to_keep=20):
-    """The manager of `<model_dir>/checkpoints`, numbering checkpoints by optimizer step."""
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    """The manager of `<model_dir>/checkpoints`, numbering checkpoints by optimizer step.
+
+    The optimizer must be built (its variables exist) before this is called.
+    """
+    checkpoint = _checkpoint(model, optimizer)
     return tf.train.CheckpointManager(checkpoint, str(pathlib.Path(model_dir) / CHECKPOINT_DIR),
                                       max_to_keep=max_to_keep, step_counter=optimizer.iterations,
                                       checkpoint_name="ckpt")
 
 
-def restore_latest(manager) -> int:
+def restore_latest(manager, optimizer) -> int:
     """Restores the newest complete checkpoint, if any; returns its step (0 if none)."""
     if manager.latest_checkpoint is None:
         return 0
-    manager.checkpoint.restore(manager.latest_checkpoint).expect_partial()
-    return int(manager.checkpoint.optimizer.iterations.numpy())
+    manager.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    return int(optimizer.iterations.numpy())
 
 
 def checkpoint_paths(model_dir) -> list[str]:
@@ -49,9 +73,9 @@ def average_checkpoints(model, model_dir, last_n=5, log=print) -> pathlib.Path:
         raise ModelDirError(f"{pathlib.Path(model_dir) / CHECKPOINT_DIR}: no checkpoints to "
                             "average. Train first.")
     total = None
-    checkpoint = tf.train.Checkpoint(model=model)
+    checkpoint = _checkpoint(model)
     for path in paths:
-        checkpoint.restore(path).expect_partial()
+        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
         weights = [np.asarray(w.numpy(), dtype=np.float64) for w in model.weights]
         total = weights if total is None else [t + w for t, w in zip(total, weights)]
     model.set_weights([(t / len(paths)).astype(w.dtype) for t, w in

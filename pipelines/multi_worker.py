@@ -5,10 +5,11 @@ Two Keras internals fail with a multi-worker (collective all-reduce) strategy:
   1. `_maybe_symbolic_build` calls `strategy.reduce("MEAN", batch)` on the PerReplica first
      batch to build the compiled metrics: "Attempt to convert a value (PerReplica...)".
      Any one replica's batch has the right structure and dtypes, so build from that.
-  2. `reduce_per_replica(..., reduction="auto")` picks "mean", which under multi-worker calls
-     `strategy.reduce("MEAN", v, axis=0)` on the scalar step logs: "Invalid reduction
-     dimension 0 for input with 0 dimensions". The logs are metric results, which are
-     already synchronised across replicas, so reduction "first" (a public setting) is exact.
+  2. The step function reduces its logs with `reduce_per_replica(..., reduction="auto")`,
+     hard-coded, which under multi-worker calls `strategy.reduce("MEAN", v, axis=0)` on the
+     scalar logs: "Invalid reduction dimension 0 for input with 0 dimensions". Returning
+     each log with shape [1] gives that reduction its axis; the logs are metric results,
+     already synchronised across replicas, so their mean is the value itself.
 Remove this module once the upstream issue is fixed.
 """
 import types
@@ -36,8 +37,17 @@ def needs_fix(strategy) -> bool:
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
+def _with_axis(step):
+    """Wraps a train/test step so that every scalar log has shape [1]."""
+    def step_with_axis(data):
+        return tree.map_structure(lambda v: tf.reshape(v, [-1]), step(data))
+
+    return step_with_axis
+
+
 def apply_fix(model):
     """Patches this model instance (only) for `fit` under MultiWorkerMirroredStrategy."""
     model._maybe_symbolic_build = types.MethodType(_maybe_symbolic_build, model)
-    model.distribute_reduction_method = "first"
+    model.train_step = _with_axis(model.train_step)
+    model.test_step = _with_axis(model.test_step)
     return model

@@ -52,6 +52,20 @@ def make_strategy(jit_compile: bool = False):
     return strategy
 
 
+def worker_dir(strategy, model_dir) -> pathlib.Path:
+    """Where this worker writes checkpoints and logs: the model dir for the chief (or a
+    single process); a private subdirectory for other workers, which must still save
+    (saving mirrored variables is collective) but must not overwrite the chief's files."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return pathlib.Path(model_dir)
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    chief = (resolver.task_type == "chief" or
+             (not has_chief and resolver.task_type == "worker" and resolver.task_id == 0))
+    return (pathlib.Path(model_dir) if chief
+            else pathlib.Path(model_dir) / "workers" / f"{resolver.task_type}-{resolver.task_id}")
+
+
 def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_scale=1.0,
                   accumulate_steps=1, jit_compile=False, steps_per_execution=1):
     """Builds and compiles the model and its optimizer in the strategy's scope."""
@@ -89,8 +103,9 @@ def train(task, model_dir, config: TransformerConfig, *, strategy, train_steps: 
     model = compile_model(config, strategy, warmup_steps=warmup_steps, lr_scale=lr_scale,
                           accumulate_steps=accumulate_steps, jit_compile=jit_compile,
                           steps_per_execution=steps_per_execution)
-    manager = checkpoints.checkpoint_manager(model, model.optimizer, model_dir, keep_checkpoints)
-    step = checkpoints.restore_latest(manager)
+    own_dir = worker_dir(strategy, model_dir)
+    manager = checkpoints.checkpoint_manager(model, model.optimizer, own_dir, keep_checkpoints)
+    step = checkpoints.restore_latest(manager, model.optimizer)
     if step:
         log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
     if step >= train_steps:
@@ -112,7 +127,7 @@ def train(task, model_dir, config: TransformerConfig, *, strategy, train_steps: 
     if dev_bleu_fn is not None and dev_bleu_every:
         callbacks.append(cb.DevBleu(dev_bleu_fn, every_epochs=max(1, dev_bleu_every
                                                                     // checkpoint_every)))
-    callbacks.append(keras.callbacks.TensorBoard(str(pathlib.Path(model_dir) / "logs")))
+    callbacks.append(keras.callbacks.TensorBoard(str(own_dir / "logs")))
     model.fit(data.dataset, validation_data=dev and dev.dataset,
               validation_steps=dev and dev.batches_per_epoch,
               epochs=math.ceil(train_steps / checkpoint_every),

@@ -1,0 +1,32 @@
+"""One worker of the MultiWorkerMirroredStrategy test (run twice, with TF_CONFIG set).
+
+Trains a tiny model a few SGD steps with `pipelines.train.compile_model` (which applies the
+Keras multi-worker fix) and saves the final weights to argv[1] as .npz.
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from pipelines import train as train_lib  # noqa: E402
+from tests.helpers import random_ids, tiny_config  # noqa: E402
+
+strategy = train_lib.make_strategy()
+assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), type(strategy)
+import keras  # noqa: E402
+
+keras.utils.set_random_seed(5)
+model = train_lib.compile_model(tiny_config(), strategy, warmup_steps=10)
+source, target = random_ids(32, 6, seed=1), random_ids(32, 7, seed=2)
+target_in = np.concatenate([np.full((32, 1), 2, "int32"), target[:, :-1]], axis=1)
+dataset = tf.data.Dataset.from_tensor_slices(((source, target_in), target)).batch(8).repeat()
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+history = model.fit(dataset.with_options(options), epochs=2, steps_per_epoch=3, verbose=0)
+np.savez(sys.argv[1], loss=np.array(history.history["loss"]),
+         steps=np.array(int(model.optimizer.iterations.numpy())),
+         **{f"w{i}": w.numpy() for i, w in enumerate(model.weights)})
