@@ -1,6 +1,6 @@
 """Export a model directory's final model as a SavedModel for TensorFlow Serving.
 
-    python export/run.py --model_dir M --export_dir E [--version N] \
+    python export/run.py --model_dir M --export_dir E [--version N]
         [--beam_size 4 --alpha 0.6 --extra_length 50] [--max_length L] [--overwrite]
 
 Writes ``E/<version>/`` (default version: one more than the largest in E; default E:

@@ -14,9 +14,11 @@ Serving requires every input of a signature in every request, so optional decodi
 would make the plain ``{"instances": [{"source": ...}]}`` request fail.
 
 The SavedModel is written with `keras.export.ExportArchive`, whose variable tracking gives
-one saved variable per weight; a plain `tf.Module` holding Keras 3 variables exports two
-handles per weight and the TF1 session loader (how TensorFlow Serving restores) then fails
-with "Could not find variable ... uninitialized".
+one saved variable per weight: a plain `tf.Module` holding Keras 3 variables was measured to
+export two handles per weight, and the TF1 session loader (how TensorFlow Serving restores)
+then fails with "Could not find variable ... uninitialized". The SentencePiece tokenizer is
+created inside the traced functions (see `Translator._tokenizer`), so its resource needs no
+tracking and survives `tf.random.set_seed`.
 
 Versions are written as ``<export_dir>/<version>/``, the layout TensorFlow Serving watches,
 atomically: into a hidden temporary directory beside it (which the server ignores, its name
@@ -75,7 +77,7 @@ class Translator:
 
     Example:
         >>> translator = Translator(model, spm_proto, beam_size=4, alpha=0.6)
-        >>> out = translator.translate(tf.constant(["Ein Hund läuft."]))
+        >>> out = translator.translate(tf.constant(["A dog runs through the snow."]))
         >>> out["translation"], out["score"]
 
     Args:
@@ -408,6 +410,9 @@ def export_model_dir(model_dir, export_dir=None, version=None, beam_size=None, a
     from pipelines.vocab import read_model_proto
 
     model_dir = pathlib.Path(model_dir)
+    if not model_dir.is_dir():
+        raise ExportError(f"{model_dir}: no such model directory (train one with "
+                          f"pipelines/run.py, or check the path)")
     export_dir = pathlib.Path(model_dir / md.EXPORT_DIR if export_dir is None else export_dir)
     if version is not None:  # fail before loading the model
         version, final = _version_dir(export_dir, version)

@@ -35,7 +35,7 @@ def _gather_beams(nest, beam_indices):
 
 
 def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max_lengths,
-                eos_id, alpha=0.6, num_results=1, early_finish=True):
+                eos_id, alpha=0.6, num_results=1, early_finish=True, max_steps=None):
     """Finds high-scoring continuations of `initial_ids` for every sentence of a batch.
 
     Args:
@@ -50,17 +50,20 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
         alpha: length-penalty exponent (0.6 in the paper; 0 scores by log-probability).
         num_results: how many hypotheses to return per sentence (n-best, <= beam_size).
         early_finish: stop a batch as soon as no live hypothesis of any sentence can beat
-            its finished ones; False always runs max(max_lengths) steps (for benchmarks).
+            its finished ones; False always runs all `max_steps` steps (for benchmarks).
+        max_steps: the loop and storage bound (>= max(max_lengths); default that maximum).
+            Under XLA pass one that depends on input shapes only, so that a compiled
+            search is reused for every batch of the same shape.
     Returns:
-        (sequences int32 [batch, num_results, max(max_lengths)], 0-padded after the end
-        token; scores float32 [batch, num_results], best first).
+        (sequences int32 [batch, num_results, max_steps], 0-padded after the end token;
+        scores float32 [batch, num_results], best first).
     """
     if not 1 <= num_results <= beam_size:
         raise ValueError(f"num_results must be in [1, beam_size={beam_size}], got {num_results}")
     initial_ids = tf.convert_to_tensor(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
     max_lengths = tf.broadcast_to(tf.cast(max_lengths, tf.int32), [batch])
-    steps = tf.reduce_max(max_lengths)
+    steps = tf.reduce_max(max_lengths) if max_steps is None else tf.cast(max_steps, tf.int32)
     k = beam_size
     alpha = float(alpha)
 
@@ -162,16 +165,20 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50,
     cap = model.config.max_length if max_length is None else max_length
     source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
     max_lengths = tf.minimum(source_lengths + extra_length, cap)
+    # From the padded width, not the lengths: a value-independent bound keeps one compiled
+    # (XLA) search per input shape.
+    max_steps = tf.minimum(tf.shape(source_ids)[1] + extra_length, cap)
     memory, mask = model.encode(source_ids, training=False)
     cache, memory_state = model.initial_decode_state(
-        memory, mask, num_rows=beam_size, max_length=tf.reduce_max(max_lengths))
+        memory, mask, num_rows=beam_size, max_length=max_steps)
 
     def symbols_to_logits_fn(ids, step, cache):
         return model.decode_step(ids, step, cache, memory_state)
 
     start = tf.fill([tf.shape(source_ids)[0]], bos_id)
     return beam_search(symbols_to_logits_fn, start, cache, beam_size, max_lengths, eos_id,
-                       alpha=alpha, num_results=num_results, early_finish=early_finish)
+                       alpha=alpha, num_results=num_results, early_finish=early_finish,
+                       max_steps=max_steps)
 
 
 def score_ids(model, source_ids, target_ids, alpha=0.6, bos_id=2):

@@ -209,9 +209,15 @@ def tokenize_pairs(
     ).unbatch()
 
 
+# Bumped whenever the saved element structure changes, so old caches are never misread.
+CACHE_FORMAT_VERSION = "2"
+
+
 def cache_key(*parts: str) -> str:
-    """A directory name from the cache's inputs (task, split, vocabulary and text hashes)."""
-    digest = hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:16]
+    """A directory name from the cache's inputs (task, split, vocabulary and text hashes)
+    and the cache format version."""
+    digest = hashlib.sha256("\0".join((CACHE_FORMAT_VERSION,) + parts).encode("utf-8")
+                            ).hexdigest()[:16]
     readable = "-".join(p for p in parts[:2] if p)
     return f"{readable}-{digest}" if readable else digest
 

@@ -17,8 +17,9 @@ import tensorflow as tf
 
 from export import op_check
 from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERVING_SIGNATURE,
-                                VOCAB_COPY_FILE, ExportError, Translator, export_model_dir,
-                                export_saved_model, next_version, write_translator)
+                                VOCAB_COPY_FILE, ExportError, Translator, decoding_defaults,
+                                export_model_dir, export_saved_model, next_version,
+                                write_translator)
 from tests.export.conftest import MAX_LENGTH, SETTINGS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -26,13 +27,13 @@ SERVING_CHECK = pathlib.Path(__file__).with_name("serving_check.py")
 
 LONG_SENTENCE = " ".join(["A man in a blue shirt is standing on a ladder"] * 100)  # 1,000 words
 ODD_INPUTS = [
-    "",                                    # empty
-    "   ",                                 # whitespace only
-    "\t \n ",                              # other whitespace
-    LONG_SENTENCE,                         # longer than the model's max_length
-    "🙂🚀 👍🏽 🇩🇪",                          # emoji (ZWJ-free, with a modifier and a flag)
-    "一个男人在街上骑自行车。東京タワー",        # CJK: not in the English/German training text
-    "ʘ‿ʘ ∰ ⍼ Ꙭ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \u200b\ufeff",     # characters outside the vocabulary
+    "",
+    "   ",
+    "\t \n ",
+    LONG_SENTENCE,  # longer than the model's max_length: truncated
+    "🙂🚀 👍🏽 🇩🇪",  # emoji, with a skin-tone modifier and a flag
+    "一个男人在街上骑自行车。東京タワー",  # CJK: absent from the English/German text
+    "ʘ‿ʘ ∰ ⍼ Ꙭ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 \u200b\ufeff",  # outside the vocabulary (byte fallback)
     "A dog runs through the snow.",
 ]
 
@@ -69,26 +70,27 @@ def test_export_writes_a_servable_version_with_settings_from_the_model_dir(
     assert sorted(p.name for p in export_base.iterdir()) == ["1"]
 
 
-def test_versions_are_numbered_written_atomically_and_never_silently_replaced(
-        translator, model_dir, tmp_path):
+def test_versions_are_numbered_and_never_silently_replaced(translator, model_dir, tmp_path):
     base = tmp_path / "serving"
-    first = write_translator(translator, base, log=lambda m: None)
-    second = write_translator(translator, base, log=lambda m: None)
-    assert (first.name, second.name) == ("1", "2")
-    assert next_version(base) == 3
+    assert next_version(base) == 1  # missing directory
+    for name in ("1", "3", "notes", ".tmp-4-abc"):
+        (base / name).mkdir(parents=True)
+    assert next_version(base) == 4  # only directories named by a number count
 
     # An existing version is refused before any work, with what to do about it.
     with pytest.raises(ExportError, match=r"already exists: pass overwrite=True"):
         export_saved_model(translator.model, translator.spm_proto, base, version=1)
-    with pytest.raises(ExportError, match=r"already exists.*write version 3"):
-        export_model_dir(model_dir, base, version=2)
+    with pytest.raises(ExportError, match=r"already exists.*write version 4"):
+        export_model_dir(model_dir, base, version=3)
 
-    before = (first / EXTRA_DIR / EXPORT_INFO_FILE).stat().st_ino
-    (first / "stale_marker").write_text("old")
-    replaced = write_translator(translator, base, version=1, overwrite=True, log=lambda m: None)
-    assert replaced == first and not (first / "stale_marker").exists()
-    assert (first / EXTRA_DIR / EXPORT_INFO_FILE).stat().st_ino != before
-    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]  # no temporary leftovers
+    # overwrite=True swaps the whole directory (nothing of the old version survives) and
+    # leaves no temporary directory behind; the new version is readable by other users.
+    (base / "3" / "stale_marker").write_text("old")
+    replaced = write_translator(translator, base, version=3, overwrite=True, log=lambda m: None)
+    assert replaced == base / "3" and (replaced / "saved_model.pb").is_file()
+    assert not (replaced / "stale_marker").exists()
+    assert sorted(p.name for p in base.iterdir()) == [".tmp-4-abc", "1", "3", "notes"]
+    assert replaced.stat().st_mode & 0o755 == 0o755
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -105,6 +107,15 @@ def test_invalid_decoding_settings_are_refused(trained_model, spm_proto, kwargs,
 def test_invalid_version_is_refused(trained_model, spm_proto, tmp_path):
     with pytest.raises(ExportError, match="non-negative integer"):
         export_saved_model(trained_model, spm_proto, tmp_path, version=-1)
+    with pytest.raises(ExportError, match="no such model directory"):
+        export_model_dir(tmp_path / "missing", tmp_path / "export")
+
+
+def test_decoding_defaults_come_from_settings_json():
+    assert decoding_defaults({}) == {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
+    settings = {"beam_size": 2, "task": {"alpha": 1.0, "beam_size": 8},
+                "decoding": {"extra_length": 5}}
+    assert decoding_defaults(settings) == {"beam_size": 2, "alpha": 1.0, "extra_length": 5}
 
 
 # ---------------------------------------------------------------------- serving loaders
