@@ -30,6 +30,9 @@ flags.DEFINE_string("manual_dir", None, "tfds manual download dir.")
 for _split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{_split}_src", None, f"task=text: {_split} source file.")
     flags.DEFINE_string(f"{_split}_tgt", None, f"task=text: {_split} target file.")
+    flags.DEFINE_string(f"{_split}_trees", None, f"task=ptb_parsing: {_split} trees, a "
+                        f"bracketed .mrg file or a directory of them (default: the WSJ "
+                        f"sections below --data_dir).")
 flags.DEFINE_string("config", None, "Preset name (default: the task's).")
 flags.DEFINE_multi_string("config_override", [], "key=value overriding a config field; "
                           "repeatable, e.g. --config_override dropout=0.3.")
@@ -92,7 +95,7 @@ def options_from_flags():
         raise app.UsageError(f"--mode {','.join(unknown)}: choose from {', '.join(STAGES)}")
     task_options = {"data_dir": FLAGS.data_dir, "manual_dir": FLAGS.manual_dir}
     for split in ("train", "dev", "test"):
-        for side in ("src", "tgt"):
+        for side in ("src", "tgt", "trees"):
             task_options[f"{split}_{side}"] = FLAGS[f"{split}_{side}"].value
     task_options = {k: v for k, v in task_options.items() if v is not None}
     return RunOptions(

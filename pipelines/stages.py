@@ -181,23 +181,30 @@ def run_evaluate(options: RunOptions, log=print) -> dict:
     hypotheses, _ = evaluate.translate_batches(translate, data.batches, tokenizer,
                                                verbose=options.verbose)
     seconds = time.perf_counter() - start
-    scores = task_scores(task, data.sources, hypotheses, data.references)
+    scores = task_scores(task, data.sources, hypotheses, data.references,
+                         split=options.eval_split, work_dir=options.model_dir)
     extra = {"split": options.eval_split, "sentences": len(hypotheses),
              "decode_seconds": round(seconds, 2), **settings}
     out = evaluate.write_results(options.model_dir, options.eval_split, hypotheses, scores, extra)
     for name, value in scores.items():
         if not name.endswith("signature"):
             signature = scores.get(f"{name}_signature")
-            log(f"{options.eval_split} {name}: {value:.2f}" + (f"  ({signature})"
-                                                              if signature else ""))
+            shown = f"{value:,}" if isinstance(value, int) else f"{value:.2f}"
+            log(f"{options.eval_split} {name}: {shown}" + (f"  ({signature})"
+                                                          if signature else ""))
     log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote {out}")
     return scores
 
 
-def task_scores(task: Task, sources, hypotheses, references) -> dict:
-    """The task's metric: its own `score` if it has one (parsing F1), else BLEU."""
+def task_scores(task: Task, sources, hypotheses, references, *, split=None,
+                work_dir=None) -> dict:
+    """The task's metric: its own `score` if it has one (parsing F1), else BLEU.
+
+    `split` and `work_dir` tell a task's `score` where its gold data is (ptb_parsing reads the
+    gold trees, with their POS tags, from `<work_dir>/data/ptb_parsing/<split>.trees`).
+    """
     if hasattr(task, "score"):
-        return task.score(sources, hypotheses, references)
+        return task.score(sources, hypotheses, references, split=split, work_dir=work_dir)
     return evaluate.score_translations(hypotheses, references, task.target_lang)
 
 

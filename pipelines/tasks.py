@@ -12,6 +12,9 @@ Tasks:
   3,003 sentences for En-De). Section 5.1.
 * ``multi30k_ende``: Multi30k task 1, raw cased text (train 29,000, val 1,014,
   test_2016_flickr 1,000), from a local directory or downloaded with sha256 checks.
+* ``ptb_parsing``: English constituency parsing (Section 6.3): Penn Treebank WSJ trees
+  (sections 02-21 / 22 / 23 below ``data_dir``, or ``train_trees``/``dev_trees``/``test_trees``)
+  as words -> linearized trees, scored with EVALB F1 (``pipelines.parsing.task``).
 * ``text``: any parallel files given by path.
 """
 from __future__ import annotations
@@ -542,11 +545,23 @@ def text(
     )
 
 
+def ptb_parsing(**options) -> Task:
+    """Penn Treebank WSJ constituency parsing (Section 6.3); see ``pipelines.parsing.task``.
+
+    Imported on use: the parsing code (and nltk) is only loaded for this task, and
+    ``pipelines.parsing.task`` can build on ``Task`` without a circular import.
+    """
+    from pipelines.parsing.task import ptb_parsing as factory
+
+    return factory(**options)
+
+
 TASKS: Mapping[str, Callable[..., Task]] = types.MappingProxyType(
     {
         "wmt14_ende": wmt14_ende,
         "wmt14_enfr": wmt14_enfr,
         "multi30k_ende": multi30k_ende,
+        "ptb_parsing": ptb_parsing,
         "text": text,
     }
 )

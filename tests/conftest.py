@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 def data_dir() -> pathlib.Path:
     """Real data for tests: $KT_DATA_DIR, else ../shared/data beside the project."""
-    return pathlib.Path(os.environ.get("KT_DATA_DIR", ROOT.parent / "shared" / "data"))
+    return pathlib.Path(os.environ.get("KT_DATA_DIR") or ROOT.parent / "shared" / "data")
 
 
 @pytest.fixture(scope="session")

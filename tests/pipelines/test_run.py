@@ -36,6 +36,18 @@ def test_end_to_end_run_writes_a_complete_model_dir(prepared, tmp_path, shared_d
     assert scores["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     assert "sacrebleu" in result.stdout and "tok:13a" in result.stdout
 
+    # translate (with the attention picture) and export against the same model dir
+    sentences = tmp_path / "input.en"
+    sentences.write_text("A man rides a bike.\nTwo dogs play in the snow.\n", encoding="utf-8")
+    result = run_command([f"--model_dir={model_dir}", "--mode=translate,export",
+                          f"--input={sentences}", f"--output={tmp_path / 'out.de'}",
+                          f"--plot_attention={tmp_path / 'attention.png'}", "--extra_length=8"],
+                         shared_data)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 2
+    assert (tmp_path / "attention.png").read_bytes()[:4] == b"\x89PNG"
+    assert (model_dir / "export" / "1" / "saved_model.pb").is_file()
+
 
 def test_killed_run_resumes_at_its_checkpoint(prepared, tmp_path, shared_data):
     model_dir = copy_prepared(prepared, tmp_path / "model")

@@ -1,0 +1,425 @@
+"""The `ptb_parsing` task: English constituency parsing on the WSJ Penn Treebank (Section 6.3).
+
+"Attention Is All You Need", Section 6.3: a 4-layer Transformer with d_model = 1024 trained on
+the WSJ part of the Penn Treebank (about 40K sentences, sections 02-21; dev 22, test 23) with a
+16K-token vocabulary, decoding with beam size 21, alpha = 0.3 and a maximum output length of
+input length + 300, scored with EVALB F1.
+
+The task plugs parsing into the translation pipeline like any corpus: `split_files` turns the
+bracketed `.mrg` trees of a split into two parallel text files,
+
+    <work_dir>/data/ptb_parsing/<split>.src     the words, separated by single spaces
+    <work_dir>/data/ptb_parsing/<split>.tgt     the linearized tree, `(S (NP XX )NP ... )S`
+
+after the standard preprocessing (`treebank.preprocess`), plus `<split>.trees` with the
+preprocessed gold tree of every line (one bracketed tree a line, POS tags included) and
+`<split>.manifest.json`, which records the input files (path, size, mtime) and marks the split
+complete. Files are written under temporary names and renamed; they are reused while the
+manifest matches the inputs, i.e. no input file was added, removed, replaced or modified
+since (a stricter test than "newer than the inputs", which misses a swap to an older file).
+
+`score` replaces BLEU for this task: hypotheses are de-linearized over the source words
+(`linearize.delinearize`, which repairs ill-formed output) and compared with the gold trees by
+`evalb.score_corpus`. The gold trees come from `<split>.trees`, not from the references: the
+linearized references have no POS tags, and EVALB (COLLINS.prm) needs the gold tags to delete
+punctuation before it computes spans.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import pathlib
+import sys
+import tempfile
+from typing import Sequence
+
+import nltk
+
+from pipelines.parsing import evalb, linearize, treebank
+from pipelines.tasks import SPLITS, Log, Task
+from pipelines.text_io import DataError
+
+MANIFEST_VERSION = 1
+
+WSJ_LAYOUTS = ("", "wsj", "parsed/mrg/wsj", "treebank_3/parsed/mrg/wsj")
+"""Where the WSJ section folders 00-24 are looked for below `data_dir`, in order: the folder
+itself, `wsj/`, and the LDC99T42 (Treebank-3) layouts `parsed/mrg/wsj/`."""
+
+SCORE_SPLITS = ("test", "dev")
+"""Splits searched for matching gold trees when `score` is not told the split."""
+
+PROGRESS_EVERY = 10_000
+"""Trees between progress lines while a split is read."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PtbParsingTask(Task):
+    """Penn Treebank constituency parsing as translation: words -> linearized tree.
+
+    Trees of a split come from its explicit file or directory in `tree_files` (any `.mrg`
+    bracketed file, or a directory searched recursively for `*.mrg`), else from the standard
+    WSJ sections below `data_dir` (train 02-21, dev 22, test 23; `treebank.wsj_split_files`).
+    """
+
+    data_dir: str | None = None
+    tree_files: tuple[tuple[str, str | None], ...] = ()
+
+    # ------------------------------------------------------------------ inputs
+
+    def input_files(self, split: str) -> list[pathlib.Path]:
+        """The `.mrg` files holding the trees of `split`, in reading order.
+
+        Raises:
+            DataError: no input configured for the split, or the file, directory or WSJ
+                sections are missing; the message says which flag or folder to fix.
+        """
+        _check(split)
+        explicit = dict(self.tree_files).get(split)
+        if explicit:
+            return _explicit_files(pathlib.Path(explicit).expanduser(), split)
+        if self.data_dir:
+            root = self.wsj_root()
+            try:
+                return treebank.wsj_split_files(root, split)
+            except FileNotFoundError as error:
+                raise DataError(
+                    f"task {self.name}: {error}. Or give the {split} trees with "
+                    f"--{split}_trees FILE."
+                ) from None
+        raise DataError(
+            f"task {self.name}: no trees for the {split} split. Pass --data_dir WSJ_DIR (the "
+            f"folder holding the WSJ sections 00-24, e.g. treebank_3/parsed/mrg/wsj of "
+            f"LDC99T42) or --{split}_trees FILE (a bracketed .mrg file or a directory of them)."
+        )
+
+    def wsj_root(self) -> pathlib.Path:
+        """The folder holding the WSJ section folders, searched below `data_dir`.
+
+        Raises:
+            DataError: `data_dir` is unset or none of the `WSJ_LAYOUTS` has section 02.
+        """
+        if not self.data_dir:
+            raise DataError(f"task {self.name}: no data_dir; pass --data_dir WSJ_DIR")
+        base = pathlib.Path(self.data_dir).expanduser()
+        candidates = [base / layout if layout else base for layout in WSJ_LAYOUTS]
+        for candidate in candidates:
+            if (candidate / "02").is_dir():
+                return candidate
+        raise DataError(
+            f"task {self.name}: no WSJ section folders (02, ..., 23 holding wsj_*.mrg) in any "
+            f"of {', '.join(str(c) for c in candidates)}. Point --data_dir at the WSJ folder "
+            f"of the Penn Treebank, or give the trees with --train_trees, --dev_trees and "
+            f"--test_trees."
+        )
+
+    def read_split(self, split: str, *, log: Log | None = None) -> list[nltk.Tree]:
+        """The preprocessed trees of `split`, read from its input files.
+
+        Raises:
+            DataError: missing inputs, or a malformed tree (the message names file and line).
+        """
+        return [tree for _, _, tree in self._read(split, self.input_files(split), log)]
+
+    def _read(
+        self, split: str, files: Sequence[pathlib.Path], log: Log | None
+    ) -> list[tuple[pathlib.Path, int, nltk.Tree]]:
+        """`(file, 1-based tree number in the file, preprocessed tree)` of every tree."""
+        rows: list[tuple[pathlib.Path, int, nltk.Tree]] = []
+        next_report = PROGRESS_EVERY
+        for count, path in enumerate(files, start=1):
+            try:
+                trees = treebank.read_trees(path, preprocessed=True)
+            except (treebank.TreebankFormatError, FileNotFoundError) as error:
+                raise DataError(f"task {self.name}: {error}") from None
+            except ValueError as error:  # preprocess: a word outside a POS tag
+                raise DataError(f"task {self.name}: {path}: {error}; fix that tree") from None
+            rows.extend((path, number, tree) for number, tree in enumerate(trees, start=1))
+            if log is not None and len(rows) >= next_report:
+                log(f"{self.name}: {split}: read {len(rows):,} trees "
+                    f"({count:,} of {len(files):,} files)")
+                next_report = (len(rows) // PROGRESS_EVERY + 1) * PROGRESS_EVERY
+        return rows
+
+    # ------------------------------------------------------------------ files
+
+    def split_paths(self, split: str, work_dir: os.PathLike | str) -> dict[str, pathlib.Path]:
+        """`{"src", "tgt", "trees", "manifest"}` paths of `split` inside `work_dir`."""
+        _check(split)
+        out = self.data_dir_for(work_dir)
+        return {kind: out / f"{split}.{kind}" for kind in ("src", "tgt", "trees")} | {
+            "manifest": out / f"{split}.manifest.json"
+        }
+
+    def split_files(self, split, work_dir, *, log=print):
+        """Write (or reuse) `<split>.src`, `.tgt` and `.trees`; return the first two.
+
+        See the module docstring for the format and the reuse rule.
+        """
+        paths = self.split_paths(split, work_dir)
+        files = self.input_files(split)
+        identity = _identity(files)
+        if not _reusable(paths, identity):
+            self._write_split(split, files, identity, paths, log)
+        return paths["src"], paths["tgt"]
+
+    def _write_split(self, split, files, identity, paths, log: Log) -> None:
+        rows = self._read(split, files, log)
+        out = paths["src"].parent
+        out.mkdir(parents=True, exist_ok=True)
+        paths["manifest"].unlink(missing_ok=True)  # incomplete until the new one is renamed in
+        temps: dict[str, pathlib.Path] = {}
+        empty = 0
+        try:
+            with contextlib.ExitStack() as stack:
+                handles = {}
+                for kind in ("src", "tgt", "trees"):
+                    fd, name = tempfile.mkstemp(dir=out, prefix=f".{paths[kind].name}.",
+                                                suffix=".tmp")
+                    temps[kind] = pathlib.Path(name)
+                    handles[kind] = stack.enter_context(
+                        os.fdopen(fd, "w", encoding="utf-8", newline="\n"))
+                for path, number, tree in rows:
+                    try:
+                        words, symbols = linearize.linearize(tree)
+                    except ValueError as error:
+                        raise DataError(
+                            f"task {self.name}: {path}: tree {number}: {error}; fix that tree"
+                        ) from None
+                    empty += not words
+                    handles["src"].write(" ".join(words) + "\n")
+                    handles["tgt"].write(linearize.to_target_string(symbols) + "\n")
+                    handles["trees"].write(tree_to_line(tree) + "\n")
+            manifest = {"version": MANIFEST_VERSION, "inputs": identity, "trees": len(rows)}
+            fd, name = tempfile.mkstemp(dir=out, prefix=f".{paths['manifest'].name}.",
+                                        suffix=".tmp")
+            temps["manifest"] = pathlib.Path(name)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(manifest, handle, indent=1)
+            for kind in ("src", "tgt", "trees", "manifest"):  # the manifest last: complete
+                os.replace(temps.pop(kind), paths[kind])
+        finally:
+            for leftover in temps.values():
+                leftover.unlink(missing_ok=True)
+        note = f", {empty:,} without words (kept as empty lines)" if empty else ""
+        log(f"{self.name}: {split}: {len(rows):,} trees from {len(files):,} file(s){note} -> "
+            f"{paths['src']}, {paths['tgt']}, {paths['trees']}")
+
+    def gold_trees(
+        self, split: str, work_dir: os.PathLike | str, *, log: Log = print
+    ) -> list[nltk.Tree]:
+        """The preprocessed gold trees of `split`, line by line with `split_files`' text.
+
+        Writes the split's files first if they are missing or stale.
+        """
+        self.split_files(split, work_dir, log=log)
+        path = self.split_paths(split, work_dir)["trees"]
+        trees = []
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                try:
+                    trees.append(nltk.Tree.fromstring(line))
+                except ValueError as error:
+                    raise DataError(
+                        f"{path}: line {number}: not a bracketed tree ({error}); delete "
+                        f"{path.parent} so the split is written again"
+                    ) from None
+        return trees
+
+    # ------------------------------------------------------------------ scoring
+
+    def find_gold_trees(
+        self,
+        sources: Sequence[str],
+        references: Sequence[str],
+        *,
+        split: str | None = None,
+        work_dir: os.PathLike | str | None = None,
+    ) -> list[nltk.Tree]:
+        """The gold trees of `sources`/`references`: the first `len(sources)` of a split.
+
+        With `split`, that split is used (read from `work_dir`'s `.trees` when given, else from
+        the input files); without, the `SCORE_SPLITS` are tried in order and the first whose
+        trees linearize to exactly `sources` and `references` is taken (the evaluate stage
+        scores a split, or its first N sentences, in corpus order).
+
+        Raises:
+            DataError: no split matches, or `split`'s trees differ from the sentences; the
+                message gives the first sentence that differs.
+        """
+        candidates = (split,) if split else SCORE_SPLITS
+        reasons = []
+        for candidate in candidates:
+            try:
+                trees = (self.gold_trees(candidate, work_dir, log=lambda _: None)
+                         if work_dir is not None else self.read_split(candidate))
+            except DataError as error:
+                if split:
+                    raise
+                reasons.append(f"{candidate}: {error}")
+                continue
+            mismatch = _first_mismatch(trees, sources, references)
+            if mismatch is None:
+                return trees[: len(sources)]
+            reasons.append(f"{candidate}: {mismatch}")
+        raise DataError(
+            f"task {self.name}: cannot find the gold trees of the {len(sources):,} sentences "
+            f"being scored ({'; '.join(reasons)}). Score a split of this task in corpus order, "
+            f"or pass gold_trees."
+        )
+
+    def score(
+        self,
+        sources: Sequence[str],
+        hypotheses: Sequence[str],
+        references: Sequence[str],
+        *,
+        split: str | None = None,
+        work_dir: os.PathLike | str | None = None,
+        gold_trees: Sequence[nltk.Tree] | None = None,
+    ) -> dict:
+        """EVALB (COLLINS.prm) scores of decoded target strings against the gold trees.
+
+        Args:
+            sources: the sentences, words separated by spaces (the `.src` lines).
+            hypotheses: decoded target strings, one per sentence; any string is scored, after
+                `delinearize` repairs it over that sentence's words.
+            references: the gold target strings (the `.tgt` lines); used to find and check the
+                gold trees, whose POS tags decide the punctuation EVALB deletes.
+            split, work_dir: where the gold trees are (see `find_gold_trees`).
+            gold_trees: the gold trees themselves, which skips the search.
+
+        Returns:
+            `{"f1", "precision", "recall"}` in percent, `"exact"` (sentences with every bracket
+            right), `"sentences"` (scored, i.e. with words) and `"repaired"` (hypotheses that
+            were not a well-formed linearization over their sentence).
+
+        Raises:
+            ValueError: the three lists differ in length.
+            DataError: gold trees not found or not matching the sentences.
+        """
+        if not len(sources) == len(hypotheses) == len(references):
+            raise ValueError(
+                f"{len(sources)} sources, {len(hypotheses)} hypotheses and {len(references)} "
+                f"references; score one hypothesis per sentence"
+            )
+        if gold_trees is None:
+            gold_trees = self.find_gold_trees(sources, references, split=split,
+                                              work_dir=work_dir)
+        else:
+            mismatch = _first_mismatch(gold_trees, sources, references)
+            if mismatch is not None or len(gold_trees) != len(sources):
+                raise DataError(
+                    f"task {self.name}: the gold trees do not match the sentences scored: "
+                    f"{mismatch or f'{len(gold_trees)} trees for {len(sources)} sentences'}"
+                )
+        test_trees = []
+        repaired = 0
+        for source, hypothesis in zip(sources, hypotheses):
+            tree, repairs = linearize.delinearize(
+                linearize.from_target_string(hypothesis), source.split()
+            )
+            test_trees.append(tree)
+            repaired += repairs > 0
+        scores = evalb.score_corpus(gold_trees, test_trees)
+        return {
+            "f1": scores["f1"],
+            "precision": scores["precision"],
+            "recall": scores["recall"],
+            "exact": scores["exact"],
+            "sentences": scores["sentences"],
+            "repaired": repaired,
+        }
+
+
+def ptb_parsing(
+    data_dir: str | None = None,
+    train_trees: str | None = None,
+    dev_trees: str | None = None,
+    test_trees: str | None = None,
+    **options,
+) -> PtbParsingTask:
+    """WSJ constituency parsing with the paper's settings (Section 6.3).
+
+    Defaults: 16,000 shared BPE pieces (the paper's WSJ-only vocabulary; SentencePiece reaches
+    that size on the 10% nltk sample too), preset `parsing_wsj` (4 layers, d_model 1024), beam
+    21, alpha 0.3, output up to input length + 300. Length limits in subword tokens: 128 source,
+    512 target (a linearized tree takes about three pieces per word: brackets split into `(`
+    and the label); on the nltk sample they drop 3 of 3,396 training pairs.
+    """
+    return PtbParsingTask(
+        name="ptb_parsing",
+        source_lang="en",
+        target_lang="tree",
+        vocab_size=16_000,
+        max_source_length=128,
+        max_target_length=512,
+        preset="parsing_wsj",
+        beam_size=21,
+        alpha=0.3,
+        extra_length=300,
+        data_dir=data_dir,
+        tree_files=(("train", train_trees), ("dev", dev_trees), ("test", test_trees)),
+        **options,
+    )
+
+
+def tree_to_line(tree: nltk.Tree) -> str:
+    """A tree as one bracketed line, `(TOP (S (NP (NNP John)) ...))`."""
+    return tree.pformat(margin=sys.maxsize)
+
+
+def _check(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+
+
+def _explicit_files(path: pathlib.Path, split: str) -> list[pathlib.Path]:
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(path.rglob("*.mrg"))
+        if files:
+            return files
+        raise DataError(f"{path}: no .mrg files below this directory (--{split}_trees)")
+    raise DataError(
+        f"{path}: no such treebank file or directory (--{split}_trees); give a bracketed "
+        f".mrg file or a directory of them"
+    )
+
+
+def _identity(files: Sequence[pathlib.Path]) -> list[list]:
+    """What a split's files depend on: every input's resolved path, size and mtime."""
+    rows = []
+    for path in files:
+        stat = path.stat()
+        rows.append([str(path.resolve()), stat.st_size, stat.st_mtime_ns])
+    return rows
+
+
+def _reusable(paths: dict[str, pathlib.Path], identity: list[list]) -> bool:
+    try:
+        manifest = json.loads(paths["manifest"].read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        manifest.get("version") == MANIFEST_VERSION
+        and manifest.get("inputs") == identity
+        and all(paths[kind].is_file() for kind in ("src", "tgt", "trees"))
+    )
+
+
+def _first_mismatch(
+    trees: Sequence[nltk.Tree], sources: Sequence[str], references: Sequence[str]
+) -> str | None:
+    """None if `trees` start with the trees of `sources`/`references`, else what differs."""
+    if len(trees) < len(sources):
+        return f"{len(trees):,} gold trees for {len(sources):,} sentences"
+    for index, (tree, source, reference) in enumerate(zip(trees, sources, references)):
+        words, symbols = linearize.linearize(tree)
+        if words != source.split():
+            return f"sentence {index}: the words differ from the gold tree's"
+        if symbols != linearize.from_target_string(reference):
+            return f"sentence {index}: the reference differs from the gold tree's linearization"
+    return None
