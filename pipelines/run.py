@@ -37,15 +37,17 @@ flags.DEFINE_string("config", None, "Preset name (default: the task's).")
 flags.DEFINE_multi_string("config_override", [], "key=value overriding a config field; "
                           "repeatable, e.g. --config_override dropout=0.3.")
 flags.DEFINE_integer("vocab_size", None, "Shared vocabulary size (default: the task's).")
-flags.DEFINE_integer("train_steps", None, "Optimizer updates (default: the preset's; the "
-                     "paper: 100k base, 300k big).")
-flags.DEFINE_integer("batch_tokens", 4096, "Global batch budget in tokens per side (the paper: "
-                     "about 25,000 per GPU x 8 GPUs).")
+flags.DEFINE_integer("train_steps", None, "Optimizer updates (default: the task's, else the "
+                     "preset's; the paper: 100k base, 300k big).")
+flags.DEFINE_integer("batch_tokens", None, "Global batch budget in tokens per side (default: "
+                     "the task's, else the paper's 25,000).")
 flags.DEFINE_integer("accumulate_steps", 1, "Batches accumulated per update (reach the "
                      "paper's batch on fewer devices).")
-flags.DEFINE_integer("warmup_steps", 4000, "Learning-rate warm-up (Eq. 3).")
-flags.DEFINE_float("lr_scale", 1.0, "Constant factor on the Eq. 3 learning rate.")
-flags.DEFINE_integer("checkpoint_every", 1000, "Steps between checkpoints.")
+flags.DEFINE_integer("warmup_steps", None, "Learning-rate warm-up (Eq. 3; default: the "
+                     "task's, else the paper's 4,000).")
+flags.DEFINE_float("lr_scale", None, "Constant factor on the Eq. 3 learning rate (default 1).")
+flags.DEFINE_integer("checkpoint_every", None, "Steps between checkpoints (default: the "
+                     "task's, else 1,000).")
 flags.DEFINE_integer("keep_checkpoints", 20, "Checkpoints kept.")
 flags.DEFINE_integer("average_last", 5, "Checkpoints averaged for evaluation and export (the "
                      "paper: 5 base, 20 big).")

@@ -31,6 +31,19 @@ TASK_PRESET_OVERRIDES: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+# The paper's training settings (Section 5): ~25,000 source and target tokens per batch,
+# warm-up 4,000 steps, Eq. 3 unscaled; checkpoints every 1,000 steps (~10 min on 8 P100s).
+PAPER_TRAINING = {"batch_tokens": 25000, "warmup_steps": 4000, "lr_scale": 1.0,
+                  "checkpoint_every": 1000}
+
+# Departures for corpora far smaller than WMT, so that a CPU run finishes in minutes: the
+# default job (`python pipelines/run.py`) is Multi30k with these.
+TASK_TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "multi30k_ende": {"train_steps": 1000, "batch_tokens": 2048, "warmup_steps": 1000,
+                      "checkpoint_every": 100},
+}
+
+
 @dataclasses.dataclass
 class RunOptions:
     """Everything a stage may need; `pipelines/run.py` fills it from flags."""
@@ -41,12 +54,12 @@ class RunOptions:
     preset: str | None = None
     config_overrides: dict = dataclasses.field(default_factory=dict)
     vocab_size: int | None = None
-    train_steps: int | None = None
-    batch_tokens: int = 4096
+    train_steps: int | None = None      # None: the task's default, else the preset's
+    batch_tokens: int | None = None     # None: the task's default, else the paper's
     accumulate_steps: int = 1
-    warmup_steps: int = 4000
-    lr_scale: float = 1.0
-    checkpoint_every: int = 1000
+    warmup_steps: int | None = None
+    lr_scale: float | None = None
+    checkpoint_every: int | None = None
     keep_checkpoints: int = 20
     average_last: int = 5
     seed: int = 0
@@ -92,6 +105,20 @@ def resolve_config(options: RunOptions, task: Task) -> TransformerConfig:
     return TransformerConfig.preset(preset, **overrides)
 
 
+def training_settings(options: RunOptions, task: Task, config: TransformerConfig | None = None
+                      ) -> dict[str, Any]:
+    """train_steps, batch_tokens, warmup_steps, lr_scale, checkpoint_every: each from its
+    flag, else the task's default, else the paper's (train_steps: the preset's)."""
+    defaults = dict(PAPER_TRAINING, **TASK_TRAINING_DEFAULTS.get(task.name, {}))
+    if config is not None:
+        defaults.setdefault("train_steps", config.train_steps)
+    resolved = {}
+    for name, default in defaults.items():
+        value = getattr(options, name)
+        resolved[name] = default if value is None else value
+    return resolved
+
+
 def decoding(options: RunOptions, task: Task) -> dict[str, Any]:
     """Beam size, alpha and extra length: flags, else the task's defaults (the paper's)."""
     return {"beam_size": options.beam_size or task.beam_size,
@@ -103,7 +130,8 @@ def decoding(options: RunOptions, task: Task) -> dict[str, Any]:
 def run_prepare(options: RunOptions, log=print) -> dict:
     task = make_task(options)
     return prepare.prepare(task, options.model_dir, vocab_size=options.vocab_size,
-                           batch_tokens=options.batch_tokens, log=log)
+                           batch_tokens=training_settings(options, task)["batch_tokens"],
+                           log=log)
 
 
 def run_train(options: RunOptions, strategy, log=print):
@@ -113,26 +141,25 @@ def run_train(options: RunOptions, strategy, log=print):
     prepare.ensure_vocab(task, options.model_dir, options.vocab_size, log=log)
     config = resolve_config(options, task)
     md.save_config(options.model_dir, config)
+    training = training_settings(options, task, config)
     settings = md.load_settings(options.model_dir)
+    flags = {k: v for k, v in dataclasses.asdict(options).items() if k != "task_options"}
     settings.update(task=task.name, task_options=options.task_options, **decoding(options, task),
-                    training={k: v for k, v in dataclasses.asdict(options).items()
-                              if k not in ("task_options",)})
+                    training=dict(flags, **training))
     md.save_settings(options.model_dir, settings)
     if options.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    steps = options.train_steps or config.train_steps
     log(f"train: config {config.to_dict()}")
+    log(f"train: {training}")
     dev_bleu_fn = None
     if options.dev_bleu_every:
         dev_bleu_fn = dev_bleu_evaluator(options, task, log)
     model = train_lib.train(
-        task, options.model_dir, config, strategy=strategy, train_steps=steps,
-        batch_tokens=options.batch_tokens, accumulate_steps=options.accumulate_steps,
-        warmup_steps=options.warmup_steps, lr_scale=options.lr_scale,
-        checkpoint_every=options.checkpoint_every, keep_checkpoints=options.keep_checkpoints,
+        task, options.model_dir, config, strategy=strategy,
+        accumulate_steps=options.accumulate_steps, keep_checkpoints=options.keep_checkpoints,
         seed=options.seed, jit_compile=options.jit_compile,
         steps_per_execution=options.steps_per_execution, dev_bleu_fn=dev_bleu_fn,
-        dev_bleu_every=options.dev_bleu_every, verbose=options.verbose, log=log)
+        dev_bleu_every=options.dev_bleu_every, verbose=options.verbose, log=log, **training)
     keras.mixed_precision.set_global_policy("float32")
     return model
 
