@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import tempfile
 from typing import Any
 
 from keras_transformer import Transformer, TransformerConfig
+from pipelines.vocab import write_atomic
 
 CONFIG_FILE = "config.json"
 SETTINGS_FILE = "settings.json"
@@ -32,18 +32,8 @@ class ModelDirError(ValueError):
 
 
 def write_text_atomic(path: os.PathLike | str, text: str) -> None:
-    """Writes `text` to a temporary file beside `path`, then renames it into place."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Writes UTF-8 `text` through a temporary file and a rename (see `vocab.write_atomic`)."""
+    write_atomic(path, text.encode("utf-8"))
 
 
 def save_config(model_dir, config: TransformerConfig) -> None:

@@ -2,10 +2,10 @@
 import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.encoder import LAYER_NORM_EPSILON
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.masks import causal_mask
 from keras_transformer.layers.residual import residual
+from keras_transformer.layers.stack import LAYER_NORM_EPSILON, LayerStack
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -127,35 +127,13 @@ class DecoderLayer(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Decoder(keras.layers.Layer):
+class Decoder(LayerStack):
     """A stack of `num_layers` decoder layers; full-sequence `call` and cached `step`.
 
-    Args: as `Encoder`.
+    Args: see `LayerStack`.
     """
 
-    def __init__(self, num_layers, d_ff, num_heads, d_k, d_v, dropout=0.1,
-                 attention_dropout=0.0, relu_dropout=0.0, norm="post", **kwargs):
-        super().__init__(**kwargs)
-        self.layer_args = dict(d_ff=int(d_ff), num_heads=int(num_heads), d_k=int(d_k),
-                               d_v=int(d_v), dropout=float(dropout),
-                               attention_dropout=float(attention_dropout),
-                               relu_dropout=float(relu_dropout), norm=norm)
-        self.num_layers = int(num_layers)
-        self.blocks = [DecoderLayer(**self.layer_args, name=f"layer_{i}", dtype=self.dtype_policy)
-                       for i in range(self.num_layers)]
-        self.final_norm = (keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="final_norm", dtype=self.dtype_policy)
-            if norm == "pre" else None)
-
-    def build(self, x_shape, memory_shape=None):
-        for layer in self.blocks:
-            layer.build(x_shape, memory_shape)
-        if self.final_norm is not None:
-            self.final_norm.build(x_shape)
-        self.built = True
-
-    def _finish(self, x):
-        return self.final_norm(x) if self.final_norm is not None else x
+    layer_class = DecoderLayer
 
     def call(self, x, memory, memory_mask=None, return_attention_scores=False, training=None):
         """x: embedded targets [batch, target_len, d_model] -> [batch, target_len, d_model].
@@ -193,8 +171,3 @@ class Decoder(keras.layers.Layer):
         if return_attention_scores:
             return self._finish(x), new_cache, weights
         return self._finish(x), new_cache
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_layers=self.num_layers, **self.layer_args)
-        return config

@@ -4,8 +4,7 @@ import keras
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.feed_forward import FeedForward
 from keras_transformer.layers.residual import residual
-
-LAYER_NORM_EPSILON = 1e-6
+from keras_transformer.layers.stack import LAYER_NORM_EPSILON, LayerStack
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -66,43 +65,16 @@ class EncoderLayer(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class Encoder(keras.layers.Layer):
-    """A stack of `num_layers` identical encoder layers (N = 6 in the paper).
+class Encoder(LayerStack):
+    """A stack of `num_layers` encoder layers (N = 6 in the paper). Args: see `LayerStack`."""
 
-    With pre-norm a final LayerNorm closes the stack (its residual stream is un-normalised).
-
-    Args:
-        num_layers: N. Other arguments as `EncoderLayer`.
-    """
-
-    def __init__(self, num_layers, d_ff, num_heads, d_k, d_v, dropout=0.1,
-                 attention_dropout=0.0, relu_dropout=0.0, norm="post", **kwargs):
-        super().__init__(**kwargs)
-        self.layer_args = dict(d_ff=int(d_ff), num_heads=int(num_heads), d_k=int(d_k),
-                               d_v=int(d_v), dropout=float(dropout),
-                               attention_dropout=float(attention_dropout),
-                               relu_dropout=float(relu_dropout), norm=norm)
-        self.num_layers = int(num_layers)
-        self.blocks = [EncoderLayer(**self.layer_args, name=f"layer_{i}", dtype=self.dtype_policy)
-                       for i in range(self.num_layers)]
-        self.final_norm = (keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="final_norm", dtype=self.dtype_policy)
-            if norm == "pre" else None)
+    layer_class = EncoderLayer
 
     def build(self, x_shape):
-        for layer in self.blocks:
-            layer.build(x_shape)
-        if self.final_norm is not None:
-            self.final_norm.build(x_shape)
-        self.built = True
+        super().build(x_shape)
 
     def call(self, x, padding_mask=None, training=None):
         """x [batch, source_len, d_model] (embedded, positions added) -> same shape."""
         for layer in self.blocks:
             x = layer(x, padding_mask=padding_mask, training=training)
-        return self.final_norm(x) if self.final_norm is not None else x
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_layers=self.num_layers, **self.layer_args)
-        return config
+        return self._finish(x)
