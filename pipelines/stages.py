@@ -244,7 +244,6 @@ def run_export(options: RunOptions, log=print) -> pathlib.Path:
     export_dir = options.export_dir or str(pathlib.Path(options.model_dir) / md.EXPORT_DIR)
     path = export_saved_model(model, proto, export_dir, version=options.export_version,
                               overwrite=options.overwrite_export, **decoding(options, task))
-    log(f"export: wrote {path}")
     return path
 
 
