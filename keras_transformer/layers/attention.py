@@ -77,14 +77,20 @@ class MultiHeadAttention(keras.layers.Layer):
         x = ops.reshape(x, (batch, length, self.num_heads, depth))
         return ops.transpose(x, (0, 2, 1, 3))
 
-    def _self_qkv(self, x):
-        """Q, K, V of `x` [batch, length, d_model], each [batch, heads, length, depth]."""
+    def _fused_qkv(self, x):
+        """Q, K, V of `x` [batch, length, d_model] from one matmul, each
+        [batch, length, heads, depth]."""
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
         keys = self.num_heads * self.key_dim
         qkv = self.qkv_projection(x)
-        q = self._split_heads(qkv[..., :keys], self.key_dim)
-        k = self._split_heads(qkv[..., keys:2 * keys], self.key_dim)
-        v = self._split_heads(qkv[..., 2 * keys:], self.value_dim)
-        return q, k, v
+        heads = lambda t, depth: ops.reshape(t, (batch, length, self.num_heads, depth))  # noqa: E731
+        return (heads(qkv[..., :keys], self.key_dim),
+                heads(qkv[..., keys:2 * keys], self.key_dim),
+                heads(qkv[..., 2 * keys:], self.value_dim))
+
+    def _self_qkv(self, x):
+        """Q, K, V of `x` [batch, length, d_model], each [batch, heads, length, depth]."""
+        return tuple(ops.transpose(t, (0, 2, 1, 3)) for t in self._fused_qkv(x))
 
     def project_memory(self, memory):
         """Cross-attention keys and values of the encoder output, computed once per source.
@@ -164,12 +170,7 @@ class MultiHeadAttention(keras.layers.Layer):
             (output [batch, rows, d_model], updated cache).
         """
         batch, rows = ops.shape(query)[0], ops.shape(query)[1]
-        keys = self.num_heads * self.key_dim
-        qkv = self.qkv_projection(query)
-        heads = lambda x, depth: ops.reshape(x, (batch, rows, self.num_heads, depth))
-        q = heads(qkv[..., :keys], self.key_dim)
-        k = heads(qkv[..., keys:2 * keys], self.key_dim)
-        v = heads(qkv[..., 2 * keys:], self.value_dim)
+        q, k, v = self._fused_qkv(query)  # rows play the role of positions here
         max_length = ops.shape(cache["key"])[3]
         # Positions after `position` are still zero in the cache: adding the new entry times a
         # one-hot over positions writes it with core element-wise ops (no XLA-only scatter).
