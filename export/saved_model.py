@@ -92,10 +92,15 @@ class Translator:
             to their first ``max_length - 1`` pieces plus EOS. Default and upper bound:
             ``model.config.max_length``.
         jit_compile: compile the id -> id beam search with XLA (`tf.function(jit_compile=True)`).
+        constraint: a `keras_transformer.search.DecodingConstraint` on the output tokens.
+        preprocess: in-graph `sentences -> sentences` applied before tokenization.
+        postprocess: in-graph `(sentences, outputs) -> answers` applied to the detokenized
+            outputs (the parser turns linearized trees into bracketed trees).
     """
 
     def __init__(self, model, spm_proto, *, beam_size=DEFAULT_BEAM_SIZE, alpha=DEFAULT_ALPHA,
-                 extra_length=DEFAULT_EXTRA_LENGTH, max_length=None, jit_compile=False):
+                 extra_length=DEFAULT_EXTRA_LENGTH, max_length=None, jit_compile=False,
+                 constraint=None, preprocess=None, postprocess=None):
         if not model.built:
             model.build()
         config = model.config
@@ -114,6 +119,9 @@ class Translator:
         if not self.alpha >= 0.0:
             raise ExportError(f"alpha must be a number >= 0, got {alpha!r}")
         self.jit_compile = bool(jit_compile)
+        self.constraint = constraint
+        self.preprocess = preprocess
+        self.postprocess = postprocess
         # Translations may not be longer than the model's positions allow.
         self.output_cap = config.max_length
 
@@ -152,7 +160,7 @@ class Translator:
         ids, scores = _beam_search_ids(
             self.model, source_ids, beam_size=self.beam_size, alpha=self.alpha,
             extra_length=self.extra_length, max_length=self.output_cap, bos_id=BOS_ID,
-            eos_id=EOS_ID, num_results=1)
+            eos_id=EOS_ID, num_results=1, constraint=self.constraint)
         ids, scores = ids[:, 0], scores[:, 0]
         # The search keeps room for the longest allowed output; drop all-padding columns.
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
@@ -196,8 +204,13 @@ class Translator:
 
     def _translate(self, source):
         tokenizer = self._tokenizer()
+        if self.preprocess is not None:
+            source = self.preprocess(source)
         ids, scores = self._search(self._tokenize(tokenizer, source))
-        return {"translation": self._detokenize(tokenizer, ids), "score": scores}
+        translation = self._detokenize(tokenizer, ids)
+        if self.postprocess is not None:
+            translation = self.postprocess(source, translation)
+        return {"translation": translation, "score": scores}
 
     def _translate_ids(self, source_ids):
         ids, scores = self._search(source_ids[:, :self.max_length])
@@ -345,7 +358,7 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
 
 def export_saved_model(model, spm_proto, export_dir, version=None, beam_size=DEFAULT_BEAM_SIZE,
                        alpha=DEFAULT_ALPHA, extra_length=DEFAULT_EXTRA_LENGTH, max_length=None,
-                       overwrite=False, jit_compile=False, log=print) -> pathlib.Path:
+                       overwrite=False, jit_compile=False, task=None, log=print) -> pathlib.Path:
     """Writes a text-in, text-out SavedModel for TensorFlow Serving under `export_dir/<version>/`.
 
     Args:
@@ -362,6 +375,8 @@ def export_saved_model(model, spm_proto, export_dir, version=None, beam_size=DEF
             Default and maximum: `model.config.max_length`.
         overwrite: replace an existing version; without it an existing version is an error.
         jit_compile: XLA-compile the beam search (see export/README.md for what it supports).
+        task: the `pipelines.tasks.Task` the model was trained for, if its output needs its
+            decoding constraint and in-graph post-processing (ptb_parsing: bracketed trees).
         log: progress sink.
     Returns:
         The path of the written version directory.
@@ -373,9 +388,13 @@ def export_saved_model(model, spm_proto, export_dir, version=None, beam_size=DEF
         version, final = _version_dir(export_dir, version)
         if final.exists() and not overwrite:
             _refuse_existing(final, version, export_dir)
+    hooks = {}
+    if task is not None:
+        hooks = {"constraint": task.decoding_constraint(_as_proto(spm_proto)),
+                 "preprocess": task.serving_input, "postprocess": task.serving_output}
     translator = Translator(model, spm_proto, beam_size=beam_size, alpha=alpha,
                             extra_length=extra_length, max_length=max_length,
-                            jit_compile=jit_compile)
+                            jit_compile=jit_compile, **hooks)
     return write_translator(translator, export_dir, version=version, overwrite=overwrite,
                             log=log)
 
@@ -418,10 +437,22 @@ def export_model_dir(model_dir, export_dir=None, version=None, beam_size=None, a
         version, final = _version_dir(export_dir, version)
         if final.exists() and not overwrite:
             _refuse_existing(final, version, export_dir)
-    defaults = decoding_defaults(md.load_settings(model_dir))
+    settings = md.load_settings(model_dir)
+    defaults = decoding_defaults(settings)
     given = {"beam_size": beam_size, "alpha": alpha, "extra_length": extra_length}
     decoding = {k: defaults[k] if v is None else v for k, v in given.items()}
     proto = read_model_proto(model_dir)
     model = md.load_final_model(model_dir)
     return export_saved_model(model, proto, export_dir, version=version, max_length=max_length,
-                              overwrite=overwrite, jit_compile=jit_compile, log=log, **decoding)
+                              overwrite=overwrite, jit_compile=jit_compile,
+                              task=_settings_task(settings), log=log, **decoding)
+
+
+def _settings_task(settings: Mapping[str, Any]):
+    """The task a model directory was trained for (settings.json), or None if unknown."""
+    from pipelines.tasks import get_task
+
+    name = settings.get("task")
+    if not isinstance(name, str):
+        return None
+    return get_task(name, **settings.get("task_options", {}))

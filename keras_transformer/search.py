@@ -142,8 +142,29 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
     return sequences, scores
 
 
+class DecodingConstraint:
+    """Restricts which tokens beam search may choose, e.g. to well-formed parse trees.
+
+    A constraint keeps its own per-hypothesis state in the search cache (so it is reordered
+    with the hypotheses) and, before every step, says which tokens are allowed next.
+    Disallowed tokens get a probability of zero: the model's distribution is renormalised
+    over the allowed ones. A constraint must always allow at least one token, and the end
+    token at a sentence's last allowed position.
+    """
+
+    def initial_state(self, source_ids, beam_size, max_steps):
+        """Nest of [batch, beam_size, ...] tensors: the state before the first step."""
+        raise NotImplementedError
+
+    def allowed(self, ids, step, state, max_lengths, vocab_size):
+        """`ids` [batch, beam] were just chosen at position `step`; returns (bool [batch,
+        beam, vocab_size] of the tokens allowed at position `step + 1`, the new state)."""
+        raise NotImplementedError
+
+
 def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50,
-                  max_length=None, bos_id=2, eos_id=3, num_results=1, early_finish=True):
+                  max_length=None, bos_id=2, eos_id=3, num_results=1, early_finish=True,
+                  constraint=None):
     """Beam search over a `Transformer`: source ids in, target ids and scores out.
 
     Encodes once; cross-attention keys/values are computed once per sentence and shared by
@@ -156,6 +177,7 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50,
         extra_length: each sentence may produce up to its source length + this many tokens.
         max_length: a cap on generated tokens (default: the model's `max_length`).
         bos_id, eos_id: start and end tokens of the target vocabulary.
+        constraint: an optional `DecodingConstraint` on the generated tokens.
     Returns:
         (ids int32 [batch, num_results, length] 0-padded, scores float32 [batch, num_results]).
     """
@@ -174,6 +196,18 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50,
 
     def symbols_to_logits_fn(ids, step, cache):
         return model.decode_step(ids, step, cache, memory_state)
+
+    if constraint is not None:
+        cache = {"model": cache,
+                 "constraint": constraint.initial_state(source_ids, beam_size, max_steps)}
+        unconstrained = symbols_to_logits_fn
+
+        def symbols_to_logits_fn(ids, step, cache):
+            logits, model_cache = unconstrained(ids, step, cache["model"])
+            allowed, state = constraint.allowed(ids, step, cache["constraint"], max_lengths,
+                                                model.config.vocab_size)
+            logits = tf.where(allowed, tf.cast(logits, tf.float32), _NEG)
+            return logits, {"model": model_cache, "constraint": state}
 
     start = tf.fill([tf.shape(source_ids)[0]], bos_id)
     return beam_search(symbols_to_logits_fn, start, cache, beam_size, max_lengths, eos_id,

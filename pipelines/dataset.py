@@ -4,9 +4,9 @@ Training examples are ``((source, target_in), target_out)`` with ``source = ids 
 ``target_in = [BOS] + ids`` and ``target_out = ids + [EOS]``, padded with 0 (``PAD_ID``).
 
 Batches follow the paper's token budget (Section 5.1: about 25,000 source and 25,000 target
-tokens per batch): pairs are grouped into length buckets, every bucket is padded to its
-boundary ``L`` (few distinct shapes, so few retraces) and holds ``floor(budget / L)``
-sentences, so ``batch_size * L <= budget`` on each side. The budget is the GLOBAL batch under
+tokens per batch): pairs are grouped into length buckets of boundary ``L`` holding
+``floor(budget / L)`` sentences, so ``batch_size * L <= budget`` on each side. Batches are
+padded to ``L`` when few distinct shapes matter (XLA), else each side to its longest. The budget is the GLOBAL batch under
 ``tf.distribute``; ``batch_multiple`` makes every batch size divisible by the replica count.
 
 Tokenized ids are cached with ``tf.data.Dataset.save`` under a key of task, split, vocabulary
@@ -307,6 +307,7 @@ def training_batches(
     seed: int = 0,
     repeat: bool = True,
     drop_remainder: bool | None = None,
+    pad_to_bucket: bool = True,
 ) -> tf.data.Dataset:
     """Token-budget batches of ``((source, target_in), target_out)`` from tokenized pairs.
 
@@ -322,9 +323,13 @@ def training_batches(
       repeat: repeat forever (use ``steps_per_epoch``); False gives one pass.
       drop_remainder: drop each bucket's last partial batch; defaults to
         ``batch_multiple > 1`` so every batch splits evenly across replicas.
+      pad_to_bucket: pad both sides to the bucket boundary, so that batches have few distinct
+        shapes (each new shape is a new XLA compilation); False pads each side to its own
+        longest sentence, which saves the most where sources and targets differ in length
+        (parsing: targets are about twice as long).
     Returns:
-      A prefetched dataset whose batches are padded with ``PAD_ID`` to their bucket boundary;
-      auto-sharding is by DATA for multi-worker training.
+      A prefetched dataset whose batches are padded with ``PAD_ID``; auto-sharding is by
+      DATA for multi-worker training.
     """
     max_length = max(max_source_length, max_target_length)
     boundaries = list(boundaries) if boundaries is not None else default_boundaries(max_length)
@@ -355,7 +360,7 @@ def training_batches(
         bucket_boundaries=[b + 1 for b in boundaries],
         bucket_batch_sizes=sizes + [sizes[-1]],
         padding_values=((PAD_ID, PAD_ID), PAD_ID),
-        pad_to_bucket_boundary=True,
+        pad_to_bucket_boundary=pad_to_bucket,
         drop_remainder=drop_remainder,
     )
     if shuffle:

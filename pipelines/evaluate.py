@@ -27,13 +27,18 @@ from pipelines.vocab import BOS_ID, EOS_ID
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
-def make_translator(model, beam_size=4, alpha=0.6, extra_length=50, jit_compile=False):
-    """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function."""
+def make_translator(model, beam_size=4, alpha=0.6, extra_length=50, jit_compile=False,
+                    constraint=None):
+    """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function.
+
+    `constraint`: the task's `DecodingConstraint` (`Task.decoding_constraint`), if any.
+    """
 
     @tf.function(jit_compile=jit_compile, reduce_retracing=True)
     def translate(source_ids):
         ids, scores = translate_ids(model, source_ids, beam_size=beam_size, alpha=alpha,
-                                    extra_length=extra_length, bos_id=BOS_ID, eos_id=EOS_ID)
+                                    extra_length=extra_length, bos_id=BOS_ID, eos_id=EOS_ID,
+                                    constraint=constraint)
         return ids[:, 0], scores[:, 0]
 
     return translate

@@ -74,6 +74,7 @@ def ensure_vocab(
         work_dir,
         vocab_size or task.vocab_size,
         max_sentences=sample_lines,
+        user_defined_symbols=task.vocab_symbols(clean.target_path),
         log=log,
     )
     return vocab_lib.read_model_proto(path)
@@ -235,6 +236,7 @@ def training_input(
     shuffle: bool = True,
     repeat: bool = True,
     seed: int = 0,
+    pad_to_bucket: bool = True,
     log: Log = print,
 ) -> TrainingInput:
     """``((source, target_in), target_out)`` token-budget batches of ``split`` (see dataset.py).
@@ -269,6 +271,7 @@ def training_input(
         seed=seed,
         repeat=repeat,
         drop_remainder=drop,
+        pad_to_bucket=pad_to_bucket,
     )
     return TrainingInput(dataset, batches, counts)
 

@@ -127,6 +127,14 @@ def decoding(options: RunOptions, task: Task) -> dict[str, Any]:
             else options.extra_length}
 
 
+def make_translator(model, options: RunOptions, task: Task, jit_compile: bool = False):
+    """The task's beam search over `model`: its decoding settings and constraint."""
+    proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
+    return evaluate.make_translator(model, jit_compile=jit_compile,
+                                    constraint=task.decoding_constraint(proto),
+                                    **decoding(options, task))
+
+
 def run_prepare(options: RunOptions, log=print) -> dict:
     task = make_task(options)
     return prepare.prepare(task, options.model_dir, vocab_size=options.vocab_size,
@@ -173,7 +181,7 @@ def dev_bleu_evaluator(options: RunOptions, task: Task, log=print) -> Callable:
     tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
 
     def dev_bleu(model):
-        translate = evaluate.make_translator(model, **decoding(options, task))
+        translate = make_translator(model, options, task)
         texts = []
         for batch in batches:
             ids, _ = translate(tf.constant(batch.source_ids))
@@ -202,8 +210,7 @@ def run_evaluate(options: RunOptions, log=print) -> dict:
     if options.eval_sentences:
         data = evaluate.first_sentences(data, options.eval_sentences)
     tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
-    translate = evaluate.make_translator(model, jit_compile=options.decode_jit_compile,
-                                         **settings)
+    translate = make_translator(model, options, task, jit_compile=options.decode_jit_compile)
     start = time.perf_counter()
     hypotheses, _ = evaluate.translate_batches(translate, data.batches, tokenizer,
                                                verbose=options.verbose)
@@ -243,7 +250,8 @@ def run_export(options: RunOptions, log=print) -> pathlib.Path:
     proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
     export_dir = options.export_dir or str(pathlib.Path(options.model_dir) / md.EXPORT_DIR)
     path = export_saved_model(model, proto, export_dir, version=options.export_version,
-                              overwrite=options.overwrite_export, **decoding(options, task))
+                              overwrite=options.overwrite_export, task=task,
+                              **decoding(options, task))
     return path
 
 
@@ -258,8 +266,7 @@ def run_translate(options: RunOptions, log=print) -> list[str]:
     from pipelines.dataset import eval_batches
 
     batches = eval_batches(source, tokenizer, max_source_length=task.max_source_length, log=log)
-    translate = evaluate.make_translator(model, jit_compile=options.decode_jit_compile,
-                                         **decoding(options, task))
+    translate = make_translator(model, options, task, jit_compile=options.decode_jit_compile)
     hypotheses, _ = evaluate.translate_batches(translate, batches, tokenizer, verbose=0)
     text = "".join(h + "\n" for h in hypotheses)
     if options.output_file:

@@ -153,6 +153,24 @@ class Task(abc.ABC):
         """Where this task materializes its text files inside ``work_dir``."""
         return pathlib.Path(work_dir) / "data" / self.name
 
+    # Hooks for tasks whose output is not plain text (parsing); translation needs none.
+
+    def vocab_symbols(self, train_target: pathlib.Path) -> list[str]:
+        """Strings the shared vocabulary must keep as single pieces."""
+        return []
+
+    def decoding_constraint(self, spm_proto: bytes):
+        """A `keras_transformer.search.DecodingConstraint` for beam search, or None."""
+        return None
+
+    def serving_input(self, sentences):
+        """In-graph: the exported model's input sentences as the model expects them."""
+        return sentences
+
+    def serving_output(self, sentences, outputs):
+        """In-graph: the exported model's answer from its inputs and decoded outputs."""
+        return outputs
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TfdsTranslationTask(Task):

@@ -112,12 +112,15 @@ def train(task, model_dir, config: TransformerConfig, *, strategy, train_steps: 
         log(f"train: already at step {step:,} >= --train_steps {train_steps:,}; nothing to do")
         return model
     replicas = strategy.num_replicas_in_sync
+    # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
+    # is padded to its own longest sentence.
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
-                          seed=seed + step, log=log)
+                          seed=seed + step, pad_to_bucket=jit_compile, log=log)
     # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
     # from one epoch to the next, and a finite one would run dry in the second epoch.
     dev = (training_input(task, model_dir, split="dev", batch_tokens=batch_tokens,
-                          batch_multiple=replicas, shuffle=False, repeat=True, log=log)
+                          batch_multiple=replicas, shuffle=False, repeat=True,
+                          pad_to_bucket=jit_compile, log=log)
            if validate else None)
     log(f"train: {replicas} replica(s), {data.batches_per_epoch:,} batches per pass over the "
         f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "

@@ -83,10 +83,13 @@ def train_sentencepiece(
     vocab_size: int,
     *,
     num_threads: int | None = None,
+    user_defined_symbols: Sequence[str] = (),
 ) -> bytes:
     """Train a BPE SentencePiece model on ``sentences``; return its serialized proto.
 
     BPE training is deterministic for a given input, so the sample fixes the model.
+    ``user_defined_symbols`` become single pieces wherever they occur (parsing's tree
+    symbols, written with the leading ``▁`` so that a space-separated symbol is one piece).
     """
     import sentencepiece as spm
 
@@ -115,6 +118,7 @@ def train_sentencepiece(
         shuffle_input_sentence=False,
         num_threads=num_threads or max(1, os.cpu_count() or 1),
         minloglevel=1,
+        user_defined_symbols=list(user_defined_symbols),
     )
     return writer.getvalue()
 
@@ -144,6 +148,7 @@ def build_vocab(
     *,
     max_sentences: int = 1_000_000,
     seed: int = 0,
+    user_defined_symbols: Sequence[str] = (),
     log: Log = print,
 ) -> pathlib.Path:
     """Train the shared vocabulary on a sample of ``train_files`` and store ``<dir>/spm.model``.
@@ -154,6 +159,7 @@ def build_vocab(
       vocab_size: pieces including the 4 reserved ids and 256 byte pieces.
       max_sentences: size of the training sample (lines, both sides pooled).
       seed: seed of the line sample (BPE training itself is deterministic).
+      user_defined_symbols: strings kept as single pieces (see ``train_sentencepiece``).
       log: progress sink.
     Returns:
       The path of the written model.
@@ -161,7 +167,8 @@ def build_vocab(
     sample = sample_lines(train_files, max_sentences, seed=seed, log=log)
     log(f"vocab: training BPE, vocab_size={vocab_size:,} on {len(sample):,} lines")
     try:
-        proto = train_sentencepiece(sample, vocab_size)
+        proto = train_sentencepiece(sample, vocab_size,
+                                    user_defined_symbols=user_defined_symbols)
     except RuntimeError as e:
         hint = (
             " Choose a smaller vocab_size for this corpus."

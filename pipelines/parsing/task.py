@@ -37,7 +37,7 @@ from typing import Sequence
 
 import nltk
 
-from pipelines.parsing import evalb, linearize, treebank
+from pipelines.parsing import constraint, evalb, linearize, serving, treebank
 from pipelines.tasks import SPLITS, Log, Task
 from pipelines.text_io import DataError
 
@@ -226,6 +226,32 @@ class PtbParsingTask(Task):
                         f"{path.parent} so the split is written again"
                     ) from None
         return trees
+
+    # ------------------------------------------------------------------ decoding
+
+    def vocab_symbols(self, train_target: pathlib.Path) -> list[str]:
+        """Every tree symbol of the training targets as one piece, `▁` included.
+
+        A target line `(S (NP XX )NP )S` is then exactly one piece per symbol, about a third
+        of the pieces BPE would split it into, and the constrained search can tell brackets
+        and words apart by id.
+        """
+        symbols = {linearize.PLACEHOLDER}
+        with open(train_target, encoding="utf-8") as handle:
+            for line in handle:
+                symbols.update(line.split())
+        return [constraint.WORD_START + symbol for symbol in sorted(symbols)]
+
+    def decoding_constraint(self, spm_proto: bytes) -> constraint.TreeConstraint:
+        """Beam search that only builds well-formed trees over the sentence's words."""
+        return constraint.TreeConstraint.from_proto(spm_proto)
+
+    def serving_input(self, sentences):
+        return serving.normalize_sentences(sentences)
+
+    def serving_output(self, sentences, outputs):
+        """The exported parser answers with bracketed trees over the words."""
+        return serving.trees_from_linearized(sentences, outputs)
 
     # ------------------------------------------------------------------ scoring
 

@@ -1,10 +1,14 @@
-"""`pipelines/run.py --task ptb_parsing` end to end on the WSJ sample: train, decode, F1."""
+"""`pipelines/run.py --task ptb_parsing` end to end on the WSJ sample: train, decode, F1, export."""
 import json
+
+import nltk
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel uses)
 
 from tests.pipelines.run_helpers import TINY_MODEL, run_command
 
 
-def test_short_parsing_run_prints_dev_f1(tmp_path, shared_data):
+def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_data):
     sample = shared_data / "ptb_sample"
     model_dir = tmp_path / "parser"
     result = run_command(
@@ -12,9 +16,21 @@ def test_short_parsing_run_prints_dev_f1(tmp_path, shared_data):
          f"--dev_trees={sample / 'dev.mrg'}", f"--test_trees={sample / 'dev.mrg'}",
          f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=30", "--checkpoint_every=15",
          "--average_last=2", "--eval_split=dev", "--eval_sentences=12", "--beam_size=2",
-         "--extra_length=20", "--mode=prepare,train,average,evaluate"], shared_data)
+         "--extra_length=20", "--mode=prepare,train,average,evaluate,export"], shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "dev f1:" in result.stdout
     scores = json.loads((model_dir / "eval" / "dev.json").read_text())
     assert scores["sentences"] == 12 and 0.0 <= scores["f1"] <= 100.0
-    assert 0 <= scores["repaired"] <= 12
+    # The constrained search only builds well-formed trees: nothing needs repairing.
+    assert scores["repaired"] == 0
+
+    # The SavedModel parses raw (tokenized) sentences into bracketed trees over their words.
+    serve = tf.saved_model.load(str(model_dir / "export" / "1")).signatures["serving_default"]
+    sentences = ["The  dog barks .", "Stocks fell ( sharply ) on Friday ."]
+    trees = serve(source=tf.constant(sentences))["translation"].numpy()
+    for sentence, text in zip(sentences, trees):
+        tree = nltk.Tree.fromstring(text.decode())
+        assert tree.label() == "TOP" and len(tree) == 1
+        words = sentence.replace("(", "-LRB-").replace(")", "-RRB-").split()
+        assert tree.leaves() == words
+        assert {label for _, label in tree.pos()} == {"XX"}

@@ -1,0 +1,135 @@
+"""Constrained beam search for parsing: every hypothesis is a well-formed linearized tree.
+
+An unconstrained decoder can close brackets it never opened, produce more or fewer `XX` than
+the sentence has words, or stop inside a constituent; those outputs then need repairs
+(`linearize.delinearize`) that cost F1. Here the search itself only extends a hypothesis with
+symbols that keep it a prefix of a well-formed tree over the sentence's words:
+
+* the first symbol opens the root constituent, and nothing follows the root's closing bracket
+  but the end token;
+* `XX` only inside a constituent and only while words are left;
+* a closing bracket only with the label of the innermost open constituent, never right after
+  its opening bracket (no constituent without words), and the root only once every word has
+  its `XX`;
+* an opening bracket only if the tokens still allowed can close it and everything else;
+* the end token only once every word has its `XX` and every bracket is closed.
+
+The last two rules together guarantee a well-formed tree within the search's length limit.
+Tree symbols must be single vocabulary pieces (`▁(NP`, `▁)NP`, `▁XX`): the ptb_parsing task
+trains its SentencePiece model with them as user-defined symbols (`PtbParsingTask.
+vocab_symbols`). Words are counted from the source pieces that start with `▁`.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.constants import PAD_ID
+from keras_transformer.search import DecodingConstraint
+from pipelines.parsing.linearize import CLOSE, OPEN, PLACEHOLDER
+from pipelines.vocab import EOS_ID
+
+WORD_START = "\u2581"
+"""SentencePiece's whitespace marker: a piece starting with it starts a word."""
+
+
+class TreeConstraint(DecodingConstraint):
+    """Allows only continuations that stay a well-formed linearized tree (module docstring).
+
+    Args:
+        pieces: the vocabulary, `pieces[i]` the piece of id i.
+
+    Raises:
+        ValueError: the vocabulary lacks the `▁XX` piece or any `▁(LABEL`/`▁)LABEL` pair.
+    """
+
+    def __init__(self, pieces: Sequence[str]):
+        index = {piece: i for i, piece in enumerate(pieces)}
+        if WORD_START + PLACEHOLDER not in index:
+            raise ValueError(
+                f"the vocabulary has no {WORD_START + PLACEHOLDER!r} piece: it was not trained "
+                f"with the tree symbols as user-defined symbols (task ptb_parsing does that)")
+        self.placeholder_id = index[WORD_START + PLACEHOLDER]
+        close_of = np.full(len(pieces), -1, np.int32)
+        for i, piece in enumerate(pieces):
+            if piece.startswith(WORD_START + OPEN) and len(piece) > 2:
+                close_of[i] = index.get(WORD_START + CLOSE + piece[2:], -1)
+        if not (close_of >= 0).any():
+            raise ValueError("the vocabulary has no pair of tree bracket pieces "
+                             f"({WORD_START}(LABEL and {WORD_START})LABEL)")
+        self.close_of = close_of
+        self.is_open = close_of >= 0
+        self.is_close = np.zeros(len(pieces), bool)
+        self.is_close[close_of[self.is_open]] = True
+        self.word_start = np.array([piece.startswith(WORD_START) for piece in pieces])
+
+    @classmethod
+    def from_proto(cls, spm_proto: bytes) -> "TreeConstraint":
+        """The constraint for a serialized SentencePiece model."""
+        import sentencepiece as spm
+
+        processor = spm.SentencePieceProcessor(model_proto=spm_proto)
+        return cls([processor.id_to_piece(i) for i in range(processor.get_piece_size())])
+
+    def words(self, source_ids):
+        """int32 [batch]: the words of each source (pieces that start one)."""
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        starts = tf.gather(tf.constant(self.word_start), source_ids)
+        starts &= tf.not_equal(source_ids, PAD_ID) & tf.not_equal(source_ids, EOS_ID)
+        return tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
+
+    def initial_state(self, source_ids, beam_size, max_steps):
+        words = tf.tile(self.words(source_ids)[:, None], [1, beam_size])
+        zeros = tf.zeros_like(words)
+        return {
+            "words_left": words,
+            "depth": zeros,
+            "after_open": tf.cast(zeros, tf.bool),
+            # The closing piece each open constituent expects, by depth.
+            "closers": tf.zeros(tf.concat([tf.shape(words), [max_steps + 1]], 0), tf.int32),
+        }
+
+    def allowed(self, ids, step, state, max_lengths, vocab_size):
+        is_open = tf.gather(tf.constant(self._padded(self.is_open, vocab_size)), ids)
+        is_close = tf.gather(tf.constant(self._padded(self.is_close, vocab_size)), ids)
+        is_word = tf.equal(ids, self.placeholder_id)
+        depth, closers = state["depth"], state["closers"]
+        at_depth = tf.one_hot(depth, tf.shape(closers)[2], on_value=True, off_value=False)
+        closer = tf.gather(tf.constant(self._padded(self.close_of, vocab_size)), ids)
+        closers = tf.where(at_depth & is_open[:, :, None], closer[:, :, None], closers)
+        depth += tf.cast(is_open, tf.int32) - tf.cast(is_close, tf.int32)
+        words_left = state["words_left"] - tf.cast(is_word, tf.int32)
+        new_state = {"words_left": words_left, "depth": depth, "after_open": is_open,
+                     "closers": closers}
+
+        # Tokens that may still be generated, this one included.
+        remaining = tf.cast(max_lengths, tf.int32)[:, None] - step
+        inside = depth > 0
+        end_ok = tf.equal(words_left, 0) & ~inside
+        word_ok = (words_left > 0) & inside
+        close_ok = inside & ~is_open & ((depth > 1) | tf.equal(words_left, 0))
+        # Opening one more needs room for it, its closing bracket, the words left, every
+        # open constituent's closing bracket and the end token.
+        open_ok = ((words_left > 0) & (words_left + depth + 3 <= remaining)
+                   & (inside | tf.equal(step, 0)))
+        expected = tf.gather(closers, tf.maximum(depth - 1, 0), axis=2, batch_dims=2)
+
+        column = tf.range(vocab_size)[None, None, :]
+        open_columns = tf.constant(self._padded(self.is_open, vocab_size))[None, None, :]
+        allowed = ((tf.equal(column, EOS_ID) & end_ok[:, :, None])
+                   | (tf.equal(column, self.placeholder_id) & word_ok[:, :, None])
+                   | (tf.equal(column, expected[:, :, None]) & close_ok[:, :, None])
+                   | (open_columns & open_ok[:, :, None]))
+        # A safety net that the rules above never need within the length limit: a hypothesis
+        # with nothing allowed may continue freely (and is repaired afterwards).
+        stuck = ~tf.reduce_any(allowed, axis=2, keepdims=True)
+        return allowed | stuck, new_state
+
+    @staticmethod
+    def _padded(table: np.ndarray, vocab_size: int) -> np.ndarray:
+        """`table` over the model's vocabulary, which may be larger than SentencePiece's."""
+        padding = max(0, vocab_size - len(table))
+        fill = -1 if table.dtype != bool else False
+        return np.concatenate([table, np.full(padding, fill, table.dtype)])[:vocab_size]

@@ -1,0 +1,103 @@
+"""Tree symbols as vocabulary pieces, constrained beam search, and in-graph bracketed trees."""
+import nltk
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_transformer import Transformer
+from keras_transformer.search import translate_ids
+from pipelines import vocab as vocab_lib
+from pipelines.parsing import serving, treebank
+from pipelines.parsing.constraint import TreeConstraint
+from pipelines.parsing.linearize import delinearize, linearize, to_target_string
+from pipelines.parsing.task import ptb_parsing, tree_to_line
+from tests.helpers import tiny_config
+
+
+@pytest.fixture(scope="module")
+def sample(shared_data, tmp_path_factory):
+    """Linearized WSJ sample trees and a small vocabulary trained with the tree symbols."""
+    path = shared_data / "ptb_sample"
+    pairs = {split: [linearize(tree) for tree in treebank.read_trees(path / f"{split}.mrg",
+                                                                       preprocessed=True)]
+             for split in ("train", "dev")}
+    targets = tmp_path_factory.mktemp("ptb") / "train.tgt"
+    targets.write_text("".join(to_target_string(t) + "\n" for _, t in pairs["train"]))
+    symbols = ptb_parsing().vocab_symbols(targets)
+    lines = [" ".join(words) for words, _ in pairs["train"]]
+    lines += [to_target_string(target) for _, target in pairs["train"]]
+    proto = vocab_lib.train_sentencepiece(lines, 1200, user_defined_symbols=symbols)
+    return pairs, proto
+
+
+def dev_sentences(pairs, count):
+    return [" ".join(words) for words, _ in pairs["dev"][:count]]
+
+
+def test_tree_symbols_are_single_pieces(sample):
+    pairs, proto = sample
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    targets = [to_target_string(target) for _, target in pairs["dev"][:50]]
+    pieces = tokenizer.tokenize(targets)
+    assert pieces.row_lengths().numpy().tolist() == [len(t.split()) for t in targets]
+    assert [t.decode() for t in tokenizer.detokenize(pieces).numpy()] == targets
+
+
+def test_words_are_counted_from_source_pieces(sample):
+    pairs, proto = sample
+    constraint = TreeConstraint.from_proto(proto)
+    sentences = dev_sentences(pairs, 40)
+    ids = tf_text.SentencepieceTokenizer(model=proto).tokenize(sentences)
+    ids = tf.concat([ids, tf.ones([len(sentences), 1], tf.int32) * 3], axis=1).to_tensor()
+    assert constraint.words(ids).numpy().tolist() == [len(s.split()) for s in sentences]
+
+
+@pytest.mark.parametrize("extra_length", [2, 40])
+def test_untrained_model_under_the_constraint_only_builds_well_formed_trees(sample,
+                                                                             extra_length):
+    """Random weights choose freely among what the constraint allows: every output must
+    still be a tree over exactly the sentence's words, even with almost no spare length."""
+    pairs, proto = sample
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    sentences = dev_sentences(pairs, 12)
+    source = tokenizer.tokenize(sentences)
+    source = tf.concat([source, tf.fill([len(sentences), 1], 3)], axis=1).to_tensor()
+    model = Transformer(tiny_config(vocab_size=tokenizer.vocab_size().numpy().item(),
+                                    max_length=256))
+    ids, _ = translate_ids(model, source, beam_size=3, alpha=0.3, extra_length=extra_length,
+                           constraint=TreeConstraint.from_proto(proto))
+    for sentence, row in zip(sentences, ids[:, 0].numpy()):
+        row = row[: np.flatnonzero(row == 3)[0]]  # every hypothesis ended with EOS
+        symbols = tokenizer.detokenize([row]).numpy()[0].decode().split()
+        tree, repairs = delinearize(symbols, sentence.split())
+        assert repairs == 0, (sentence, symbols)
+        assert len(tree) == 1  # one root constituent under TOP
+
+
+def test_without_tree_symbols_the_constraint_is_refused(shared_data):
+    proto = vocab_lib.train_sentencepiece(["a plain vocabulary", "with no tree symbols"] * 20,
+                                          300)
+    with pytest.raises(ValueError, match="tree symbols"):
+        TreeConstraint.from_proto(proto)
+
+
+def test_in_graph_trees_equal_python_delinearization(sample):
+    pairs, _ = sample
+    sentences = [" ".join(words) for words, _ in pairs["dev"]]
+    targets = [to_target_string(target) for _, target in pairs["dev"]]
+    # Round brackets in words become -LRB-/-RRB-; an empty sentence gives an empty tree.
+    sentences += ["f ( x )", ""]
+    targets += ["(S XX (PRN XX XX XX )PRN )S", ""]
+    got = serving.trees_from_linearized(tf.constant(sentences), tf.constant(targets))
+    for sentence, target, tree in zip(sentences, targets, got.numpy()):
+        words = sentence.replace("(", "-LRB-").replace(")", "-RRB-").split()
+        expected = tree_to_line(delinearize(target.split(), words)[0])
+        assert tree.decode() == expected
+    assert nltk.Tree.fromstring(got.numpy()[-2].decode()).leaves() == [
+        "f", "-LRB-", "x", "-RRB-"]
+
+
+def test_serving_input_squeezes_whitespace():
+    got = serving.normalize_sentences(tf.constant(["  John  has\ta dog . ", ""]))
+    assert [g.decode() for g in got.numpy()] == ["John has a dog .", ""]
