@@ -172,8 +172,9 @@ def run_peak(args, result):
                    "gflops_best": round(2 * n ** 3 / min(times) / 1e9, 2)})
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
+def argument_parser(description=__doc__):
+    """The model, batch and mode flags, shared with the peers' scripts and profile_ops.py."""
+    p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mode", choices=["train", "decode", "peak"], required=True)
     p.add_argument("--config_name", default="")
@@ -196,7 +197,11 @@ def main(argv=None):
     p.add_argument("--mixed_precision", type=int, default=0, help="1: mixed_bfloat16")
     p.add_argument("--matmul_n", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = argument_parser().parse_args(argv)
     if args.repeats is None:
         args.repeats = 20 if args.mode == "peak" else 3
     keras.utils.set_random_seed(args.seed)
