@@ -171,11 +171,12 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, rows = ops.shape(query)[0], ops.shape(query)[1]
         q, k, v = self._fused_qkv(query)  # rows play the role of positions here
         max_length = ops.shape(cache["key"])[3]
-        # Positions after `position` are still zero in the cache: adding the new entry times a
-        # one-hot over positions writes it with core element-wise ops (no XLA-only scatter).
-        slot = ops.cast(ops.equal(ops.arange(max_length), position), q.dtype)[:, None]
-        cache = {"key": cache["key"] + k[:, :, :, None, :] * slot,
-                 "value": cache["value"] + v[:, :, :, None, :] * slot}
+        # A select against a one-hot over positions writes the new entry with one core
+        # element-wise op (no XLA-only scatter); without XLA, one pass over the cache instead
+        # of the two (and a temporary) of adding the entry times the one-hot.
+        slot = ops.equal(ops.arange(max_length), position)[:, None]
+        cache = {"key": ops.where(slot, k[:, :, :, None, :], cache["key"]),
+                 "value": ops.where(slot, v[:, :, :, None, :], cache["value"])}
         visible = (ops.arange(max_length) <= position)[None, None, None, :]
         output, weights = self._attend(
             q, cache["key"], cache["value"], visible, training=False,
