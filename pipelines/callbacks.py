@@ -74,10 +74,12 @@ class Throughput(keras.callbacks.Callback):
 
 
 class DevBleu(keras.callbacks.Callback):
-    """Every `every_epochs` epochs, decodes the dev sample with beam search and logs BLEU.
+    """Every `every_epochs` epochs, decodes the dev sample with beam search and logs its score.
 
     Args:
-        evaluate_fn: `model -> float` BLEU (see `pipelines.evaluate.dev_bleu_fn`).
+        evaluate_fn: `model -> float`, the task's metric (`pipelines.stages.
+            dev_bleu_evaluator`: BLEU, or F1 for parsing); logged as its `metric_name`
+            attribute if it has one, else "dev_bleu".
         every_epochs: how often, in `fit` epochs.
     """
 
@@ -88,4 +90,5 @@ class DevBleu(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every_epochs == 0 and logs is not None:
-            logs["dev_bleu"] = self.evaluate_fn(self.model)
+            name = getattr(self.evaluate_fn, "metric_name", "dev_bleu")
+            logs[name] = self.evaluate_fn(self.model)

@@ -173,11 +173,13 @@ def run_train(options: RunOptions, strategy, log=print):
 
 
 def dev_bleu_evaluator(options: RunOptions, task: Task, log=print) -> Callable:
-    """`model -> sacreBLEU` on the first `dev_bleu_sentences` dev sentences, beam search."""
+    """`model -> score` on the first `dev_bleu_sentences` dev sentences, beam search: the
+    task's metric, sacreBLEU for translation and F1 for parsing."""
     data = prepare.eval_input(task, "dev", options.model_dir, log=log)
     keep = set(range(min(options.dev_bleu_sentences, len(data.sources))))
     batches = [b for b in data.batches if set(b.indices.tolist()) <= keep]
     references = [data.references[i] for b in batches for i in b.indices]
+    sources = [data.sources[i] for b in batches for i in b.indices]
     tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
 
     def dev_bleu(model):
@@ -188,10 +190,17 @@ def dev_bleu_evaluator(options: RunOptions, task: Task, log=print) -> Callable:
             pieces = tf.ragged.constant(evaluate.ids_to_pieces(ids.numpy()), dtype=tf.int32,
                                         ragged_rank=1)
             texts.extend(t.decode("utf-8") for t in tokenizer.detokenize(pieces).numpy())
+        if hasattr(task, "score"):
+            trees = task.gold_trees("dev", options.model_dir, log=lambda _: None)
+            scores = task.score(sources, texts, references,
+                                gold_trees=[trees[i] for b in batches for i in b.indices])
+            log(f"\ndev F1 {scores['f1']:.2f} on {len(texts)} sentences")
+            return scores["f1"]
         score, signature = evaluate.sacre_bleu(texts, references)
         log(f"\ndev BLEU {score:.2f} on {len(texts)} sentences ({signature})")
         return score
 
+    dev_bleu.metric_name = "dev_f1" if hasattr(task, "score") else "dev_bleu"
     return dev_bleu
 
 

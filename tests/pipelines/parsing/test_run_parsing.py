@@ -16,8 +16,10 @@ def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_d
          f"--dev_trees={sample / 'dev.mrg'}", f"--test_trees={sample / 'dev.mrg'}",
          f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=30", "--checkpoint_every=15",
          "--average_last=2", "--eval_split=dev", "--eval_sentences=12", "--beam_size=2",
-         "--extra_length=20", "--mode=prepare,train,average,evaluate,export"], shared_data)
+         "--extra_length=20", "--dev_bleu_every=30", "--dev_bleu_sentences=6",
+         "--mode=prepare,train,average,evaluate,export"], shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "dev F1" in result.stdout  # during training: the task's metric, not BLEU
     assert "dev f1:" in result.stdout
     scores = json.loads((model_dir / "eval" / "dev.json").read_text())
     assert scores["sentences"] == 12 and 0.0 <= scores["f1"] <= 100.0
