@@ -48,6 +48,9 @@ def main():
     parser.add_argument("--peers_dir", default=str(HERE.parents[1] / "shared" / "bench"))
     parser.add_argument("--only", default="", help="e.g. small:train,base:decode")
     parser.add_argument("--ours_extra", default="", help="extra flags for our script")
+    parser.add_argument("--jit", default="0,1",
+                        help="XLA settings to measure every implementation in (e.g. 1 to "
+                             "compare only compiled decoding)")
     args = parser.parse_args()
     implementations = [("keras_transformer", sys.executable, HERE / "throughput.py")]
     peers = pathlib.Path(args.peers_dir)
@@ -62,7 +65,7 @@ def main():
         if wanted and f"{config}:{mode}" not in wanted:
             continue
         figures = {}
-        for jit in ("0", "1"):
+        for jit in args.jit.split(","):
             for name, python, script in implementations:
                 extra = args.ours_extra.split() if name == "keras_transformer" else []
                 out = run(python, script, ["--mode", mode, "--config_name", config,

@@ -102,7 +102,7 @@ def main():
         parser.error("--mode must be train or decode")
     args.repeats = args.repeats or 3
     logdir = pathlib.Path(args.logdir or tempfile.mkdtemp(prefix="kt-profile-"))
-    if args.mixed_precision:
+    if args.mixed_precision > 0:
         import keras
 
         keras.mixed_precision.set_global_policy("mixed_bfloat16")

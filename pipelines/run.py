@@ -53,7 +53,9 @@ flags.DEFINE_integer("average_last", 5, "Checkpoints averaged for evaluation and
                      "paper: 5 base, 20 big).")
 flags.DEFINE_integer("seed", 0, "Random seed (weights, data order, dropout).")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
-flags.DEFINE_bool("mixed_precision", False, "bfloat16 compute with float32 weights.")
+flags.DEFINE_bool("mixed_precision", None, "bfloat16 compute with float32 weights (default: "
+                  "on where the CPU multiplies bfloat16 natively, AMX or AVX512-BF16, and "
+                  "there are no GPUs; --nomixed_precision for float32).")
 flags.DEFINE_integer("steps_per_execution", 1, "Training steps per tf.function call.")
 flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into N logical devices "
                      "(MirroredStrategy with N replicas on a CPU machine).")

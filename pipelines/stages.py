@@ -64,7 +64,7 @@ class RunOptions:
     average_last: int = 5
     seed: int = 0
     jit_compile: bool = False
-    mixed_precision: bool = False
+    mixed_precision: bool | None = None  # None: bfloat16 where the CPU has it natively
     steps_per_execution: int = 1
     dev_bleu_every: int = 0
     dev_bleu_sentences: int = 200
@@ -154,9 +154,15 @@ def run_train(options: RunOptions, strategy, log=print):
     flags = {k: v for k, v in dataclasses.asdict(options).items() if k != "task_options"}
     settings.update(task=task.name, task_options=options.task_options, **decoding(options, task),
                     training=dict(flags, **training))
+    mixed = (train_lib.native_bfloat16() if options.mixed_precision is None
+             else options.mixed_precision)
+    settings["training"]["mixed_precision"] = mixed
     md.save_settings(options.model_dir, settings)
-    if options.mixed_precision:
+    if mixed:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    log(f"train: {'mixed_bfloat16' if mixed else 'float32'} compute"
+        + (" (the CPU multiplies bfloat16 natively; --nomixed_precision for float32)"
+           if mixed and options.mixed_precision is None else ""))
     log(f"train: config {config.to_dict()}")
     log(f"train: {training}")
     dev_bleu_fn = None

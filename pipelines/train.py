@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import pathlib
+import re
 
 import keras
 import tensorflow as tf
@@ -18,6 +19,19 @@ from pipelines.prepare import training_input
 
 class TrainingSetupError(ValueError):
     """A combination of flags that cannot train correctly here."""
+
+
+def native_bfloat16() -> bool:
+    """True on a machine without GPUs whose CPU multiplies bfloat16 in hardware (AMX-BF16 or
+    AVX512-BF16): there mixed_bfloat16 training is the faster default. Elsewhere bfloat16
+    is emulated on CPUs, and float16 is the usual choice on GPUs, so float32 stays."""
+    if tf.config.list_physical_devices("GPU"):
+        return False
+    try:
+        cpuinfo = pathlib.Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", cpuinfo))
 
 
 def configure_cpu_devices(count: int) -> None:
