@@ -271,7 +271,8 @@ def run_export(options: RunOptions, log=print) -> pathlib.Path:
 
 
 def run_translate(options: RunOptions, log=print) -> list[str]:
-    """Translates lines of --input (or stdin) to --output (or stdout)."""
+    """Translates lines of --input (or stdin) to --output (or stdout), answering as the exported
+    model does (a parser writes bracketed trees)."""
     task = make_task(options)
     model = md.load_final_model(options.model_dir)
     proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
@@ -280,9 +281,15 @@ def run_translate(options: RunOptions, log=print) -> list[str]:
               if options.input_file else sys.stdin.read().splitlines())
     from pipelines.dataset import eval_batches
 
+    def strings(tensor) -> list[str]:
+        return [t.decode("utf-8") for t in tf.convert_to_tensor(tensor).numpy()]
+
+    source = strings(task.serving_input(tf.constant(source, tf.string)))
     batches = eval_batches(source, tokenizer, max_source_length=task.max_source_length, log=log)
     translate = make_translator(model, options, task, jit_compile=options.decode_jit_compile)
     hypotheses, _ = evaluate.translate_batches(translate, batches, tokenizer, verbose=0)
+    hypotheses = strings(task.serving_output(tf.constant(source, tf.string),
+                                             tf.constant(hypotheses, tf.string)))
     text = "".join(h + "\n" for h in hypotheses)
     if options.output_file:
         md.write_text_atomic(options.output_file, text)

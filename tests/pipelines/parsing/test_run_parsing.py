@@ -11,13 +11,16 @@ from tests.pipelines.run_helpers import TINY_MODEL, run_command
 def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_data):
     sample = shared_data / "ptb_sample"
     model_dir = tmp_path / "parser"
+    sentences = ["The  dog barks .", "Stocks fell ( sharply ) on Friday ."]
+    (tmp_path / "input.txt").write_text("".join(s + "\n" for s in sentences))
     result = run_command(
         ["--task=ptb_parsing", f"--train_trees={sample / 'train.mrg'}",
          f"--dev_trees={sample / 'dev.mrg'}", f"--test_trees={sample / 'dev.mrg'}",
          f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=30", "--checkpoint_every=15",
          "--average_last=2", "--eval_split=dev", "--eval_sentences=12", "--beam_size=2",
          "--extra_length=20", "--dev_bleu_every=30", "--dev_bleu_sentences=6",
-         "--mode=prepare,train,average,evaluate,export"], shared_data)
+         f"--input={tmp_path / 'input.txt'}", f"--output={tmp_path / 'trees.txt'}",
+         "--mode=prepare,train,average,evaluate,export,translate"], shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "dev F1" in result.stdout  # during training: the task's metric, not BLEU
     assert "dev f1:" in result.stdout
@@ -27,11 +30,12 @@ def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_d
     assert scores["repaired"] == 0
 
     # The SavedModel parses raw (tokenized) sentences into bracketed trees over their words.
+    # So does the translate stage.
     serve = tf.saved_model.load(str(model_dir / "export" / "1")).signatures["serving_default"]
-    sentences = ["The  dog barks .", "Stocks fell ( sharply ) on Friday ."]
-    trees = serve(source=tf.constant(sentences))["translation"].numpy()
-    for sentence, text in zip(sentences, trees):
-        tree = nltk.Tree.fromstring(text.decode())
+    exported = [t.decode() for t in serve(source=tf.constant(sentences))["translation"].numpy()]
+    translated = (tmp_path / "trees.txt").read_text().splitlines()
+    for sentence, text in zip(sentences * 2, exported + translated):
+        tree = nltk.Tree.fromstring(text)
         assert tree.label() == "TOP" and len(tree) == 1
         words = sentence.replace("(", "-LRB-").replace(")", "-RRB-").split()
         assert tree.leaves() == words
