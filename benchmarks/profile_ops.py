@@ -105,7 +105,8 @@ def main():
     if args.mixed_precision > 0:
         import keras
 
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        keras.mixed_precision.set_global_policy(
+            "mixed_bfloat16" if args.mode == "train" else "bfloat16")
     seconds = (profile_train if args.mode == "train" else profile_decode)(args, logdir)
     totals = op_times(logdir)
     total = sum(totals.values())

@@ -195,8 +195,9 @@ def argument_parser(description=__doc__):
     p.add_argument("--repeats", type=int, default=None)
     p.add_argument("--jit_compile", type=int, default=0)
     p.add_argument("--mixed_precision", type=int, default=-1,
-                   help="1: mixed_bfloat16, 0: float32, -1: the project's default (bfloat16 "
-                        "where the CPU multiplies it natively)")
+                   help="1: bfloat16 (train: mixed_bfloat16; decode: bfloat16 weights, as "
+                        "pipelines/run.py decodes), 0: float32, -1: the project's default "
+                        "(bfloat16 where the CPU multiplies it natively)")
     p.add_argument("--matmul_n", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0)
     return p
@@ -210,9 +211,10 @@ def main(argv=None):
     if args.mixed_precision < 0:
         from pipelines.train import native_bfloat16
 
-        args.mixed_precision = int(args.mode == "train" and native_bfloat16())
+        args.mixed_precision = int(args.mode != "peak" and native_bfloat16())
     if args.mixed_precision:
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        keras.mixed_precision.set_global_policy(
+            "mixed_bfloat16" if args.mode == "train" else "bfloat16")
     result = {"bench": "keras_transformer", "mode": args.mode, "config_name": args.config_name,
               "versions": {"python": platform.python_version(), "tensorflow": tf.__version__,
                            "keras": keras.__version__},

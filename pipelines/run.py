@@ -53,7 +53,8 @@ flags.DEFINE_integer("average_last", 5, "Checkpoints averaged for evaluation and
                      "paper: 5 base, 20 big).")
 flags.DEFINE_integer("seed", 0, "Random seed (weights, data order, dropout).")
 flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
-flags.DEFINE_bool("mixed_precision", None, "bfloat16 compute with float32 weights (default: "
+flags.DEFINE_bool("mixed_precision", None, "bfloat16: training computes in bfloat16 with "
+                  "float32 weights, evaluate/translate decode with bfloat16 weights (default: "
                   "on where the CPU multiplies bfloat16 natively, AMX or AVX512-BF16, and "
                   "there are no GPUs; --nomixed_precision for float32).")
 flags.DEFINE_integer("steps_per_execution", 1, "Training steps per tf.function call.")
@@ -66,7 +67,8 @@ flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the task's; pa
 flags.DEFINE_integer("extra_length", None, "Max output = input length + this (paper: 50).")
 flags.DEFINE_enum("eval_split", "test", ["dev", "test"], "Split the evaluate stage scores.")
 flags.DEFINE_integer("eval_sentences", None, "Score only the first N sentences of the split.")
-flags.DEFINE_bool("decode_jit_compile", True, "Compile beam search with XLA when decoding.")
+flags.DEFINE_bool("decode_jit_compile", None, "Compile beam search with XLA when decoding "
+                  "(default: on, except when decoding in bfloat16; see --mixed_precision).")
 flags.DEFINE_string("export_dir", None, "SavedModel base dir (default <model_dir>/export).")
 flags.DEFINE_integer("export_version", None, "Version subdirectory (default: next number).")
 flags.DEFINE_bool("overwrite_export", False, "Replace an existing export version.")
