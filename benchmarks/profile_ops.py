@@ -49,11 +49,11 @@ def op_times(logdir: pathlib.Path) -> collections.Counter:
         for line in plane.lines:
             # Executor threads record one event per op kernel: "scope/name:OpType".
             for event in line.events:
-                name = names.get(event.metadata_id, "")
-                if ":" in name and "/" in name.split(":")[0] or name.count(":") == 1:
-                    op_type = name.rsplit(":", 1)[-1]
-                    if op_type and op_type[0].isupper() or op_type.startswith("_"):
-                        totals[op_type] += event.duration_ps / 1e6
+                # Kernels are "scope/name:OpType"; runtime events are "Class::Method".
+                scope, colon, op_type = names.get(event.metadata_id, "").rpartition(":")
+                if (scope and colon and ":" not in scope
+                        and (op_type[:1].isupper() or op_type[:1] == "_")):
+                    totals[op_type] += event.duration_ps / 1e6
     return totals
 
 

@@ -16,6 +16,8 @@ Scores are log-probabilities divided by the length penalty ((5 + length) / 6) **
 Wu et al. (2016), length counting the end token. The paper decodes with beam 4, alpha 0.6
 and at most input length + 50 tokens.
 """
+import abc
+
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
@@ -153,7 +155,7 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
     return sequences, scores
 
 
-class DecodingConstraint:
+class DecodingConstraint(abc.ABC):
     """Restricts which tokens beam search may choose, e.g. to well-formed parse trees.
 
     A constraint keeps its own per-hypothesis state in the search cache (so it is reordered
@@ -163,14 +165,14 @@ class DecodingConstraint:
     token at a sentence's last allowed position.
     """
 
+    @abc.abstractmethod
     def initial_state(self, source_ids, beam_size, max_steps):
         """Nest of [batch, beam_size, ...] tensors: the state before the first step."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def allowed(self, ids, step, state, max_lengths, vocab_size):
         """`ids` [batch, beam] were just chosen at position `step`; returns (bool [batch,
         beam, vocab_size] of the tokens allowed at position `step + 1`, the new state)."""
-        raise NotImplementedError
 
 
 def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50,
@@ -217,7 +219,7 @@ def translate_ids(model, source_ids, beam_size=4, alpha=0.6, extra_length=50,
             logits, model_cache = unconstrained(ids, step, cache["model"])
             allowed, state = constraint.allowed(ids, step, cache["constraint"], max_lengths,
                                                 model.config.vocab_size)
-            logits = tf.where(allowed, tf.cast(logits, tf.float32), _NEG)
+            logits = tf.where(allowed, logits, _NEG)
             return logits, {"model": model_cache, "constraint": state}
 
     start = tf.fill([tf.shape(source_ids)[0]], bos_id)

@@ -82,17 +82,16 @@ class TreeConstraint(DecodingConstraint):
 
     def initial_state(self, source_ids, beam_size, max_steps):
         words = tf.tile(self.words(source_ids)[:, None], [1, beam_size])
-        zeros = tf.zeros_like(words)
         return {
             "words_left": words,
-            "depth": zeros,
-            "after_open": tf.cast(zeros, tf.bool),
+            "depth": tf.zeros_like(words),
             # The closing piece each open constituent expects, by depth.
             "closers": tf.zeros(tf.concat([tf.shape(words), [max_steps + 1]], 0), tf.int32),
         }
 
     def allowed(self, ids, step, state, max_lengths, vocab_size):
-        is_open = tf.gather(tf.constant(self._padded(self.is_open, vocab_size)), ids)
+        opens = tf.constant(self._padded(self.is_open, vocab_size))
+        is_open = tf.gather(opens, ids)
         is_close = tf.gather(tf.constant(self._padded(self.is_close, vocab_size)), ids)
         is_word = tf.equal(ids, self.placeholder_id)
         depth, closers = state["depth"], state["closers"]
@@ -101,14 +100,14 @@ class TreeConstraint(DecodingConstraint):
         closers = tf.where(at_depth & is_open[:, :, None], closer[:, :, None], closers)
         depth += tf.cast(is_open, tf.int32) - tf.cast(is_close, tf.int32)
         words_left = state["words_left"] - tf.cast(is_word, tf.int32)
-        new_state = {"words_left": words_left, "depth": depth, "after_open": is_open,
-                     "closers": closers}
+        new_state = {"words_left": words_left, "depth": depth, "closers": closers}
 
         # Tokens that may still be generated, this one included.
         remaining = tf.cast(max_lengths, tf.int32)[:, None] - step
         inside = depth > 0
         end_ok = tf.equal(words_left, 0) & ~inside
         word_ok = (words_left > 0) & inside
+        # Not right after an opening bracket: `is_open` is the token just chosen.
         close_ok = inside & ~is_open & ((depth > 1) | tf.equal(words_left, 0))
         # Opening one more needs room for it, its closing bracket, the words left, every
         # open constituent's closing bracket and the end token.
@@ -117,11 +116,10 @@ class TreeConstraint(DecodingConstraint):
         expected = tf.gather(closers, tf.maximum(depth - 1, 0), axis=2, batch_dims=2)
 
         column = tf.range(vocab_size)[None, None, :]
-        open_columns = tf.constant(self._padded(self.is_open, vocab_size))[None, None, :]
         allowed = ((tf.equal(column, EOS_ID) & end_ok[:, :, None])
                    | (tf.equal(column, self.placeholder_id) & word_ok[:, :, None])
                    | (tf.equal(column, expected[:, :, None]) & close_ok[:, :, None])
-                   | (open_columns & open_ok[:, :, None]))
+                   | (opens[None, None, :] & open_ok[:, :, None]))
         # A safety net that the rules above never need within the length limit: a hypothesis
         # with nothing allowed may continue freely (and is repaired afterwards).
         stuck = ~tf.reduce_any(allowed, axis=2, keepdims=True)
