@@ -11,7 +11,10 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["keras_transformer*", "pipelines*", "export*"]),
+    # Only the library is installed: `pipelines/` and `export/` are the application, run from
+    # the checkout (their scripts put it on sys.path), so the distribution never claims the
+    # generic top-level names "pipelines" and "export" in site-packages.
+    packages=find_packages(include=["keras_transformer", "keras_transformer.*"]),
     install_requires=[
         # tensorflow-text ships compiled ops built against one TensorFlow release: the two
         # (and TensorFlow Serving) must be the same minor version.

@@ -47,6 +47,7 @@ def main(argv):
         raise app.UsageError("pass --data_dir (the directory containing multi30k/) or set $KT_DATA_DIR")
     import tensorflow as tf
 
+    from pipelines import buckets, token_cache
     from pipelines import dataset as ds_lib
     from pipelines import prepare, tasks, vocab
 
@@ -61,11 +62,11 @@ def main(argv):
     one = lambda x: tf.constant(1, tf.int64)  # noqa: E731
     figures = {
         "read_tokenize_batched": _timed(
-            ds_lib.tokenize_pair_batches(clean.source_path, clean.target_path, tokenizer),
+            token_cache.tokenize_pair_batches(clean.source_path, clean.target_path, tokenizer),
             lambda x: x[0].nrows(),
         ),
         "read_tokenize_pairs": _timed(
-            ds_lib.tokenize_pairs(clean.source_path, clean.target_path, tokenizer), one
+            token_cache.tokenize_pairs(clean.source_path, clean.target_path, tokenizer), one
         ),
         "cached_batches": _timed(
             ds_lib.training_batches(

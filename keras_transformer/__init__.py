@@ -1,12 +1,14 @@
 """keras_transformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017)
 in Keras 3, with the paper's presets, schedule, loss and beam search."""
 from keras_transformer.config import PRESETS, TransformerConfig
-from keras_transformer.constants import PAD_ID
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import Perplexity, TokenAccuracy, TokenCount
 from keras_transformer.model import Transformer
 from keras_transformer.schedules import NoamSchedule, paper_optimizer
+from keras_transformer.search import DecodingSettings
 
-__all__ = ["PRESETS", "TransformerConfig", "PAD_ID", "LabelSmoothedCrossEntropy",
-           "Perplexity", "TokenAccuracy", "TokenCount", "Transformer", "NoamSchedule", "paper_optimizer"]
+__all__ = ["PRESETS", "TransformerConfig", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID",
+           "LabelSmoothedCrossEntropy", "Perplexity", "TokenAccuracy", "TokenCount",
+           "Transformer", "NoamSchedule", "paper_optimizer", "DecodingSettings"]
 __version__ = "0.1.0"

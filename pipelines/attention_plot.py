@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.search import translate_ids
-from pipelines.evaluate import ids_to_pieces
-from pipelines.vocab import BOS_ID, EOS_ID
+from keras_transformer import text
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.search import DecodingSettings, translate_ids
+from pipelines.files import atomic_files
 
 
 def cross_attention(model, source_ids, target_ids):
@@ -19,17 +20,21 @@ def cross_attention(model, source_ids, target_ids):
     return np.asarray(weights[0])
 
 
-def plot_attention(model, tokenizer, sentence, path, beam_size=4, alpha=0.6, extra_length=50):
+def plot_attention(model, tokenizer, sentence, path, settings=DecodingSettings()):
     """Translates `sentence` and saves its attention (head average + every head) as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    source = tokenizer.tokenize([sentence]).to_list()[0] + [EOS_ID]
-    ids, _ = translate_ids(model, [source], beam_size=beam_size, alpha=alpha,
-                           extra_length=extra_length, bos_id=BOS_ID, eos_id=EOS_ID)
-    target = ids_to_pieces(ids[:, 0].numpy())[0] + [EOS_ID]
+    source_ids = text.sentences_to_ids(
+        tokenizer, [sentence], settings.input_length(model.config.max_length))
+    source = source_ids.numpy()[0].tolist()
+    ids, _ = translate_ids(model, source_ids, beam_size=settings.beam_size, alpha=settings.alpha,
+                           extra_length=settings.extra_length)
+    row = ids[0, 0].numpy()
+    ends = np.flatnonzero((row == EOS_ID) | (row == PAD_ID))
+    target = row[:ends[0] if ends.size else len(row)].tolist() + [EOS_ID]
     weights = cross_attention(model, source, target)
     label = lambda pieces: [tokenizer.id_to_string(tf.constant(p)).numpy().decode()  # noqa: E731
                             for p in pieces]
@@ -53,6 +58,7 @@ def plot_attention(model, tokenizer, sentence, path, beam_size=4, alpha=0.6, ext
         ax.set_yticks(range(len(target_labels)), target_labels, fontsize=7)
     figure.suptitle(sentence[:80], fontsize=10)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    with atomic_files(path) as (tmp,):
+        figure.savefig(tmp, dpi=110, format="png")
     plt.close(figure)
     return weights

@@ -1,4 +1,4 @@
-"""Keras callbacks of the training stage: checkpoints, exact step count, throughput, dev BLEU."""
+"""Keras callbacks of the training stage: checkpoints, exact step count, throughput, dev metric."""
 from __future__ import annotations
 
 import time
@@ -73,13 +73,13 @@ class Throughput(keras.callbacks.Callback):
     on_epoch_end = on_train_batch_end
 
 
-class DevBleu(keras.callbacks.Callback):
+class DevMetric(keras.callbacks.Callback):
     """Every `every_epochs` epochs, decodes the dev sample with beam search and logs its score.
 
     Args:
         evaluate_fn: `model -> float`, the task's metric (`pipelines.stages.
-            dev_bleu_evaluator`: BLEU, or F1 for parsing); logged as its `metric_name`
-            attribute if it has one, else "dev_bleu".
+            dev_metric_evaluator`: sacreBLEU, or F1 for parsing), logged (TensorBoard, progress
+            bar) as its `metric_name` attribute.
         every_epochs: how often, in `fit` epochs.
     """
 
@@ -90,5 +90,4 @@ class DevBleu(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every_epochs == 0 and logs is not None:
-            name = getattr(self.evaluate_fn, "metric_name", "dev_bleu")
-            logs[name] = self.evaluate_fn(self.model)
+            logs[self.evaluate_fn.metric_name] = self.evaluate_fn(self.model)

@@ -13,7 +13,9 @@ import pathlib
 import numpy as np
 import tensorflow as tf
 
-from pipelines.model_dir import CHECKPOINT_DIR, FINAL_WEIGHTS_FILE, ModelDirError
+from pipelines.errors import ModelDirError
+from pipelines.files import atomic_files
+from pipelines.model_dir import CHECKPOINT_DIR, FINAL_WEIGHTS_FILE
 
 
 def _by_path(variables) -> dict:
@@ -81,9 +83,8 @@ def average_checkpoints(model, model_dir, last_n=5, log=print) -> pathlib.Path:
     model.set_weights([(t / len(paths)).astype(w.dtype) for t, w in
                        zip(total, (v.numpy() for v in model.weights))])
     final = pathlib.Path(model_dir) / FINAL_WEIGHTS_FILE
-    tmp = final.with_name(".tmp." + final.name)
-    model.save_weights(tmp)
-    tmp.replace(final)
+    with atomic_files(final) as (tmp,):
+        model.save_weights(tmp)
     log(f"average: {len(paths)} checkpoint(s) ({', '.join(pathlib.Path(p).name for p in paths)})"
         f" -> {final}")
     return final

@@ -21,10 +21,13 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from pipelines import buckets
 from pipelines import dataset as ds_lib
+from pipelines import token_cache
 from pipelines import vocab as vocab_lib
+from pipelines.errors import DataError
 from pipelines.tasks import SPLITS, Task
-from pipelines.text_io import CleanResult, DataError, clean_parallel, read_lines
+from pipelines.text_io import CleanResult, clean_parallel, read_lines
 
 Log = Callable[[str], None]
 VOCAB_SAMPLE_LINES = 1_000_000
@@ -86,7 +89,7 @@ class PreparedSplit:
 
     split: str
     clean: CleanResult
-    cache: ds_lib.TokenCache
+    cache: token_cache.TokenCache
 
 
 def prepare_split(
@@ -100,8 +103,8 @@ def prepare_split(
 ) -> PreparedSplit:
     """Clean ``split`` and cache its token ids under a key of task, split, vocab and text."""
     clean = clean_split(task, split, work_dir, log=log)
-    key = ds_lib.cache_key(task.name, split, vocab_lib.model_digest(proto), clean.digest)
-    cache = ds_lib.load_or_build_cache(
+    key = token_cache.cache_key(task.name, split, vocab_lib.model_digest(proto), clean.digest)
+    cache = token_cache.load_or_build_cache(
         clean.source_path,
         clean.target_path,
         tokenizer if tokenizer is not None else vocab_lib.load_tokenizer(proto),
@@ -114,7 +117,7 @@ def prepare_split(
 def split_stats(task: Task, prepared: PreparedSplit) -> dict:
     """Corpus statistics of one split: pairs, skips by reason, tokens and lengths per side."""
     lengths = prepared.cache.lengths.reshape(-1, 2).astype(np.int64)
-    limits = ds_lib.length_filter_counts(
+    limits = buckets.length_filter_counts(
         lengths, task.max_source_length, task.max_target_length
     )
     clean = prepared.clean.stats
@@ -149,7 +152,7 @@ def prepare(
     task: Task,
     work_dir: os.PathLike | str,
     vocab_size: int | None = None,
-    batch_tokens: int = ds_lib.DEFAULT_BATCH_TOKENS,
+    batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS,
     *,
     batch_multiple: int = 1,
     boundaries: Sequence[int] | None = None,
@@ -196,9 +199,9 @@ def prepare(
     for split, stats in result["splits"].items():
         log(_format_split(split, stats))
     if "train" in prepared:
-        boundaries = list(boundaries or ds_lib.default_boundaries(task.max_length))
-        sizes = ds_lib.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
-        rows = ds_lib.bucket_table(
+        boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
+        sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
+        rows = buckets.bucket_table(
             prepared["train"].cache.lengths,
             boundaries,
             sizes,
@@ -207,12 +210,12 @@ def prepare(
         )
         result["buckets"] = rows
         result["batches_per_epoch"] = sum(r["batches"] for r in rows)
-        result["padding"] = ds_lib.table_padding(rows)
+        result["padding"] = buckets.table_padding(rows)
         log(
             f"train buckets (budget {batch_tokens:,} tokens per side, batch multiple "
             f"{batch_multiple}; padding counts both sides):"
         )
-        log(ds_lib.format_bucket_table(rows))
+        log(buckets.format_bucket_table(rows))
     return result
 
 
@@ -230,7 +233,7 @@ def training_input(
     work_dir: os.PathLike | str,
     *,
     split: str = "train",
-    batch_tokens: int = ds_lib.DEFAULT_BATCH_TOKENS,
+    batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS,
     batch_multiple: int = 1,
     boundaries: Sequence[int] | None = None,
     shuffle: bool = True,
@@ -247,15 +250,15 @@ def training_input(
     proto = ensure_vocab(task, work_dir, log=log)
     prepared = prepare_split(task, split, work_dir, proto, log=log)
     lengths = prepared.cache.lengths
-    counts = ds_lib.length_filter_counts(lengths, task.max_source_length, task.max_target_length)
+    counts = buckets.length_filter_counts(lengths, task.max_source_length, task.max_target_length)
     log(
         f"{split}: {counts['kept']:,} of {counts['pairs']:,} pairs within length limits "
         f"{task.max_source_length}/{task.max_target_length}; dropped {counts['too_long']:,} "
         f"(source too long {counts['too_long_source']:,}, target {counts['too_long_target']:,})"
     )
-    boundaries = list(boundaries or ds_lib.default_boundaries(task.max_length))
-    sizes = ds_lib.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
-    rows = ds_lib.bucket_table(
+    boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
+    sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
+    rows = buckets.bucket_table(
         lengths, boundaries, sizes, task.max_source_length, task.max_target_length
     )
     drop = batch_multiple > 1
@@ -290,12 +293,15 @@ def eval_input(
     split: str,
     work_dir: os.PathLike | str,
     *,
+    max_source_length: int | None = None,
     batch_tokens: int = 4096,
     log: Log = print,
 ) -> EvalInput:
     """Sources, references and id batches of ``split``; decode, then ``dataset.restore_order``.
 
-    Every line is kept (no empty-pair skipping), so output i belongs to reference i.
+    Every line is kept (no empty-pair skipping), so output i belongs to reference i. Sources
+    are cut at ``max_source_length`` tokens (default: the task's limit), as the exported
+    model cuts them (``keras_transformer.text.sentences_to_ids``).
     """
     proto = ensure_vocab(task, work_dir, log=log)
     clean = clean_split(task, split, work_dir, log=log)
@@ -304,7 +310,7 @@ def eval_input(
     batches = ds_lib.eval_batches(
         sources,
         vocab_lib.load_tokenizer(proto),
-        max_source_length=task.max_source_length,
+        max_source_length=max_source_length or task.max_source_length,
         batch_tokens=batch_tokens,
         log=log,
     )

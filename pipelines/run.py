@@ -5,8 +5,11 @@
         --batch_tokens 25000 --model_dir runs/base   # the paper's base model
     python pipelines/run.py --mode evaluate --model_dir runs/base
 
-`python pipelines/run.py --helpfull` lists every flag.
+Flags -> options (`pipelines.options.resolve`: flag > settings.json > task > paper) ->
+stages; nothing else. Results (scores, translations) go to stdout, logs to stderr; a user
+error is one line on stderr and exit status 2. `--helpfull` lists every flag.
 """
+import contextlib
 import os
 import pathlib
 import sys
@@ -18,14 +21,14 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from absl import app, flags, logging  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("task", "multi30k_ende", "Task: multi30k_ende, wmt14_ende, wmt14_enfr, "
-                    "ptb_parsing or text.")
+flags.DEFINE_string("task", None, "Task: multi30k_ende (default), wmt14_ende, wmt14_enfr, "
+                    "ptb_parsing or text. After prepare: the model dir's.")
 flags.DEFINE_list("mode", ["prepare", "train", "average", "evaluate", "export"],
                   "Stages to run, in order: prepare, train, average, evaluate, export, "
                   "translate.")
 flags.DEFINE_string("model_dir", None, "Model directory (default runs/<task>).")
-flags.DEFINE_string("data_dir", None, "Where the task's data is (Multi30k files, tfds data "
-                    "dir, WSJ tree dir). Default: $KT_DATA_DIR for Multi30k.")
+flags.DEFINE_string("data_dir", None, "Where the task's data is: the folder holding "
+                    "multi30k/ (default $KT_DATA_DIR), the tfds data dir, or the WSJ tree dir.")
 flags.DEFINE_string("manual_dir", None, "tfds manual download dir.")
 for _split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{_split}_src", None, f"task=text: {_split} source file.")
@@ -34,58 +37,77 @@ for _split in ("train", "dev", "test"):
                         f"bracketed .mrg file or a directory of them (default: the WSJ "
                         f"sections below --data_dir).")
 flags.DEFINE_string("config", None, "Preset name (default: the task's).")
-flags.DEFINE_multi_string("config_override", [], "key=value overriding a config field; "
+flags.DEFINE_multi_string("config_override", None, "key=value overriding a config field; "
                           "repeatable, e.g. --config_override dropout=0.3.")
 flags.DEFINE_integer("vocab_size", None, "Shared vocabulary size (default: the task's).")
 flags.DEFINE_integer("train_steps", None, "Optimizer updates (default: the task's, else the "
                      "preset's; the paper: 100k base, 300k big).")
 flags.DEFINE_integer("batch_tokens", None, "Global batch budget in tokens per side (default: "
                      "the task's, else the paper's 25,000).")
-flags.DEFINE_integer("accumulate_steps", 1, "Batches accumulated per update (reach the "
-                     "paper's batch on fewer devices).")
+flags.DEFINE_integer("accumulate_steps", None, "Batches accumulated per update (reach the "
+                     "paper's batch on fewer devices; default 1).")
 flags.DEFINE_integer("warmup_steps", None, "Learning-rate warm-up (Eq. 3; default: the "
                      "task's, else the paper's 4,000).")
 flags.DEFINE_float("lr_scale", None, "Constant factor on the Eq. 3 learning rate (default 1).")
 flags.DEFINE_integer("checkpoint_every", None, "Steps between checkpoints (default: the "
                      "task's, else 1,000).")
-flags.DEFINE_integer("keep_checkpoints", 20, "Checkpoints kept.")
-flags.DEFINE_integer("average_last", 5, "Checkpoints averaged for evaluation and export (the "
-                     "paper: 5 base, 20 big).")
-flags.DEFINE_integer("seed", 0, "Random seed (weights, data order, dropout).")
-flags.DEFINE_bool("jit_compile", False, "Compile the training step with XLA.")
-flags.DEFINE_bool("mixed_precision", None, "bfloat16: training computes in bfloat16 with "
-                  "float32 weights, evaluate/translate decode with bfloat16 weights (default: "
-                  "on where the CPU multiplies bfloat16 natively, AMX or AVX512-BF16, and "
-                  "there are no GPUs; --nomixed_precision for float32).")
-flags.DEFINE_integer("steps_per_execution", 1, "Training steps per tf.function call.")
+flags.DEFINE_integer("keep_checkpoints", None, "Checkpoints kept (default 20).")
+flags.DEFINE_integer("average_last", None, "Checkpoints averaged for evaluation and export "
+                     "(default 5 as for the paper's base; 20 for big).")
+flags.DEFINE_integer("seed", None, "Random seed (weights, data order, dropout; default 0).")
+flags.DEFINE_bool("jit_compile", None, "Compile the training step with XLA.")
+flags.DEFINE_bool("mixed_precision", None, "Train in mixed bfloat16 (float32 weights); "
+                  "default: on where the CPU multiplies bfloat16 natively (AVX512-BF16 or "
+                  "AMX) and there are no GPUs. Sets the decoding precision's default too.")
+flags.DEFINE_integer("steps_per_execution", None, "Training steps per tf.function call.")
 flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into N logical devices "
                      "(MirroredStrategy with N replicas on a CPU machine).")
-flags.DEFINE_integer("dev_bleu_every", 0, "Steps between dev BLEU evaluations (0: never).")
-flags.DEFINE_integer("dev_bleu_sentences", 200, "Dev sentences decoded for dev BLEU.")
+flags.DEFINE_integer("dev_metric_every", None, "Steps between dev-metric evaluations (the "
+                     "task's metric: BLEU, F1 for parsing; 0: never).")
+flags.DEFINE_alias("dev_bleu_every", "dev_metric_every")
+flags.DEFINE_integer("dev_metric_sentences", None, "The first N dev sentences are decoded "
+                     "for the dev metric (default 200; 0: all).")
+flags.DEFINE_alias("dev_bleu_sentences", "dev_metric_sentences")
 flags.DEFINE_integer("beam_size", None, "Beam size (default: the task's; the paper: 4).")
 flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the task's; paper: 0.6).")
 flags.DEFINE_integer("extra_length", None, "Max output = input length + this (paper: 50).")
-flags.DEFINE_enum("eval_split", "test", ["dev", "test"], "Split the evaluate stage scores.")
-flags.DEFINE_integer("eval_sentences", None, "Score only the first N sentences of the split.")
-flags.DEFINE_bool("decode_jit_compile", None, "Compile beam search with XLA when decoding "
-                  "(default: on, except when decoding in bfloat16; see --mixed_precision).")
+flags.DEFINE_integer("max_input_length", None, "Longest source in tokens (EOS included); "
+                     "longer inputs keep their first pieces (default: the task's limit).")
+flags.DEFINE_enum("decode_precision", None, ["float32", "bfloat16"], "Precision of "
+                  "evaluate, translate and export (default: bfloat16 if trained with mixed "
+                  "precision).")
+flags.DEFINE_bool("override_saved", False, "Let decoding flags differ from the model dir's "
+                  "settings.json for this run (evaluate, translate, export).")
+flags.DEFINE_enum("eval_split", None, ["dev", "test"], "Split the evaluate stage scores "
+                  "(default test).")
+flags.DEFINE_integer("eval_sentences", None, "Score only the first N sentences (0: all).")
+flags.DEFINE_bool("decode_jit_compile", None, "Compile evaluation's beam search with XLA "
+                  "(default: on in float32, off in bfloat16, which XLA's CPU backend does "
+                  "not speed up).")
 flags.DEFINE_string("export_dir", None, "SavedModel base dir (default <model_dir>/export).")
 flags.DEFINE_integer("export_version", None, "Version subdirectory (default: next number).")
 flags.DEFINE_bool("overwrite_export", False, "Replace an existing export version.")
+flags.DEFINE_bool("export_jit_compile", False, "XLA-compile the exported beam search.")
 flags.DEFINE_string("input", None, "translate: file of source sentences (default stdin).")
 flags.DEFINE_string("output", None, "translate: output file (default stdout).")
 flags.DEFINE_string("plot_attention", None, "translate: save the first sentence's "
                     "encoder-decoder attention heat map to this PNG.")
 
+NOT_OPTIONS = ("mode", "num_cpu_devices", "dev_bleu_every", "dev_bleu_sentences")
+ONLY_WHEN_PRESENT = ("override_saved", "overwrite_export", "export_jit_compile")
 
-def _parse_overrides(items):
+
+def parse_overrides(items) -> dict:
+    """`key=value` strings -> {key: JSON value, or the string itself}."""
     import json
+
+    from pipelines.errors import ConfigError
 
     overrides = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            raise app.UsageError(f"--config_override {item!r}: expected key=value")
+            raise ConfigError(f"--config_override {item!r}: expected key=value")
         try:
             overrides[key.strip()] = json.loads(value)
         except json.JSONDecodeError:
@@ -93,61 +115,65 @@ def _parse_overrides(items):
     return overrides
 
 
-def options_from_flags():
-    from pipelines.stages import STAGES, RunOptions
+def given_flags() -> dict:
+    """The flags the user set (None means: not given), by name."""
+    given = {}
+    for flag in FLAGS.get_key_flags_for_module(sys.modules[__name__]):
+        if flag.name in NOT_OPTIONS or flag.value is None:
+            continue
+        if flag.name in ONLY_WHEN_PRESENT and not flag.present:
+            continue
+        given[flag.name] = flag.value
+    if "config_override" in given:
+        given["config_override"] = parse_overrides(given["config_override"])
+    return given
 
-    unknown = [m for m in FLAGS.mode if m not in STAGES]
-    if unknown:
-        raise app.UsageError(f"--mode {','.join(unknown)}: choose from {', '.join(STAGES)}")
-    task_options = {"data_dir": FLAGS.data_dir, "manual_dir": FLAGS.manual_dir}
-    for split in ("train", "dev", "test"):
-        for side in ("src", "tgt", "trees"):
-            task_options[f"{split}_{side}"] = FLAGS[f"{split}_{side}"].value
-    task_options = {k: v for k, v in task_options.items() if v is not None}
-    return RunOptions(
-        task=FLAGS.task, model_dir=FLAGS.model_dir or os.path.join("runs", FLAGS.task),
-        task_options=task_options, preset=FLAGS.config,
-        config_overrides=_parse_overrides(FLAGS.config_override), vocab_size=FLAGS.vocab_size,
-        train_steps=FLAGS.train_steps, batch_tokens=FLAGS.batch_tokens,
-        accumulate_steps=FLAGS.accumulate_steps, warmup_steps=FLAGS.warmup_steps,
-        lr_scale=FLAGS.lr_scale, checkpoint_every=FLAGS.checkpoint_every,
-        keep_checkpoints=FLAGS.keep_checkpoints, average_last=FLAGS.average_last,
-        seed=FLAGS.seed, jit_compile=FLAGS.jit_compile, mixed_precision=FLAGS.mixed_precision,
-        steps_per_execution=FLAGS.steps_per_execution, dev_bleu_every=FLAGS.dev_bleu_every,
-        dev_bleu_sentences=FLAGS.dev_bleu_sentences, beam_size=FLAGS.beam_size,
-        alpha=FLAGS.alpha, extra_length=FLAGS.extra_length, eval_split=FLAGS.eval_split,
-        eval_sentences=FLAGS.eval_sentences,
-        decode_jit_compile=FLAGS.decode_jit_compile, export_dir=FLAGS.export_dir,
-        export_version=FLAGS.export_version, overwrite_export=FLAGS.overwrite_export,
-        input_file=FLAGS.input, output_file=FLAGS.output, plot_attention=FLAGS.plot_attention)
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def main(argv):
+    from pipelines.errors import ConfigError, UserError
+
     if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+        log(f"error: unexpected arguments: {' '.join(argv[1:])}")
+        return 2
     logging.set_verbosity(logging.WARNING)  # keep TensorFlow's checkpoint chatter out
     from pipelines import train as train_lib
 
     train_lib.configure_cpu_devices(FLAGS.num_cpu_devices)  # before TensorFlow starts
     import keras
 
+    from export.translator import ExportError
+    from pipelines import options as options_lib
     from pipelines import stages
-    from pipelines.model_dir import ModelDirError
-    from pipelines.text_io import DataError
 
-    options = options_from_flags()
-    keras.utils.set_random_seed(options.seed)
     try:
-        for stage in FLAGS.mode:
-            print(f"== {stage} ({options.task}, {options.model_dir})", flush=True)
-            if stage == "train":
-                strategy = train_lib.make_strategy(options.jit_compile)
-                stages.run_train(options, strategy)
-            else:
-                getattr(stages, f"run_{stage}")(options)
-    except (DataError, ModelDirError, train_lib.TrainingSetupError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        unknown = [m for m in FLAGS.mode if m not in stages.STAGES]
+        if unknown:
+            raise ConfigError(f"--mode {','.join(unknown)}: choose from {', '.join(stages.STAGES)}")
+        options = options_lib.resolve(given_flags(),
+                                      native_bfloat16=train_lib.native_bfloat16())
+        keras.utils.set_random_seed(options.training.seed)
+        results = sys.stdout
+        # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            for stage in FLAGS.mode:
+                log(f"== {stage} ({options.data.task}, {options.model_dir})")
+                if stage == "train":
+                    strategy = train_lib.make_strategy(options.training.jit_compile)
+                    stages.run_train(options, strategy, log=log)
+                elif stage in ("evaluate", "translate"):
+                    getattr(stages, f"run_{stage}")(options, log=log, out=results)
+                else:
+                    getattr(stages, f"run_{stage}")(options, log=log)
+    except (UserError, ExportError) as e:
+        log(f"error: {e}")
         return 2
+    except stages.OpCheckError as e:
+        log(f"error: {e}")
+        return 1
     return 0
 
 

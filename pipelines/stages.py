@@ -1,327 +1,223 @@
 """The stages of a run, each usable alone against a model directory.
 
-prepare -> train -> average -> evaluate -> export, plus translate. Every stage reads what
-earlier ones wrote (config.json, settings.json, spm.model, checkpoints) from the model dir,
-so `--mode evaluate --model_dir M` needs nothing else.
+prepare -> train -> average -> evaluate -> export, plus translate. Every stage takes the
+`RunOptions` that `pipelines.options.resolve` made from the flags and the model directory,
+and asks the task for whatever differs between tasks (metric, constraint, in-graph pre- and
+post-processing); none tests what kind of task it has.
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import pathlib
 import sys
 import time
-from typing import Any, Callable
+from typing import Callable, TextIO
 
 import keras
 import tensorflow as tf
 
-from keras_transformer import TransformerConfig
+from export.op_check import check_ops
+from export.saved_model import export_saved_model
+from export.translator import ExportError, Translator
 from pipelines import checkpoints, evaluate, prepare
 from pipelines import model_dir as md
 from pipelines import vocab as vocab_lib
-from pipelines.tasks import Task, get_task
+from pipelines.files import atomic_files
+from pipelines.options import RunOptions, config_for
+from pipelines.tasks import Task
+from pipelines.text_io import iter_lines
 
 STAGES = ("prepare", "train", "average", "evaluate", "export", "translate")
 DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
+TRANSLATE_CHUNK = 32
+"""Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
 
-# The paper's per-task departures from a preset (Section 6.1: "The Transformer (big) model
-# trained for English-to-French used dropout rate P_drop = 0.1, instead of 0.3").
-TASK_PRESET_OVERRIDES: dict[tuple[str, str], dict[str, Any]] = {
-    ("wmt14_enfr", "big"): {"dropout": 0.1},
-}
+Log = Callable[[str], None]
 
 
-# The paper's training settings (Section 5): ~25,000 source and target tokens per batch,
-# warm-up 4,000 steps, Eq. 3 unscaled; checkpoints every 1,000 steps (~10 min on 8 P100s).
-PAPER_TRAINING = {"batch_tokens": 25000, "warmup_steps": 4000, "lr_scale": 1.0,
-                  "checkpoint_every": 1000}
-
-# Departures for corpora far smaller than WMT, so that a CPU run finishes in minutes: the
-# default job (`python pipelines/run.py`) is Multi30k with these.
-TASK_TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
-    "multi30k_ende": {"train_steps": 1000, "batch_tokens": 2048, "warmup_steps": 1000,
-                      "checkpoint_every": 100},
-}
+def _record_settings(options: RunOptions, *, trained: bool) -> None:
+    """Writes what this run decided into settings.json (see `pipelines.options`)."""
+    settings = md.load_settings(options.model_dir)
+    settings.update(options.settings(trained=trained))
+    md.save_settings(options.model_dir, settings)
 
 
-@dataclasses.dataclass
-class RunOptions:
-    """Everything a stage may need; `pipelines/run.py` fills it from flags."""
-
-    task: str = "multi30k_ende"
-    model_dir: str = "runs/multi30k_ende"
-    task_options: dict = dataclasses.field(default_factory=dict)
-    preset: str | None = None
-    config_overrides: dict = dataclasses.field(default_factory=dict)
-    vocab_size: int | None = None
-    train_steps: int | None = None      # None: the task's default, else the preset's
-    batch_tokens: int | None = None     # None: the task's default, else the paper's
-    accumulate_steps: int = 1
-    warmup_steps: int | None = None
-    lr_scale: float | None = None
-    checkpoint_every: int | None = None
-    keep_checkpoints: int = 20
-    average_last: int = 5
-    seed: int = 0
-    jit_compile: bool = False
-    mixed_precision: bool | None = None  # None: bfloat16 where the CPU has it natively
-    steps_per_execution: int = 1
-    dev_bleu_every: int = 0
-    dev_bleu_sentences: int = 200
-    beam_size: int | None = None
-    alpha: float | None = None
-    extra_length: int | None = None
-    eval_split: str = "test"
-    eval_sentences: int | None = None
-    decode_jit_compile: bool | None = None  # None: XLA unless decoding in bfloat16
-    export_dir: str | None = None
-    export_version: int | None = None
-    overwrite_export: bool = False
-    input_file: str | None = None
-    output_file: str | None = None
-    plot_attention: str | None = None
-    verbose: int = 1
+def run_prepare(options: RunOptions, log: Log = print) -> dict:
+    task = options.make_task()
+    report = prepare.prepare(task, options.model_dir, vocab_size=options.data.vocab_size,
+                             batch_tokens=options.training.batch_tokens, log=log)
+    _record_settings(options, trained=(pathlib.Path(options.model_dir) / md.CONFIG_FILE).is_file())
+    return report
 
 
-def make_task(options: RunOptions) -> Task:
-    return get_task(options.task, **options.task_options)
-
-
-def resolve_config(options: RunOptions, task: Task) -> TransformerConfig:
-    """The model config: the saved one if the model dir has it, else preset + overrides.
-
-    The vocabulary size always comes from the trained SentencePiece model.
-    """
-    path = pathlib.Path(options.model_dir) / md.CONFIG_FILE
-    if path.is_file():
-        return md.load_config(options.model_dir)
-    preset = options.preset or task.preset
-    overrides = dict(TASK_PRESET_OVERRIDES.get((task.name, preset), {}))
-    overrides.update(options.config_overrides)
-    proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
-    overrides["vocab_size"] = vocab_lib.vocab_size_of(proto)
-    overrides.setdefault("max_length", max(task.max_length, task.max_source_length
-                                           + task.extra_length + 1))
-    return TransformerConfig.preset(preset, **overrides)
-
-
-def training_settings(options: RunOptions, task: Task, config: TransformerConfig | None = None
-                      ) -> dict[str, Any]:
-    """train_steps, batch_tokens, warmup_steps, lr_scale, checkpoint_every: each from its
-    flag, else the task's default, else the paper's (train_steps: the preset's)."""
-    defaults = dict(PAPER_TRAINING, **TASK_TRAINING_DEFAULTS.get(task.name, {}))
-    if config is not None:
-        defaults.setdefault("train_steps", config.train_steps)
-    resolved = {}
-    for name, default in defaults.items():
-        value = getattr(options, name)
-        resolved[name] = default if value is None else value
-    return resolved
-
-
-def decoding(options: RunOptions, task: Task) -> dict[str, Any]:
-    """Beam size, alpha and extra length: flags, else the task's defaults (the paper's)."""
-    return {"beam_size": options.beam_size or task.beam_size,
-            "alpha": task.alpha if options.alpha is None else options.alpha,
-            "extra_length": task.extra_length if options.extra_length is None
-            else options.extra_length}
-
-
-def make_translator(model, options: RunOptions, task: Task, jit_compile: bool = False):
-    """The task's beam search over `model`: its decoding settings and constraint."""
-    proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
-    return evaluate.make_translator(model, jit_compile=jit_compile,
-                                    constraint=task.decoding_constraint(proto),
-                                    **decoding(options, task))
-
-
-def use_bfloat16(options: RunOptions) -> bool:
-    """`--mixed_precision`, else True where the CPU multiplies bfloat16 natively."""
-    from pipelines.train import native_bfloat16
-
-    return native_bfloat16() if options.mixed_precision is None else options.mixed_precision
-
-
-def decoding_model(options: RunOptions, log=print):
-    """The final model the evaluate and translate stages decode with, and whether to compile
-    the search with XLA.
-
-    With bfloat16 (`use_bfloat16`) the model gets bfloat16 weights and is not compiled:
-    XLA's CPU backend does not use the bfloat16 hardware (`benchmarks/compare_peers.py`, base
-    model, beam 4, batch 8: bfloat16 without XLA 8.4 sentences/s, with XLA 5.9; float32 with
-    XLA 7.1). Otherwise float32 with XLA.
-    """
-    bf16 = use_bfloat16(options)
-    jit = (not bf16) if options.decode_jit_compile is None else options.decode_jit_compile
-    log(f"decode: {'bfloat16' if bf16 else 'float32'} weights, XLA {'on' if jit else 'off'}")
-    return md.load_final_model(options.model_dir, "bfloat16" if bf16 else None), jit
-
-
-def run_prepare(options: RunOptions, log=print) -> dict:
-    task = make_task(options)
-    return prepare.prepare(task, options.model_dir, vocab_size=options.vocab_size,
-                           batch_tokens=training_settings(options, task)["batch_tokens"],
-                           log=log)
-
-
-def run_train(options: RunOptions, strategy, log=print):
+def run_train(options: RunOptions, strategy, log: Log = print):
     from pipelines import train as train_lib
 
-    task = make_task(options)
-    prepare.ensure_vocab(task, options.model_dir, options.vocab_size, log=log)
-    config = resolve_config(options, task)
-    md.save_config(options.model_dir, config)
-    training = training_settings(options, task, config)
-    settings = md.load_settings(options.model_dir)
-    flags = {k: v for k, v in dataclasses.asdict(options).items() if k != "task_options"}
-    settings.update(task=task.name, task_options=options.task_options, **decoding(options, task),
-                    training=dict(flags, **training))
-    mixed = use_bfloat16(options)
-    settings["training"]["mixed_precision"] = mixed
-    md.save_settings(options.model_dir, settings)
-    if mixed:
+    task = options.make_task()
+    proto = prepare.ensure_vocab(task, options.model_dir, options.data.vocab_size, log=log)
+    if (pathlib.Path(options.model_dir) / md.CONFIG_FILE).is_file():
+        config = md.load_config(options.model_dir)
+    else:
+        config = config_for(options, task, vocab_lib.vocab_size_of(proto))
+        md.save_config(options.model_dir, config)
+    _record_settings(options, trained=True)
+    training = options.training
+    if training.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    log(f"train: {'mixed_bfloat16' if mixed else 'float32'} compute"
-        + (" (the CPU multiplies bfloat16 natively; --nomixed_precision for float32)"
-           if mixed and options.mixed_precision is None else ""))
+    log(f"train: {'mixed_bfloat16' if training.mixed_precision else 'float32'} compute")
     log(f"train: config {config.to_dict()}")
     log(f"train: {training}")
-    dev_bleu_fn = None
-    if options.dev_bleu_every:
-        dev_bleu_fn = dev_bleu_evaluator(options, task, log)
-    model = train_lib.train(
-        task, options.model_dir, config, strategy=strategy,
-        accumulate_steps=options.accumulate_steps, keep_checkpoints=options.keep_checkpoints,
-        seed=options.seed, jit_compile=options.jit_compile,
-        steps_per_execution=options.steps_per_execution, dev_bleu_fn=dev_bleu_fn,
-        dev_bleu_every=options.dev_bleu_every, verbose=options.verbose, log=log, **training)
-    keras.mixed_precision.set_global_policy("float32")
-    return model
+    dev_metric = (dev_metric_evaluator(options, task, config.max_length, log)
+                  if training.dev_metric_every else None)
+    try:
+        return train_lib.train(task, options.model_dir, config, training, strategy=strategy,
+                               dev_metric_fn=dev_metric, verbose=options.verbose, log=log)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
 
 
-def dev_bleu_evaluator(options: RunOptions, task: Task, log=print) -> Callable:
-    """`model -> score` on the first `dev_bleu_sentences` dev sentences, beam search: the
-    task's metric, sacreBLEU for translation and F1 for parsing."""
-    data = prepare.eval_input(task, "dev", options.model_dir, log=log)
-    keep = set(range(min(options.dev_bleu_sentences, len(data.sources))))
-    batches = [b for b in data.batches if set(b.indices.tolist()) <= keep]
-    references = [data.references[i] for b in batches for i in b.indices]
-    sources = [data.sources[i] for b in batches for i in b.indices]
+def dev_metric_evaluator(options: RunOptions, task: Task, max_length: int, log: Log = print
+                         ) -> Callable:
+    """`model -> score`: the task's metric (`task.metric_name`) on exactly the first
+    `dev_metric_sentences` dev sentences (all for 0), decoded as the evaluate stage does."""
+    count = options.training.dev_metric_sentences
+    data = evaluate.first_sentences(
+        prepare.eval_input(task, "dev", options.model_dir,
+                           max_source_length=options.decoding.input_length(max_length), log=log),
+        count)
     tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
+    constraint = task.decoding_constraint(prepare.vocab_path(options.model_dir).read_bytes())
+    # Training weights are float32 (bfloat16 compute under mixed precision): decode as is.
+    settings = options.decoding
 
-    def dev_bleu(model):
-        translate = make_translator(model, options, task)
-        texts = []
-        for batch in batches:
-            ids, _ = translate(tf.constant(batch.source_ids))
-            pieces = tf.ragged.constant(evaluate.ids_to_pieces(ids.numpy()), dtype=tf.int32,
-                                        ragged_rank=1)
-            texts.extend(t.decode("utf-8") for t in tokenizer.detokenize(pieces).numpy())
-        if hasattr(task, "score"):
-            trees = task.gold_trees("dev", options.model_dir, log=lambda _: None)
-            scores = task.score(sources, texts, references,
-                                gold_trees=[trees[i] for b in batches for i in b.indices])
-            log(f"\ndev F1 {scores['f1']:.2f} on {len(texts)} sentences")
-            return scores["f1"]
-        score, signature = evaluate.sacre_bleu(texts, references)
-        log(f"\ndev BLEU {score:.2f} on {len(texts)} sentences ({signature})")
-        return score
+    def dev_metric(model):
+        translate = evaluate.make_translator(model, settings, constraint=constraint)
+        texts, _ = evaluate.translate_batches(translate, data.batches, tokenizer, verbose=0)
+        scores = task.score(data.sources, texts, data.references, split="dev",
+                            work_dir=options.model_dir)
+        log(f"\ndev {task.metric_name} {scores[task.metric_name]:.2f} on {len(texts):,} "
+            f"sentences")
+        return scores[task.metric_name]
 
-    dev_bleu.metric_name = "dev_f1" if hasattr(task, "score") else "dev_bleu"
-    return dev_bleu
+    dev_metric.metric_name = f"dev_{task.metric_name}"
+    return dev_metric
 
 
-def run_average(options: RunOptions, log=print):
+def run_average(options: RunOptions, log: Log = print):
     model = md.build_model(md.load_config(options.model_dir))
-    checkpoints.average_checkpoints(model, options.model_dir, options.average_last, log=log)
+    checkpoints.average_checkpoints(model, options.model_dir, options.training.average_last,
+                                    log=log)
     return model
 
 
-def run_evaluate(options: RunOptions, log=print) -> dict:
-    """Translates the eval split with beam search; writes hypotheses and scores."""
-    task = make_task(options)
-    model, jit = decoding_model(options, log)
-    settings = decoding(options, task)
-    data = prepare.eval_input(task, options.eval_split, options.model_dir, log=log)
-    if options.eval_sentences:
-        data = evaluate.first_sentences(data, options.eval_sentences)
+def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = None) -> dict:
+    """Translates the eval split with beam search; writes hypotheses and scores, and prints
+    the scores to `out` (default stdout)."""
+    task = options.make_task()
+    split, decoding = options.evaluation.split, options.decoding
+    model = md.load_final_model(options.model_dir, decoding.precision)
+    jit = options.evaluation.jit_compile
+    log(f"evaluate: {decoding}, XLA {'on' if jit else 'off'}")
+    data = evaluate.first_sentences(
+        prepare.eval_input(task, split, options.model_dir,
+                           max_source_length=decoding.input_length(model.config.max_length),
+                           log=log),
+        options.evaluation.sentences)
     tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
-    translate = make_translator(model, options, task, jit_compile=jit)
+    translate = evaluate.make_translator(
+        model, decoding, jit_compile=jit,
+        constraint=task.decoding_constraint(prepare.vocab_path(options.model_dir).read_bytes()))
     start = time.perf_counter()
     hypotheses, _ = evaluate.translate_batches(translate, data.batches, tokenizer,
                                                verbose=options.verbose)
     seconds = time.perf_counter() - start
-    scores = task_scores(task, data.sources, hypotheses, data.references,
-                         split=options.eval_split, work_dir=options.model_dir)
-    extra = {"split": options.eval_split, "sentences": len(hypotheses),
-             "decode_seconds": round(seconds, 2), **settings}
-    out = evaluate.write_results(options.model_dir, options.eval_split, hypotheses, scores, extra)
+    scores = task.score(data.sources, hypotheses, data.references, split=split,
+                        work_dir=options.model_dir)
+    extra = {"split": split, "sentences": len(hypotheses), "decode_seconds": round(seconds, 2),
+             "decoding": dataclasses.asdict(decoding)}
+    written = evaluate.write_results(options.model_dir, split, hypotheses, scores, extra)
     for name, value in scores.items():
         if not name.endswith("signature"):
             signature = scores.get(f"{name}_signature")
             shown = f"{value:,}" if isinstance(value, int) else f"{value:.2f}"
-            log(f"{options.eval_split} {name}: {shown}" + (f"  ({signature})"
-                                                          if signature else ""))
-    log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote {out}")
+            print(f"{split} {name}: {shown}" + (f"  ({signature})" if signature else ""),
+                  file=out or sys.stdout, flush=True)
+    log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote {written}")
     return scores
 
 
-def task_scores(task: Task, sources, hypotheses, references, *, split=None,
-                work_dir=None) -> dict:
-    """The task's metric: its own `score` if it has one (parsing F1), else BLEU.
-
-    `split` and `work_dir` tell a task's `score` where its gold data is (ptb_parsing reads the
-    gold trees, with their POS tags, from `<work_dir>/data/ptb_parsing/<split>.trees`).
-    """
-    if hasattr(task, "score"):
-        return task.score(sources, hypotheses, references, split=split, work_dir=work_dir)
-    return evaluate.score_translations(hypotheses, references, task.target_lang)
+def make_translator(options: RunOptions, task: Task) -> Translator:
+    """The serving functions of the model dir's final model: what the export stage writes,
+    and what the translate stage runs, with the same settings and precision."""
+    model = md.load_final_model(options.model_dir, options.decoding.precision)
+    proto = prepare.vocab_path(options.model_dir).read_bytes()
+    return Translator(model, proto, options.decoding, jit_compile=options.export.jit_compile,
+                      constraint=task.decoding_constraint(proto),
+                      preprocess=task.serving_input, postprocess=task.serving_output)
 
 
-def run_export(options: RunOptions, log=print) -> pathlib.Path:
-    from export.saved_model import export_saved_model
+class OpCheckError(RuntimeError):
+    """The exported graph uses an op stock TensorFlow Serving does not register."""
 
-    task = make_task(options)
-    model = md.load_final_model(options.model_dir)
-    proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
-    export_dir = options.export_dir or str(pathlib.Path(options.model_dir) / md.EXPORT_DIR)
-    path = export_saved_model(model, proto, export_dir, version=options.export_version,
-                              overwrite=options.overwrite_export, task=task,
-                              **decoding(options, task))
+
+def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
+    """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md)."""
+    export = options.export
+    export_dir = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.EXPORT_DIR)
+    if export.version is not None and (export_dir / str(export.version)).exists() \
+            and not export.overwrite:
+        raise ExportError(f"{export_dir / str(export.version)} already exists: pass "
+                          f"--overwrite_export to replace it, or leave the version unset")
+    translator = make_translator(options, options.make_task())
+    path = export_saved_model(
+        translator.model, translator.spm_proto, export_dir, options.decoding,
+        version=export.version, overwrite=export.overwrite, jit_compile=export.jit_compile,
+        constraint=translator.constraint, preprocess=translator.preprocess,
+        postprocess=translator.postprocess, log=log)
+    if export.check_ops:
+        report = check_ops(path)
+        log(report.format())
+        if not report.ok:
+            raise OpCheckError(f"{path}: uses ops stock TensorFlow Serving lacks (above)")
     return path
 
 
-def run_translate(options: RunOptions, log=print) -> list[str]:
-    """Translates lines of --input (or stdin) to --output (or stdout), answering as the exported
-    model does (a parser writes bracketed trees)."""
-    task = make_task(options)
-    model, jit = decoding_model(options, log)
-    proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
-    tokenizer = vocab_lib.load_tokenizer(proto)
-    source = (pathlib.Path(options.input_file).read_text(encoding="utf-8").splitlines()
-              if options.input_file else sys.stdin.read().splitlines())
-    from pipelines.dataset import eval_batches
+def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = None) -> int:
+    """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
+    one output line per input line, streamed in chunks, exactly as the exported model
+    answers."""
+    translator = make_translator(options, options.make_task())
+    lines = (text for _, text in iter_lines(options.io.input))
+    count, first = 0, None
 
-    def strings(tensor) -> list[str]:
-        return [t.decode("utf-8") for t in tf.convert_to_tensor(tensor).numpy()]
+    def translations():
+        nonlocal count, first
+        while chunk := list(itertools.islice(lines, TRANSLATE_CHUNK)):
+            out = translator.translate(tf.constant(chunk, tf.string))["translation"].numpy()
+            first = chunk[0] if first is None else first
+            count += len(chunk)
+            for text in out:
+                yield text.decode("utf-8") + "\n"
+            if options.io.output:
+                print(f"\rtranslate: {count:,} lines", end="", file=sys.stderr, flush=True)
 
-    source = strings(task.serving_input(tf.constant(source, tf.string)))
-    batches = eval_batches(source, tokenizer, max_source_length=task.max_source_length, log=log)
-    translate = make_translator(model, options, task, jit_compile=jit)
-    hypotheses, _ = evaluate.translate_batches(translate, batches, tokenizer, verbose=0)
-    hypotheses = strings(task.serving_output(tf.constant(source, tf.string),
-                                             tf.constant(hypotheses, tf.string)))
-    text = "".join(h + "\n" for h in hypotheses)
-    if options.output_file:
-        md.write_text_atomic(options.output_file, text)
+    if options.io.output:
+        with atomic_files(options.io.output) as (tmp,):
+            with open(tmp, "w", encoding="utf-8", newline="\n") as file:
+                file.writelines(translations())
+        print(file=sys.stderr)
     else:
-        sys.stdout.write(text)
-    if options.plot_attention and source:
+        out = out or sys.stdout
+        for text in translations():
+            out.write(text)
+            out.flush()
+    log(f"translate: {count:,} lines")
+    if options.io.plot_attention and first is not None:
         from pipelines.attention_plot import plot_attention
 
-        plot_attention(md.load_final_model(options.model_dir), tokenizer, source[0],
-                       options.plot_attention,
-                       **decoding(options, task))
-        log(f"translate: attention of the first sentence -> {options.plot_attention}")
-    return hypotheses
-
+        tokenizer = vocab_lib.load_tokenizer(translator.spm_proto)
+        plot_attention(translator.model, tokenizer, first, options.io.plot_attention,
+                       options.decoding)
+        log(f"translate: attention of the first sentence -> {options.io.plot_attention}")
+    return count

@@ -27,14 +27,18 @@ After cleaning, one summary line reports pairs read, kept and skipped by reason.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
 import json
 import os
 import pathlib
-import tempfile
+import sys
 from typing import Callable, Iterator
+
+from pipelines.errors import DataError
+from pipelines.files import atomic_files, input_identity, read_manifest
 
 Log = Callable[[str], None]
 
@@ -42,11 +46,7 @@ Log = Callable[[str], None]
 _LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _LINE_BREAK_TABLE = str.maketrans({c: " " for c in _LINE_BREAKS})
 _MANIFEST = "manifest.json"
-_FORMAT_VERSION = 2
-
-
-class DataError(ValueError):
-    """Input data the pipeline cannot use; the message names the file, the line and the fix."""
+_FORMAT_VERSION = 3
 
 
 @dataclasses.dataclass
@@ -93,20 +93,24 @@ class CleanResult:
     digest: str
 
 
-def iter_lines(path: os.PathLike | str) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` of a UTF-8 file, 1-based, splitting on ``\\n`` only.
+def iter_lines(path: os.PathLike | str | None) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` of a UTF-8 file (None: stdin), 1-based, splitting on
+    ``\\n`` only, one line at a time (a large file is never read whole).
 
     Line endings (LF, CRLF) and a leading byte-order mark are removed. Invalid UTF-8 raises
     ``DataError`` with the file, line and byte offset.
     """
-    path = pathlib.Path(path)
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(f"{path}: cannot open ({e.strerror}); check the path") from e
-    with f:
+    if path is None:
+        name, f = pathlib.Path("<stdin>"), sys.stdin.buffer
+    else:
+        name = pathlib.Path(path)
+        try:
+            f = open(name, "rb")
+        except OSError as e:
+            raise DataError(f"{name}: cannot open ({e.strerror}); check the path") from e
+    with contextlib.nullcontext(f) if path is None else f:
         for number, raw in enumerate(f, start=1):
-            yield number, _decode(path, number, _strip_ending(raw)[0])
+            yield number, _decode(name, number, _strip_ending(raw)[0])
 
 
 def count_lines(path: os.PathLike | str) -> int:
@@ -145,20 +149,10 @@ def _decode(path: pathlib.Path, number: int, raw: bytes) -> str:
     return text
 
 
-def _identity(path: pathlib.Path) -> dict:
-    """What the cached cleaning result depends on: resolved path, size and mtime."""
-    st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
 def _load_reusable(out_dir: pathlib.Path, inputs: dict) -> CleanResult | None:
     """Return the previous cleaning result in ``out_dir`` when its inputs are unchanged."""
-    manifest = out_dir / _MANIFEST
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if data.get("version") != _FORMAT_VERSION or data.get("inputs") != inputs:
+    data = read_manifest(out_dir / _MANIFEST, _FORMAT_VERSION, inputs)
+    if data is None:
         return None
     src, tgt = out_dir / data["source"], out_dir / data["target"]
     if not (src.is_file() and tgt.is_file()):
@@ -193,22 +187,17 @@ def clean_parallel(
     for path in (source_path, target_path):
         if not path.is_file():
             raise DataError(f"{path}: file not found; check the path or the task's data flags")
-    inputs = {
-        "source": _identity(source_path),
-        "target": _identity(target_path),
-        "drop_empty": drop_empty,
-    }
+    inputs = {"files": input_identity([source_path, target_path]), "drop_empty": drop_empty}
     previous = _load_reusable(out_dir, inputs)
     if previous is not None:
         log(f"clean: reusing {out_dir}: {previous.stats.summary()}")
         return previous
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     stats = CleanStats()
     digest = hashlib.sha256()
-    tmp_dir = pathlib.Path(tempfile.mkdtemp(dir=out_dir, prefix=".clean-"))
-    try:
-        src_tmp, tgt_tmp = tmp_dir / "source.txt", tmp_dir / "target.txt"
+    src_out, tgt_out = out_dir / "source.txt", out_dir / "target.txt"
+    (out_dir / _MANIFEST).unlink(missing_ok=True)  # never pair an old manifest with new files
+    with atomic_files(src_out, tgt_out, out_dir / _MANIFEST) as (src_tmp, tgt_tmp, manifest_tmp):
         with open(source_path, "rb") as fs, open(target_path, "rb") as ft, open(
             src_tmp, "wb"
         ) as out_s, open(tgt_tmp, "wb") as out_t:
@@ -246,10 +235,6 @@ def clean_parallel(
                 f"{source_path} and {target_path}: no usable sentence pairs "
                 f"({stats.summary()}). Check that these are the right, non-empty files."
             )
-        src_out, tgt_out = out_dir / "source.txt", out_dir / "target.txt"
-        (out_dir / _MANIFEST).unlink(missing_ok=True)  # never pair an old manifest with new files
-        os.replace(src_tmp, src_out)
-        os.replace(tgt_tmp, tgt_out)
         result = CleanResult(src_out, tgt_out, stats, digest.hexdigest())
         manifest = {
             "version": _FORMAT_VERSION,
@@ -259,13 +244,7 @@ def clean_parallel(
             "stats": dataclasses.asdict(stats),
             "digest": result.digest,
         }
-        manifest_tmp = tmp_dir / _MANIFEST
         manifest_tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-        os.replace(manifest_tmp, out_dir / _MANIFEST)
-    finally:
-        for leftover in tmp_dir.iterdir():
-            leftover.unlink()
-        tmp_dir.rmdir()
     log(f"clean: {source_path.name} / {target_path.name}: {stats.summary()}")
     return result
 

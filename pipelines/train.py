@@ -13,12 +13,10 @@ from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccur
                                TransformerConfig, paper_optimizer)
 from pipelines import callbacks as cb
 from pipelines import checkpoints, multi_worker
+from pipelines.errors import ConfigError
 from pipelines.model_dir import build_model
+from pipelines.options import TrainingOptions
 from pipelines.prepare import training_input
-
-
-class TrainingSetupError(ValueError):
-    """A combination of flags that cannot train correctly here."""
 
 
 def native_bfloat16() -> bool:
@@ -59,7 +57,7 @@ def make_strategy(jit_compile: bool = False):
     if jit_compile and local > 1 and not tf.config.list_logical_devices("GPU"):
         # XLA clusters cannot reach variables on another CPU device ("Trying to access
         # resource ... located in device CPU:1 from device CPU:0") and can hang at exit.
-        raise TrainingSetupError(
+        raise ConfigError(
             "--jit_compile is not supported with several CPU devices: XLA cannot access "
             "variables mirrored on another logical CPU. Use --num_cpu_devices 1 (the default) "
             "with --jit_compile, or --nojit_compile with several devices.")
@@ -98,27 +96,28 @@ def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_
     return model
 
 
-def train(task, model_dir, config: TransformerConfig, *, strategy, train_steps: int,
-          batch_tokens: int, accumulate_steps: int = 1, warmup_steps: int = 4000,
-          lr_scale: float = 1.0, checkpoint_every: int = 1000, keep_checkpoints: int = 20,
-          seed: int = 0, jit_compile: bool = False, steps_per_execution: int = 1,
-          dev_bleu_fn=None, dev_bleu_every: int = 0, validate: bool = True, verbose=1,
-          log=print):
-    """Trains until the optimizer has made `train_steps` updates, resuming if it can.
+def train(task, model_dir, config: TransformerConfig, training: TrainingOptions, *, strategy,
+          dev_metric_fn=None, validate: bool = True, verbose=1, log=print):
+    """Trains until the optimizer has made `training.train_steps` updates, resuming if it can.
 
     One Keras "epoch" is `checkpoint_every` updates; a checkpoint (model + optimizer) ends
     each, so a killed run restarted with the same command continues from the last
     checkpoint's step. The data order after a resume is re-seeded from the step, so a resumed
-    run sees fresh batches rather than the ones already trained on.
+    run sees fresh batches rather than the ones already trained on. `dev_metric_fn`
+    (`model -> score`) runs every `dev_metric_every` updates (rounded up to whole checkpoint
+    intervals).
 
     Returns:
         The trained model (its last-step weights; averaging is a later stage).
     """
-    model = compile_model(config, strategy, warmup_steps=warmup_steps, lr_scale=lr_scale,
+    t = training
+    train_steps, batch_tokens, accumulate_steps = t.train_steps, t.batch_tokens, t.accumulate_steps
+    checkpoint_every, jit_compile, seed = t.checkpoint_every, t.jit_compile, t.seed
+    model = compile_model(config, strategy, warmup_steps=t.warmup_steps, lr_scale=t.lr_scale,
                           accumulate_steps=accumulate_steps, jit_compile=jit_compile,
-                          steps_per_execution=steps_per_execution)
+                          steps_per_execution=t.steps_per_execution)
     own_dir = worker_dir(strategy, model_dir)
-    manager = checkpoints.checkpoint_manager(model, model.optimizer, own_dir, keep_checkpoints)
+    manager = checkpoints.checkpoint_manager(model, model.optimizer, own_dir, t.keep_checkpoints)
     step = checkpoints.restore_latest(manager, model.optimizer)
     if step:
         log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
@@ -141,9 +140,9 @@ def train(task, model_dir, config: TransformerConfig, *, strategy, train_steps: 
         f"steps {step:,} -> {train_steps:,}")
     callbacks = [cb.StopAtStep(train_steps), cb.Throughput(),
                  cb.StepCheckpoint(manager, checkpoint_every)]
-    if dev_bleu_fn is not None and dev_bleu_every:
-        callbacks.append(cb.DevBleu(dev_bleu_fn, every_epochs=max(1, dev_bleu_every
-                                                                    // checkpoint_every)))
+    if dev_metric_fn is not None and t.dev_metric_every:
+        callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=max(
+            1, -(-t.dev_metric_every // checkpoint_every))))
     callbacks.append(keras.callbacks.TensorBoard(str(own_dir / "logs")))
     model.fit(data.dataset, validation_data=dev and dev.dataset,
               validation_steps=dev and dev.batches_per_epoch,

@@ -28,15 +28,12 @@ import io
 import os
 import pathlib
 import random
-import tempfile
 from typing import Callable, Iterable, Sequence
 
-from pipelines.text_io import DataError, iter_lines
-
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from pipelines.errors import DataError
+from pipelines.files import write_atomic
+from pipelines.text_io import iter_lines
 
 MODEL_FILENAME = "spm.model"
 
@@ -121,24 +118,6 @@ def train_sentencepiece(
         user_defined_symbols=list(user_defined_symbols),
     )
     return writer.getvalue()
-
-
-def write_atomic(path: os.PathLike | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace``.
-
-    A crash never leaves a half-written file under the final name.
-    """
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def build_vocab(

@@ -26,20 +26,20 @@ punctuation before it computes spans.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 import pathlib
 import sys
-import tempfile
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 import nltk
 
+from keras_transformer.search import DecodingSettings
+from pipelines.errors import DataError
+from pipelines.files import atomic_files, input_identity, read_manifest
 from pipelines.parsing import constraint, evalb, linearize, serving, treebank
-from pipelines.tasks import SPLITS, Log, Task
-from pipelines.text_io import DataError
+from pipelines.tasks.base import Log, Task, check_split
 
 MANIFEST_VERSION = 1
 
@@ -66,6 +66,8 @@ class PtbParsingTask(Task):
     data_dir: str | None = None
     tree_files: tuple[tuple[str, str | None], ...] = ()
 
+    metric_name: ClassVar[str] = "f1"
+
     # ------------------------------------------------------------------ inputs
 
     def input_files(self, split: str) -> list[pathlib.Path]:
@@ -75,7 +77,7 @@ class PtbParsingTask(Task):
             DataError: no input configured for the split, or the file, directory or WSJ
                 sections are missing; the message says which flag or folder to fix.
         """
-        _check(split)
+        check_split(split)
         explicit = dict(self.tree_files).get(split)
         if explicit:
             return _explicit_files(pathlib.Path(explicit).expanduser(), split)
@@ -146,7 +148,7 @@ class PtbParsingTask(Task):
 
     def split_paths(self, split: str, work_dir: os.PathLike | str) -> dict[str, pathlib.Path]:
         """`{"src", "tgt", "trees", "manifest"}` paths of `split` inside `work_dir`."""
-        _check(split)
+        check_split(split)
         out = self.data_dir_for(work_dir)
         return {kind: out / f"{split}.{kind}" for kind in ("src", "tgt", "trees")} | {
             "manifest": out / f"{split}.manifest.json"
@@ -159,27 +161,22 @@ class PtbParsingTask(Task):
         """
         paths = self.split_paths(split, work_dir)
         files = self.input_files(split)
-        identity = _identity(files)
-        if not _reusable(paths, identity):
+        identity = input_identity(files)
+        reusable = read_manifest(paths["manifest"], MANIFEST_VERSION, identity)
+        if reusable is None or not all(paths[k].is_file() for k in ("src", "tgt", "trees")):
             self._write_split(split, files, identity, paths, log)
         return paths["src"], paths["tgt"]
 
     def _write_split(self, split, files, identity, paths, log: Log) -> None:
         rows = self._read(split, files, log)
-        out = paths["src"].parent
-        out.mkdir(parents=True, exist_ok=True)
         paths["manifest"].unlink(missing_ok=True)  # incomplete until the new one is renamed in
-        temps: dict[str, pathlib.Path] = {}
         empty = 0
-        try:
-            with contextlib.ExitStack() as stack:
-                handles = {}
-                for kind in ("src", "tgt", "trees"):
-                    fd, name = tempfile.mkstemp(dir=out, prefix=f".{paths[kind].name}.",
-                                                suffix=".tmp")
-                    temps[kind] = pathlib.Path(name)
-                    handles[kind] = stack.enter_context(
-                        os.fdopen(fd, "w", encoding="utf-8", newline="\n"))
+        kinds = ("src", "tgt", "trees", "manifest")  # the manifest last: complete
+        with atomic_files(*(paths[kind] for kind in kinds)) as temps:
+            temp = dict(zip(kinds, temps))
+            with open(temp["src"], "w", encoding="utf-8", newline="\n") as src, \
+                    open(temp["tgt"], "w", encoding="utf-8", newline="\n") as tgt, \
+                    open(temp["trees"], "w", encoding="utf-8", newline="\n") as gold:
                 for path, number, tree in rows:
                     try:
                         words, symbols = linearize.linearize(tree)
@@ -188,20 +185,11 @@ class PtbParsingTask(Task):
                             f"task {self.name}: {path}: tree {number}: {error}; fix that tree"
                         ) from None
                     empty += not words
-                    handles["src"].write(" ".join(words) + "\n")
-                    handles["tgt"].write(linearize.to_target_string(symbols) + "\n")
-                    handles["trees"].write(tree_to_line(tree) + "\n")
+                    src.write(" ".join(words) + "\n")
+                    tgt.write(linearize.to_target_string(symbols) + "\n")
+                    gold.write(tree_to_line(tree) + "\n")
             manifest = {"version": MANIFEST_VERSION, "inputs": identity, "trees": len(rows)}
-            fd, name = tempfile.mkstemp(dir=out, prefix=f".{paths['manifest'].name}.",
-                                        suffix=".tmp")
-            temps["manifest"] = pathlib.Path(name)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(manifest, handle, indent=1)
-            for kind in ("src", "tgt", "trees", "manifest"):  # the manifest last: complete
-                os.replace(temps.pop(kind), paths[kind])
-        finally:
-            for leftover in temps.values():
-                leftover.unlink(missing_ok=True)
+            temp["manifest"].write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         note = f", {empty:,} without words (kept as empty lines)" if empty else ""
         log(f"{self.name}: {split}: {len(rows):,} trees from {len(files):,} file(s){note} -> "
             f"{paths['src']}, {paths['tgt']}, {paths['trees']}")
@@ -383,9 +371,7 @@ def ptb_parsing(
         max_source_length=128,
         max_target_length=512,
         preset="parsing_wsj",
-        beam_size=21,
-        alpha=0.3,
-        extra_length=300,
+        decoding=DecodingSettings(beam_size=21, alpha=0.3, extra_length=300),
         data_dir=data_dir,
         tree_files=(("train", train_trees), ("dev", dev_trees), ("test", test_trees)),
         **options,
@@ -395,11 +381,6 @@ def ptb_parsing(
 def tree_to_line(tree: nltk.Tree) -> str:
     """A tree as one bracketed line, `(TOP (S (NP (NNP John)) ...))`."""
     return tree.pformat(margin=sys.maxsize)
-
-
-def _check(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
 
 
 def _explicit_files(path: pathlib.Path, split: str) -> list[pathlib.Path]:
@@ -413,27 +394,6 @@ def _explicit_files(path: pathlib.Path, split: str) -> list[pathlib.Path]:
     raise DataError(
         f"{path}: no such treebank file or directory (--{split}_trees); give a bracketed "
         f".mrg file or a directory of them"
-    )
-
-
-def _identity(files: Sequence[pathlib.Path]) -> list[list]:
-    """What a split's files depend on: every input's resolved path, size and mtime."""
-    rows = []
-    for path in files:
-        stat = path.stat()
-        rows.append([str(path.resolve()), stat.st_size, stat.st_mtime_ns])
-    return rows
-
-
-def _reusable(paths: dict[str, pathlib.Path], identity: list[list]) -> bool:
-    try:
-        manifest = json.loads(paths["manifest"].read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (
-        manifest.get("version") == MANIFEST_VERSION
-        and manifest.get("inputs") == identity
-        and all(paths[kind].is_file() for kind in ("src", "tgt", "trees"))
     )
 
 

@@ -48,7 +48,8 @@ def spm_proto(corpus, tmp_path_factory) -> bytes:
 
 def _encode_pairs(spm_proto, corpus):
     """(source, target_in, target_out) int32 arrays [NUM_LINES, TRAIN_LENGTH], 0-padded."""
-    from pipelines.vocab import BOS_ID, EOS_ID, python_processor
+    from keras_transformer.constants import BOS_ID, EOS_ID
+    from pipelines.vocab import python_processor
 
     processor = python_processor(spm_proto)
     arrays = np.zeros([3, NUM_LINES, TRAIN_LENGTH], np.int32)
@@ -121,18 +122,17 @@ def export_base(tmp_path_factory) -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def translator(model_dir):
-    """The in-process serving functions of the model directory, as `export_model_dir` makes
+    """The in-process serving functions of the model directory, as the export stage makes
     them: final weights, vocabulary and settings.json's decoding settings."""
-    from export.saved_model import Translator, decoding_defaults
-    from pipelines import model_dir as md
+    from pipelines import options, stages
 
-    return Translator(md.load_final_model(model_dir), model_dir,
-                      **decoding_defaults(md.load_settings(model_dir)))
+    run = options.resolve({"model_dir": str(model_dir)})
+    return stages.make_translator(run, run.make_task())
 
 
 @pytest.fixture(scope="session")
 def exported(translator, export_base) -> pathlib.Path:
-    """Version 1 of `translator` (the CLI test covers `export_model_dir` itself)."""
+    """Version 1 of `translator` (the CLI test covers the export stage itself)."""
     from export.saved_model import write_translator
 
     return write_translator(translator, export_base, log=lambda message: None)

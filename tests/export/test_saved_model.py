@@ -17,9 +17,12 @@ import tensorflow as tf
 
 from export import op_check
 from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERVING_SIGNATURE,
-                                VOCAB_COPY_FILE, ExportError, Translator, decoding_defaults,
-                                export_model_dir, export_saved_model, next_version,
+                                VOCAB_COPY_FILE, export_saved_model, next_version,
                                 write_translator)
+from export.translator import ExportError, Translator
+from keras_transformer import DecodingSettings, text
+from pipelines import options as options_lib
+from pipelines import stages
 from tests.export.conftest import MAX_LENGTH, SETTINGS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -48,6 +51,21 @@ def _strings(tensor):
     return [bytes(x) for x in tensor.numpy()]
 
 
+def _tokenize(translator, sources):
+    """Source ids as the text signature makes them (`keras_transformer.text`)."""
+    import tensorflow_text as tf_text
+
+    tokenizer = tf_text.SentencepieceTokenizer(model=translator.spm_proto, out_type=tf.int32)
+    return text.sentences_to_ids(tokenizer, tf.constant(sources), translator.max_length).numpy()
+
+
+def _detokenize(translator, ids):
+    import tensorflow_text as tf_text
+
+    tokenizer = tf_text.SentencepieceTokenizer(model=translator.spm_proto, out_type=tf.int32)
+    return text.ids_to_sentences(tokenizer, ids)
+
+
 def _lengths(ids):
     """Tokens per row, EOS included (rows are 0-padded after it)."""
     return np.count_nonzero(np.asarray(ids), axis=1)
@@ -63,7 +81,7 @@ def test_export_writes_a_servable_version_with_settings_from_the_model_dir(
     info = json.loads((exported / EXTRA_DIR / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
     for key, value in SETTINGS.items():  # read from settings.json
         assert info["decoding"][key] == value
-    assert info["decoding"]["max_length"] == MAX_LENGTH
+    assert info["decoding"]["max_input_length"] == MAX_LENGTH
     assert info["versions"]["tensorflow"] == tf.__version__
     assert set(info["signatures"]) == {SERVING_SIGNATURE, IDS_SIGNATURE}
     # Nothing but version directories: no temporary directory left for the server to see.
@@ -80,8 +98,10 @@ def test_versions_are_numbered_and_never_silently_replaced(translator, model_dir
     # An existing version is refused before any work, with what to do about it.
     with pytest.raises(ExportError, match=r"already exists: pass overwrite=True"):
         export_saved_model(translator.model, translator.spm_proto, base, version=1)
-    with pytest.raises(ExportError, match=r"already exists.*write version 4"):
-        export_model_dir(model_dir, base, version=3)
+    options = options_lib.resolve({"model_dir": str(model_dir), "export_dir": str(base),
+                                   "export_version": 3})
+    with pytest.raises(ExportError, match=r"already exists: pass --overwrite_export"):
+        stages.run_export(options)
 
     # overwrite=True swaps the whole directory (nothing of the old version survives) and
     # leaves no temporary directory behind; the new version is readable by other users.
@@ -94,28 +114,27 @@ def test_versions_are_numbered_and_never_silently_replaced(translator, model_dir
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(beam_size=0), "beam_size must be >= 1"),
-    (dict(extra_length=-1), "extra_length must be >= 0"),
+    (dict(beam_size=0), "beam_size must be an integer >= 1"),
+    (dict(extra_length=-1), "extra_length must be an integer >= 0"),
     (dict(alpha=-0.5), "alpha must be a number >= 0"),
-    (dict(max_length=MAX_LENGTH + 1), "max_length must be in"),
+    (dict(max_input_length=0), "max_input_length must be an integer >= 1"),
+    (dict(precision="float16"), "precision must be one of"),
 ])
-def test_invalid_decoding_settings_are_refused(trained_model, spm_proto, kwargs, message):
-    with pytest.raises(ExportError, match=message):
-        Translator(trained_model, spm_proto, **kwargs)
+def test_invalid_decoding_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DecodingSettings(**kwargs)
+
+
+def test_input_length_is_capped_by_the_model(trained_model, spm_proto):
+    settings = DecodingSettings(max_input_length=MAX_LENGTH + 100)
+    assert Translator(trained_model, spm_proto, settings).max_length == MAX_LENGTH
+    settings = DecodingSettings(max_input_length=10)
+    assert Translator(trained_model, spm_proto, settings).max_length == 10
 
 
 def test_invalid_version_is_refused(trained_model, spm_proto, tmp_path):
     with pytest.raises(ExportError, match="non-negative integer"):
         export_saved_model(trained_model, spm_proto, tmp_path, version=-1)
-    with pytest.raises(ExportError, match="no such model directory"):
-        export_model_dir(tmp_path / "missing", tmp_path / "export")
-
-
-def test_decoding_defaults_come_from_settings_json():
-    assert decoding_defaults({}) == {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
-    settings = {"beam_size": 2, "task": {"alpha": 1.0, "beam_size": 8},
-                "decoding": {"extra_length": 5}}
-    assert decoding_defaults(settings) == {"beam_size": 2, "alpha": 1.0, "extra_length": 5}
 
 
 # ---------------------------------------------------------------------- serving loaders
@@ -131,7 +150,7 @@ def _env_without_repo():
 def test_tf2_and_tf1_session_loaders_serve_the_same_translations(
         exported, translator, shared_data, tmp_path):
     sources = ODD_INPUTS + _val_lines(shared_data, 8)
-    source_ids = translator.tokenize(tf.constant(sources)).numpy()
+    source_ids = _tokenize(translator, sources)
     expected = translator.translate(tf.constant(sources))
     expected_ids = translator.translate_ids(tf.constant(source_ids))
 
@@ -218,7 +237,7 @@ def test_odd_inputs_translate_to_bounded_strings(translator):
     assert len(_strings(out["translation"])) == len(ODD_INPUTS)
     assert np.all(np.isfinite(out["score"].numpy()))
 
-    source_ids = translator.tokenize(sources).numpy()
+    source_ids = _tokenize(translator, ODD_INPUTS)
     # The 1,000-word sentence is cut to max_length tokens, the last one EOS.
     long_row = source_ids[ODD_INPUTS.index(LONG_SENTENCE)]
     assert source_ids.shape[1] == MAX_LENGTH == _lengths([long_row])[0]
@@ -228,7 +247,7 @@ def test_odd_inputs_translate_to_bounded_strings(translator):
     assert np.all(_lengths(ids) <= bound)
     assert np.all(_lengths(ids) <= MAX_LENGTH + SETTINGS["extra_length"])
     # The text signature is tokenize -> translate_ids -> detokenize.
-    assert _strings(translator.detokenize(tf.constant(ids))) == _strings(out["translation"])
+    assert _strings(_detokenize(translator, ids)) == _strings(out["translation"])
 
 
 def test_empty_batch_and_batch_of_64(translator, shared_data):
@@ -244,14 +263,14 @@ def test_empty_batch_and_batch_of_64(translator, shared_data):
     assert len(translations) == 64 and out["score"].shape == [64]
     # The briefly trained model says different things about different sentences.
     assert len(set(translations)) > 10
-    ids = translator.translate_ids(translator.tokenize(tf.constant(lines)))["ids"].numpy()
+    ids = translator.translate_ids(_tokenize(translator, lines))["ids"].numpy()
     assert np.all(_lengths(ids) <= MAX_LENGTH + SETTINGS["extra_length"])
 
 
 def test_xla_compiled_search_gives_the_same_translations(translator, trained_model, spm_proto):
     # XLA compiles once per distinct input (the search's shapes depend on the source
     # lengths), so this stays one small batch; export/README.md has the details.
-    jit = Translator(trained_model, spm_proto, jit_compile=True, **SETTINGS)
+    jit = Translator(trained_model, spm_proto, DecodingSettings(**SETTINGS), jit_compile=True)
     sources = tf.constant(["A dog runs through the snow.", ""])
     want, got = translator.translate(sources), jit.translate(sources)
     assert _strings(got["translation"]) == _strings(want["translation"])
@@ -259,15 +278,33 @@ def test_xla_compiled_search_gives_the_same_translations(translator, trained_mod
 
 
 # ---------------------------------------------------------------------- command line
+def _export_cli(*args, cwd):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "export" / "run.py"), *args], cwd=cwd,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
+        timeout=300)
+
+
 def test_command_line_export(model_dir, tmp_path):
     export_dir = tmp_path / "cli_export"
-    run = subprocess.run(
-        [sys.executable, str(ROOT / "export" / "run.py"), f"--model_dir={model_dir}",
-         f"--export_dir={export_dir}", "--version=5", "--beam_size=2", "--nocheck_ops"],
-        cwd=tmp_path, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True,
-        text=True, timeout=300)
+    # A decoding flag that contradicts settings.json is refused without --override_saved.
+    run = _export_cli(f"--model_dir={model_dir}", f"--export_dir={export_dir}",
+                      "--beam_size=2", cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"export/run.py: error: --beam_size 2 differs from 3, what {model_dir}/settings.json "
+        "says this model was trained with; pass --override_saved to decode differently, or "
+        "drop the flag")
+    assert not export_dir.exists()
+
+    run = _export_cli(f"--model_dir={model_dir}", f"--export_dir={export_dir}", "--version=5",
+                      "--beam_size=2", "--override_saved", "--nocheck_ops", cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-5000:]
-    assert run.stdout.strip().splitlines()[-1] == str(export_dir / "5")
+    assert run.stdout.strip().splitlines() == [str(export_dir / "5")]
     info = json.loads((export_dir / "5" / EXTRA_DIR / EXPORT_INFO_FILE).read_text("utf-8"))
     assert info["decoding"]["beam_size"] == 2  # the flag
     assert info["decoding"]["extra_length"] == SETTINGS["extra_length"]  # settings.json
+
+    run = _export_cli(f"--model_dir={tmp_path / 'missing'}", cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "no such model directory" in run.stderr

@@ -3,11 +3,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from pipelines import buckets, token_cache
 from pipelines import dataset as ds_lib
 from pipelines import prepare, text_io, vocab
 from pipelines.tasks import get_task
 
-BUDGET = ds_lib.DEFAULT_BATCH_TOKENS
+BUDGET = buckets.DEFAULT_BATCH_TOKENS
 QUIET = lambda message: None  # noqa: E731
 
 
@@ -31,26 +32,26 @@ def test_model_example_adds_eos_and_bos_where_they_belong():
 
 
 def test_default_boundaries_are_fine_when_short_and_geometric_when_long():
-    b = ds_lib.default_boundaries(256)
+    b = buckets.default_boundaries(256)
     assert b[:8] == [8, 12, 16, 20, 24, 28, 32, 36] and b[-1] == 256
     assert all(x % 4 == 0 for x in b) and b == sorted(set(b))
     gaps = [y / x for x, y in zip(b[10:-2], b[11:-1])]
     assert all(1.05 < g < 1.2 for g in gaps)
     assert len(b) < 30
-    assert ds_lib.default_boundaries(100)[-1] == 100
+    assert buckets.default_boundaries(100)[-1] == 100
 
 
 def test_batch_sizes_follow_the_budget_and_the_replica_multiple():
-    assert ds_lib.bucket_batch_sizes([8, 100, 256], 25_000) == [3125, 250, 97]
-    assert ds_lib.bucket_batch_sizes([8, 100, 256], 25_000, batch_multiple=8) == [3120, 248, 96]
+    assert buckets.bucket_batch_sizes([8, 100, 256], 25_000) == [3125, 250, 97]
+    assert buckets.bucket_batch_sizes([8, 100, 256], 25_000, batch_multiple=8) == [3120, 248, 96]
     with pytest.raises(ValueError, match="Raise batch_tokens to at least 2,048"):
-        ds_lib.bucket_batch_sizes([8, 256], 2000, batch_multiple=8)
+        buckets.bucket_batch_sizes([8, 256], 2000, batch_multiple=8)
 
 
 def test_every_multi30k_batch_respects_the_budget_and_padding_is_low(multi30k):
     task, work_dir, _, train = multi30k
     data = prepare.training_input(task, work_dir, repeat=False, log=QUIET)
-    boundaries = ds_lib.default_boundaries(task.max_length)
+    boundaries = buckets.default_boundaries(task.max_length)
     sentences = real = padded = batches = 0
     partial = {}
     for (source, target_in), target_out in data.dataset.as_numpy_iterator():
@@ -72,11 +73,11 @@ def test_every_multi30k_batch_respects_the_budget_and_padding_is_low(multi30k):
           f"padding fraction {padding:.1%}")
     assert sentences == 29_000 and batches == data.batches_per_epoch
     assert all(n == 1 for n in partial.values())
-    rows = ds_lib.bucket_table(
-        train.cache.lengths, boundaries, ds_lib.bucket_batch_sizes(boundaries, BUDGET),
+    rows = buckets.bucket_table(
+        train.cache.lengths, boundaries, buckets.bucket_batch_sizes(boundaries, BUDGET),
         task.max_source_length, task.max_target_length,
     )
-    assert padding == pytest.approx(ds_lib.table_padding(rows), abs=1e-9)
+    assert padding == pytest.approx(buckets.table_padding(rows), abs=1e-9)
     assert padding < 0.15
 
 
@@ -103,11 +104,11 @@ def test_overlong_pairs_are_dropped_and_counted(multi30k, tmp_path):
     (tmp_path / "s").write_text(f"a dog runs\n{long_line}\ntwo men\nshort\n", encoding="utf-8")
     (tmp_path / "t").write_text(f"ein Hund\nlang\nzwei Männer\n{long_line}\n", encoding="utf-8")
     clean = text_io.clean_parallel(tmp_path / "s", tmp_path / "t", tmp_path / "c", log=QUIET)
-    cache = ds_lib.load_or_build_cache(
+    cache = token_cache.load_or_build_cache(
         clean.source_path, clean.target_path, tokenizer, tmp_path / "cache", log=QUIET
     )
     assert cache.lengths[1, 0] >= 10_000
-    counts = ds_lib.length_filter_counts(cache.lengths, 64, 64)
+    counts = buckets.length_filter_counts(cache.lengths, 64, 64)
     assert counts == {"pairs": 4, "kept": 2, "too_long": 2, "too_long_source": 1,
                       "too_long_target": 1}
     batches = ds_lib.training_batches(
@@ -123,7 +124,7 @@ def test_cache_is_reused_and_keyed_by_vocab_and_text(multi30k, monkeypatch):
     def must_not_tokenize(*args, **kwargs):
         raise AssertionError("a second run must not tokenize again")
 
-    monkeypatch.setattr(ds_lib, "tokenize_pair_batches", must_not_tokenize)
+    monkeypatch.setattr(token_cache, "tokenize_pair_batches", must_not_tokenize)
     logs = []
     again = prepare.prepare_split(task, "train", work_dir, proto, log=logs.append)
     assert again.cache.path == train.cache.path and any("cache: reusing" in m for m in logs)
@@ -131,10 +132,10 @@ def test_cache_is_reused_and_keyed_by_vocab_and_text(multi30k, monkeypatch):
     first = next(iter(again.cache.dataset()))
     expected = vocab.python_processor(proto).encode(text_io.read_lines(train.clean.source_path)[0])
     assert first[0].numpy().tolist() == expected
-    key = ds_lib.cache_key(task.name, "train", vocab.model_digest(proto), train.clean.digest)
+    key = token_cache.cache_key(task.name, "train", vocab.model_digest(proto), train.clean.digest)
     assert train.cache.path.name == key and key.startswith("multi30k_ende-train-")
-    assert ds_lib.cache_key(task.name, "train", "other-vocab", train.clean.digest) != key
-    assert ds_lib.cache_key(task.name, "train", vocab.model_digest(proto), "other-text") != key
+    assert token_cache.cache_key(task.name, "train", "other-vocab", train.clean.digest) != key
+    assert token_cache.cache_key(task.name, "train", vocab.model_digest(proto), "other-text") != key
 
 
 def test_shuffle_is_seeded(multi30k):

@@ -1,11 +1,15 @@
-"""`pipelines/run.py` end to end on the real Multi30k files: stages, resume, replicas."""
+"""`pipelines/run.py` end to end on the real Multi30k files: stages against the model dir,
+resume, refusals, replicas."""
 import json
 import signal
 import time
 
 import pytest
+import sacrebleu
 
 from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
+
+LONG_SENTENCE = " ".join(["A man in a blue shirt is standing on a ladder ."] * 34)[:-2]  # 406 words
 
 
 @pytest.fixture(scope="module")
@@ -14,39 +18,99 @@ def prepared(tmp_path_factory, shared_data):
     result = run_command(["--mode=prepare", f"--model_dir={model_dir}", *TINY_MODEL],
                          shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "padding" in result.stdout or "total" in result.stdout  # the bucket table
+    assert "padding" in result.stderr  # the bucket table, a log
+    assert result.stdout == ""  # prepare has no results
     return model_dir
 
 
-def test_end_to_end_run_writes_a_complete_model_dir(prepared, tmp_path, shared_data):
-    model_dir = copy_prepared(prepared, tmp_path / "model")
+@pytest.fixture(scope="module")
+def trained(prepared, tmp_path_factory, shared_data):
+    """A tiny model trained for 40 steps and averaged (the flags are given only here)."""
+    model_dir = copy_prepared(prepared, tmp_path_factory.mktemp("trained") / "model")
     result = run_command([f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=40",
-                          "--checkpoint_every=20", "--average_last=2", "--eval_sentences=40",
-                          "--extra_length=8", "--mode=train,average,evaluate"], shared_data)
+                          "--checkpoint_every=20", "--average_last=2", "--extra_length=8",
+                          "--mode=train,average"], shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    for name in ("config.json", "settings.json", "spm.model", "final.weights.h5",
-                 "checkpoints/checkpoint", "eval/test.hyp", "eval/test.json"):
-        assert (model_dir / name).exists(), name
-    config = json.loads((model_dir / "config.json").read_text())
-    assert config["d_model"] == 32 and config["vocab_size"] == 1000
-    hypotheses = (model_dir / "eval" / "test.hyp").read_text().splitlines()
-    assert len(hypotheses) == 40
-    scores = json.loads((model_dir / "eval" / "test.json").read_text())
-    assert 0.0 <= scores["sacrebleu"] <= 100.0
-    assert scores["sacrebleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-    assert "sacrebleu" in result.stdout and "tok:13a" in result.stdout
+    return model_dir
 
-    # translate (with the attention picture) and export against the same model dir
-    sentences = tmp_path / "input.en"
-    sentences.write_text("A man rides a bike.\nTwo dogs play in the snow.\n", encoding="utf-8")
-    result = run_command([f"--model_dir={model_dir}", "--mode=translate,export",
-                          f"--input={sentences}", f"--output={tmp_path / 'out.de'}",
-                          f"--plot_attention={tmp_path / 'attention.png'}", "--extra_length=8"],
-                         shared_data)
+
+def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shared_data):
+    """evaluate, translate and export with --model_dir alone (no --task, no config flags)
+    decode with what the model was trained with, and translate answers as the SavedModel."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the SentencePiece ops of the SavedModel)
+
+    settings = json.loads((trained / "settings.json").read_text())
+    assert settings["task"] == "multi30k_ende" and settings["decoding"]["extra_length"] == 8
+    assert settings["training"]["train_steps"] == 40
+    sentences = ["A man rides a bike.", "Two dogs play in the snow.", LONG_SENTENCE, ""]
+    (tmp_path / "input.en").write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
+    result = run_command([f"--model_dir={trained}", "--mode=evaluate,translate,export",
+                          "--eval_sentences=30", "--nodecode_jit_compile",
+                          f"--input={tmp_path / 'input.en'}"], shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert len((tmp_path / "out.de").read_text(encoding="utf-8").splitlines()) == 2
-    assert (tmp_path / "attention.png").read_bytes()[:4] == b"\x89PNG"
-    assert (model_dir / "export" / "1" / "saved_model.pb").is_file()
+
+    # evaluate: scores exactly the first 30 test sentences, and the scores are those of the
+    # hypotheses it wrote.
+    scores = json.loads((trained / "eval" / "test.json").read_text())
+    hypotheses = (trained / "eval" / "test.hyp").read_text(encoding="utf-8").splitlines()
+    references = (shared_data / "multi30k" / "test_2016_flickr.de").read_text(
+        encoding="utf-8").splitlines()[:30]
+    assert scores["sentences"] == len(hypotheses) == 30
+    assert scores["decoding"]["extra_length"] == 8  # settings.json, not the paper's 50
+    assert scores["sacrebleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert f"test sacrebleu: {scores['sacrebleu']:.2f}" in result.stdout
+
+    # stdout: evaluate's four BLEU lines, then one translation per input line, nothing else.
+    lines = result.stdout.split("\n")
+    assert [line.split(":")[0] for line in lines[:4]] == [
+        "test sacrebleu", "test sacrebleu_lowercase", "test tokenized_bleu",
+        "test tokenized_bleu_lowercase"]
+    translations = lines[4:-1]
+    assert len(translations) == len(sentences) and lines[-1] == ""
+
+    # export: the SavedModel gives the translate stage's output, the long sentence included.
+    served = tf.saved_model.load(str(trained / "export" / "1")).signatures["serving_default"]
+    out = served(source=tf.constant(sentences))["translation"].numpy()
+    assert [t.decode("utf-8") for t in out] == translations
+    assert "every op is registered" in result.stderr  # the op check ran
+
+
+def test_dev_metric_scores_exactly_the_first_n_dev_sentences(trained, shared_data, monkeypatch):
+    from pipelines import model_dir as md
+    from pipelines import options, stages
+
+    monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
+    run = options.resolve({"model_dir": str(trained), "dev_metric_sentences": 200,
+                           "extra_length": 2, "beam_size": 1, "override_saved": True})
+    logged = []
+    config = md.load_config(trained)
+    evaluate = stages.dev_metric_evaluator(run, run.make_task(), config.max_length,
+                                           logged.append)
+    score = evaluate(md.load_final_model(trained))
+    assert evaluate.metric_name == "dev_sacrebleu"
+    assert logged[-1] == f"\ndev sacrebleu {score:.2f} on 200 sentences"
+
+
+@pytest.mark.parametrize("flag, saved", [
+    ("--config_override=d_model=64", "{'d_ff': 64, 'd_model': 32, 'num_heads': 2, 'num_layers': 1}"),
+    ("--config=base", "'multi30k_small'"),
+    ("--accumulate_steps=2", "1"),
+])
+def test_resuming_with_a_changed_model_flag_is_refused(trained, shared_data, flag, saved):
+    before = {p: p.read_bytes() for p in trained.rglob("*") if p.is_file()}
+    result = run_command([f"--model_dir={trained}", flag, "--train_steps=60", "--mode=train"],
+                         shared_data)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    name, _, value = flag[2:].partition("=")
+    shown = "{'d_model': 64}" if name == "config_override" else (
+        repr(value) if name == "config" else value)
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: --{name} {shown} differs from {saved}, what {trained}/settings.json says "
+        "this model was trained with; drop the flag to continue this model, or give a new "
+        "--model_dir")
+    assert {p: p.read_bytes() for p in trained.rglob("*") if p.is_file()} == before
 
 
 def test_killed_run_resumes_at_its_checkpoint(prepared, tmp_path, shared_data):
@@ -63,8 +127,8 @@ def test_killed_run_resumes_at_its_checkpoint(prepared, tmp_path, shared_data):
     process.wait()
     result = run_command(args, shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    resumed = [line for line in result.stdout.splitlines() if "resumed from" in line]
-    assert resumed, result.stdout[-2000:]
+    resumed = [line for line in result.stderr.splitlines() if "resumed from" in line]
+    assert resumed, result.stderr[-2000:]
     step = int(resumed[0].rsplit("step", 1)[1].replace(",", ""))
     assert 10 <= step < 60
     # it ends at the requested step, and every checkpoint the index names is complete
@@ -82,7 +146,7 @@ def test_mirrored_strategy_over_two_cpu_devices_trains(prepared, tmp_path, share
                           "--checkpoint_every=3", "--num_cpu_devices=2", "--mode=train"],
                          shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "train: 2 replica(s)" in result.stdout
+    assert "train: 2 replica(s)" in result.stderr
     assert 'model_checkpoint_path: "ckpt-6"' in (model_dir / "checkpoints" / "checkpoint").read_text()
 
 

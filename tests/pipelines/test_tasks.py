@@ -9,19 +9,21 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from pipelines import tasks
+from pipelines.tasks import downloads, multi30k
 from pipelines.tasks import get_task
-from pipelines.text_io import DataError, count_lines, read_lines
+from pipelines.errors import DataError
+from pipelines.text_io import count_lines, read_lines
 
 
 def no_network(monkeypatch):
     """Every probe fails at once, as on an offline machine (never touch the real network)."""
     calls = []
 
-    def unreachable(host, port, timeout=tasks.PROBE_TIMEOUT_S):
+    def unreachable(host, port, timeout=downloads.PROBE_TIMEOUT_S):
         calls.append((host, port))
         return False, "[Errno -3] Temporary failure in name resolution"
 
-    monkeypatch.setattr(tasks, "host_reachable", unreachable)
+    monkeypatch.setattr(downloads, "host_reachable", unreachable)
     return calls
 
 
@@ -37,7 +39,9 @@ def test_registry_defaults():
     assert (m30k.source_lang, m30k.target_lang, m30k.vocab_size) == ("en", "de", 8_000)
     assert m30k.preset == "multi30k_small"
     for task in (ende, enfr, m30k, text):
-        assert (task.beam_size, task.alpha, task.extra_length) == (4, 0.6, 50)
+        d = task.decoding
+        assert (d.beam_size, d.alpha, d.extra_length) == (4, 0.6, 50)  # the paper's
+        assert task.decoding_defaults().max_input_length == task.max_source_length
         assert task.max_source_length > 0 and task.max_target_length > 0
         assert task.max_length == max(task.max_source_length, task.max_target_length)
         assert task.name in task.describe()
@@ -52,8 +56,8 @@ def dataclasses_frozen_error():
 
 
 def test_get_task_overrides_ignores_none_and_rejects_unknown():
-    task = get_task("multi30k_ende", vocab_size=4000, beam_size=None, data_dir=None, alpha=1.0)
-    assert task.vocab_size == 4000 and task.alpha == 1.0 and task.beam_size == 4
+    task = get_task("multi30k_ende", vocab_size=4000, max_source_length=None, data_dir=None)
+    assert task.vocab_size == 4000 and task.max_source_length == 128
     with pytest.raises(DataError, match="unknown task 'nope'; choose one of: wmt14_ende"):
         get_task("nope")
     with pytest.raises(DataError, match="unsupported option.*train_src"):
@@ -106,8 +110,8 @@ def test_multi30k_downloads_with_sha256_check(shared_data, tmp_path, monkeypatch
         name = url.rsplit("/", 1)[1][: -len(".gz")]
         return io.BytesIO(blobs[name])
 
-    monkeypatch.setattr(tasks, "host_reachable", lambda host, port, timeout=3: (True, ""))
-    monkeypatch.setattr(tasks.urllib.request, "urlopen", fake_urlopen)
+    monkeypatch.setattr(downloads, "host_reachable", lambda host, port, timeout=3: (True, ""))
+    monkeypatch.setattr(downloads.urllib.request, "urlopen", fake_urlopen)
     task = get_task("multi30k_ende", data_dir=str(tmp_path / "empty"))
     src, tgt = task.split_files("train", tmp_path / "work", log=lambda m: None)
     assert requested == [
@@ -145,7 +149,7 @@ def test_text_task_returns_given_files_and_explains_missing_ones(tmp_path):
     task = get_task(
         "text", train_src="a.src", train_tgt="a.tgt", source_lang="en", target_lang="cs"
     )
-    assert task.split_files("train", tmp_path) == (tasks.pathlib.Path("a.src"), tasks.pathlib.Path("a.tgt"))
+    assert task.split_files("train", tmp_path) == (multi30k.pathlib.Path("a.src"), multi30k.pathlib.Path("a.tgt"))
     assert (task.source_lang, task.target_lang) == ("en", "cs")
     with pytest.raises(DataError, match="--dev_src and --dev_tgt"):
         task.split_files("dev", tmp_path)
@@ -173,7 +177,7 @@ def fake_wmt(requested):
 
 
 def test_wmt14_ende_builder_splits_and_direction(tmp_path, monkeypatch):
-    monkeypatch.setattr(tasks, "host_reachable", lambda host, port, timeout=3: (True, ""))
+    monkeypatch.setattr(downloads, "host_reachable", lambda host, port, timeout=3: (True, ""))
     task = get_task("wmt14_ende", data_dir=str(tmp_path / "tfds"))
     assert task.tfds_name == "wmt14_translate/de-en"
     assert [task.tfds_split(s) for s in ("train", "dev", "test")] == ["train", "validation", "test"]
@@ -199,7 +203,7 @@ def test_wmt14_ende_builder_splits_and_direction(tmp_path, monkeypatch):
 
 
 def test_wmt14_test_split_must_be_the_full_newstest2014(tmp_path, monkeypatch):
-    monkeypatch.setattr(tasks, "host_reachable", lambda host, port, timeout=3: (True, ""))
+    monkeypatch.setattr(downloads, "host_reachable", lambda host, port, timeout=3: (True, ""))
     task = get_task("wmt14_ende", data_dir=str(tmp_path / "tfds"))
     with tfds.testing.mock_data(num_examples=2737):
         with pytest.raises(DataError, match="has 2,737 pairs, expected 3,003"):
@@ -230,7 +234,7 @@ def test_wmt14_uses_manual_files_without_probing(tmp_path, monkeypatch):
     def must_not_probe(*args, **kwargs):
         raise AssertionError("no network probe expected when every file is in manual_dir")
 
-    monkeypatch.setattr(tasks, "host_reachable", must_not_probe)
+    monkeypatch.setattr(downloads, "host_reachable", must_not_probe)
     manual = tmp_path / "manual"
     manual.mkdir()
     task = get_task("wmt14_ende", data_dir=str(tmp_path / "tfds"), manual_dir=str(manual))
@@ -251,9 +255,9 @@ def test_wmt14_uses_manual_files_without_probing(tmp_path, monkeypatch):
 
 def test_host_probe_is_bounded_and_real(tmp_path):
     start = time.monotonic()
-    ok, reason = tasks.host_reachable("unreachable.invalid", 80, timeout=2.0)
+    ok, reason = downloads.host_reachable("unreachable.invalid", 80, timeout=2.0)
     assert not ok and reason and time.monotonic() - start < 2.5
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(1)
-        assert tasks.host_reachable("127.0.0.1", server.getsockname()[1]) == (True, "")
+        assert downloads.host_reachable("127.0.0.1", server.getsockname()[1]) == (True, "")

@@ -5,7 +5,8 @@ import time
 import pytest
 
 from pipelines import text_io
-from pipelines.text_io import DataError, clean_parallel
+from pipelines.errors import DataError
+from pipelines.text_io import clean_parallel
 
 
 def write(path, data: bytes):

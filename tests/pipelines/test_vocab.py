@@ -7,7 +7,7 @@ import sentencepiece as spm
 import tensorflow as tf
 
 from pipelines import text_io, vocab
-from pipelines.text_io import DataError
+from pipelines.errors import DataError
 
 SMALL_VOCAB = 3000
 SAMPLE_LINES = 20_000

@@ -9,7 +9,8 @@ from pipelines import tasks
 from pipelines.parsing import linearize, treebank
 from pipelines.parsing.task import PtbParsingTask
 from pipelines.tasks import get_task
-from pipelines.text_io import DataError, read_lines
+from pipelines.errors import DataError
+from pipelines.text_io import read_lines
 from tests.pipelines.run_helpers import run_command
 
 TRAIN_TREES = 3_396  # ptb_sample/SOURCES.md
@@ -57,12 +58,14 @@ def test_registry_builds_the_task_with_the_papers_defaults(task, sample):
     assert isinstance(task, PtbParsingTask)
     assert (task.name, task.source_lang, task.target_lang) == ("ptb_parsing", "en", "tree")
     assert (task.vocab_size, task.preset) == (16_000, "parsing_wsj")
-    assert (task.beam_size, task.alpha, task.extra_length) == (21, 0.3, 300)
+    d = task.decoding
+    assert (d.beam_size, d.alpha, d.extra_length) == (21, 0.3, 300)
+    assert task.metric_name == "f1"
     assert (task.max_source_length, task.max_target_length) == (128, 512)
     assert dict(task.tree_files)["test"] == str(sample / "dev.mrg")
     small = get_task("ptb_parsing", train_trees=str(sample / "train.mrg"), vocab_size=1_000,
-                     beam_size=None)
-    assert (small.vocab_size, small.beam_size) == (1_000, 21)
+                     max_source_length=None)
+    assert (small.vocab_size, small.max_source_length) == (1_000, 128)
     with pytest.raises(DataError, match="unsupported option"):
         get_task("ptb_parsing", train_src="x.en")
 
@@ -155,12 +158,13 @@ def test_score_refuses_sentences_that_are_not_a_split(task, dev_text):
         task.score(sources, references[:-1], references)
 
 
-def test_stages_score_the_task_with_evalb(task, dev_text):
-    from pipelines import stages
-
+def test_the_task_owns_its_metric(task, dev_text):
     sources, references = dev_text
-    scores = stages.task_scores(task, sources, references, references)
-    assert scores["f1"] == 100.0 and "sacrebleu" not in scores
+    scores = task.score(sources, references, references)
+    assert scores[task.metric_name] == scores["f1"] == 100.0 and "sacrebleu" not in scores
+    translation = get_task("multi30k_ende")
+    bleu = translation.score(sources[:5], references[:5], references[:5])
+    assert bleu[translation.metric_name] == bleu["sacrebleu"] == pytest.approx(100.0)
 
 
 def test_wsj_sections_below_data_dir(tmp_path):
@@ -214,5 +218,5 @@ def test_run_prepare_on_the_sample(sample, tmp_path, shared_data):
     data = pathlib.Path(model_dir) / "data" / "ptb_parsing"
     assert len(read_lines(data / "train.src")) == TRAIN_TREES
     assert len(read_lines(data / "test.tgt")) == DEV_TREES
-    assert "train: 3,396 trees from 1 file(s)" in result.stdout
-    assert "pairs read 3,396" in result.stdout
+    assert "train: 3,396 trees from 1 file(s)" in result.stderr
+    assert "pairs read 3,396" in result.stderr

@@ -1,0 +1,144 @@
+"""The serving functions: raw sentences in, translations out, everything in the graph.
+
+`Translator` holds the two functions an exported SavedModel serves, callable in-process as
+well (the translate stage uses them, so it answers exactly as the served model does):
+
+* ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
+  float32 [batch]: pre-processing, SentencePiece tokenization (the model proto is embedded
+  in the graph), EOS, truncation and padding (`keras_transformer.text`), beam search
+  (`keras_transformer.search.translate_ids`), detokenization, post-processing.
+* ``translate_ids``: ``source_ids`` int32 [batch, length] -> ``ids`` int32 [batch, length'],
+  ``score`` float32 [batch], for clients that tokenize themselves.
+
+This module depends on the library only; what a task adds (a decoding constraint, in-graph
+pre- and post-processing) comes in as arguments.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+
+from keras_transformer import text
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.search import DecodingSettings, translate_ids
+
+
+class ExportError(ValueError):
+    """An export cannot be written as asked (bad settings, existing version, ...)."""
+
+
+class Translator:
+    """The serving functions, callable in-process: exactly what the SavedModel runs.
+
+    `translate` (tf.string [batch] -> {"translation", "score"}) and `translate_ids` (int32
+    [batch, length] -> {"ids", "score"}) are `tf.function`s with fixed input signatures; the
+    export registers these very functions as the two signatures, so calling them here and
+    calling the loaded SavedModel give the same results.
+
+    Example:
+        >>> translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6))
+        >>> out = translator.translate(tf.constant(["A dog runs through the snow."]))
+        >>> out["translation"], out["score"]
+
+    Args:
+        model: a built `keras_transformer.Transformer` (its dtype is the decoding precision).
+        spm_proto: the serialized SentencePiece model (bytes) the model was trained with.
+        settings: `keras_transformer.DecodingSettings`: beam size (fixed: it sets tensor
+            shapes), alpha, extra length, and the longest source (`max_input_length`,
+            capped by and defaulting to `model.config.max_length`): longer inputs keep their
+            first pieces (`keras_transformer.text.sentences_to_ids`).
+        jit_compile: compile the id -> id beam search with XLA (`tf.function(jit_compile=True)`).
+        constraint: a `keras_transformer.search.DecodingConstraint` on the output tokens.
+        preprocess: in-graph `sentences -> sentences` applied before tokenization.
+        postprocess: in-graph `(sentences, outputs) -> answers` applied to the detokenized
+            outputs (the parser turns linearized trees into bracketed trees).
+    Raises:
+        ExportError: the SentencePiece model has more pieces than the model has embeddings.
+    """
+
+    def __init__(self, model, spm_proto: bytes, settings: DecodingSettings = DecodingSettings(),
+                 *, jit_compile=False, constraint=None, preprocess=None, postprocess=None):
+        if not model.built:
+            model.build()
+        self.model = model
+        self.spm_proto = bytes(spm_proto)
+        self.decoding = settings
+        self.max_length = settings.input_length(model.config.max_length)
+        self.jit_compile = bool(jit_compile)
+        self.constraint = constraint
+        self.preprocess = preprocess
+        self.postprocess = postprocess
+        # Translations may not be longer than the model's positions allow.
+        self.output_cap = model.config.max_length
+        import tensorflow_text as tf_text
+
+        spm_size = int(tf_text.SentencepieceTokenizer(model=self.spm_proto).vocab_size())
+        if spm_size > model.config.vocab_size:
+            raise ExportError(
+                f"the SentencePiece model has {spm_size} pieces but the Transformer only "
+                f"{model.config.vocab_size} embeddings: export with the spm.model the model was "
+                f"trained with (its model directory's spm.model)")
+        self.vocab_size = spm_size
+
+        search = self._search_ids
+        self._search_core = (tf.function(search, jit_compile=True, autograph=False)
+                             if self.jit_compile else search)
+        strings = tf.TensorSpec([None], tf.string, name="source")
+        ids = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+        self.translate = tf.function(self._translate, input_signature=[strings],
+                                     autograph=False)
+        self.translate_ids = tf.function(self._translate_ids, input_signature=[ids],
+                                         autograph=False)
+
+    # ------------------------------------------------------------------ graph pieces
+    def settings(self) -> dict[str, Any]:
+        """The decoding settings baked into the graph."""
+        return {**dataclasses.asdict(self.decoding), "max_input_length": self.max_length,
+                "output_cap": self.output_cap, "jit_compile": self.jit_compile,
+                "bos_id": BOS_ID, "eos_id": EOS_ID, "pad_id": PAD_ID}
+
+    def _search_ids(self, source_ids):
+        """Beam search on a non-empty batch -> (ids [batch, len] with EOS, 0-padded; scores)."""
+        ids, scores = translate_ids(
+            self.model, source_ids, beam_size=self.decoding.beam_size, alpha=self.decoding.alpha,
+            extra_length=self.decoding.extra_length, max_length=self.output_cap,
+            num_results=1, constraint=self.constraint)
+        ids, scores = ids[:, 0], scores[:, 0]
+        # The search keeps room for the longest allowed output; drop all-padding columns.
+        width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
+        return ids[:, :width], scores
+
+    def _search(self, source_ids):
+        """`_search_ids`, also for an empty batch (the search needs at least one sentence)."""
+        return tf.cond(
+            tf.shape(source_ids)[0] > 0,
+            lambda: self._search_core(source_ids),
+            lambda: (tf.zeros([0, 0], tf.int32), tf.zeros([0], tf.float32)))
+
+    def _tokenizer(self):
+        """A SentencePiece tokenizer made inside the function being traced.
+
+        Its resource then belongs to that function and lives as long as it does. One made
+        eagerly would be owned by a kernel in TensorFlow's eager kernel cache, which
+        `tf.random.set_seed` (and `keras.utils.set_random_seed`, `clear_session`) empty,
+        deleting the resource ("Resource ... SentencepieceOp ... does not exist").
+        """
+        import tensorflow_text as tf_text
+
+        return tf_text.SentencepieceTokenizer(model=self.spm_proto, out_type=tf.int32)
+
+    def _translate(self, source):
+        tokenizer = self._tokenizer()
+        if self.preprocess is not None:
+            source = self.preprocess(source)
+        ids, scores = self._search(text.sentences_to_ids(tokenizer, source, self.max_length))
+        translation = text.ids_to_sentences(tokenizer, ids)
+        if self.postprocess is not None:
+            translation = self.postprocess(source, translation)
+        return {"translation": translation, "score": scores}
+
+    def _translate_ids(self, source_ids):
+        ids, scores = self._search(source_ids[:, :self.max_length])
+        return {"ids": ids, "score": scores}

@@ -1,0 +1,39 @@
+"""Sentences <-> ids around any in-graph tokenizer: the one rule for both directions.
+
+Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that the EOS the model
+was trained with always fits, EOS appended, rows 0-padded to the longest. Ids -> sentence:
+the pieces before the first EOS or padding, detokenized. The evaluation input, the dev
+metric, the translate stage and the exported SavedModel all call these, so all of them
+truncate and clean up alike.
+
+The tokenizer is anything with tensorflow-text's `tokenize(strings) -> RaggedTensor` and
+`detokenize(RaggedTensor) -> strings`, e.g. `tensorflow_text.SentencepieceTokenizer`.
+"""
+import tensorflow as tf
+
+from keras_transformer.constants import EOS_ID, PAD_ID
+
+
+def sentences_to_ids(tokenizer, sentences, max_length):
+    """tf.string [batch] -> int32 [batch, length]: pieces, EOS, truncation, padding.
+
+    Args:
+        tokenizer: an in-graph tokenizer (see the module docstring).
+        sentences: tf.string [batch].
+        max_length: the longest row in tokens, EOS included; longer sentences keep their
+            first `max_length - 1` pieces.
+    Returns:
+        int32 [batch, length], 0-padded after each row's EOS; length <= max_length.
+    """
+    sentences = tf.convert_to_tensor(sentences, tf.string)
+    pieces = tf.cast(tokenizer.tokenize(sentences), tf.int32)[:, :max_length - 1]
+    eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(sentences)[0], 1], EOS_ID))
+    return tf.concat([pieces, eos], axis=1).to_tensor(default_value=PAD_ID)
+
+
+def ids_to_sentences(tokenizer, ids):
+    """int32 [batch, length] -> tf.string [batch]: the tokens before the first EOS or padding."""
+    ids = tf.convert_to_tensor(ids, tf.int32)
+    keep = tf.math.cumprod(
+        tf.cast(tf.not_equal(ids, EOS_ID) & tf.not_equal(ids, PAD_ID), tf.int32), axis=1)
+    return tokenizer.detokenize(tf.RaggedTensor.from_tensor(ids, lengths=tf.reduce_sum(keep, 1)))

@@ -1,0 +1,102 @@
+"""Writing files so that a crash never leaves a half-written one, and input manifests.
+
+Every file the pipeline writes goes through here: `write_atomic` for one file,
+`atomic_files` for files that only make sense together (written under temporary names, then
+renamed, the last one marking completion), `atomic_directory` for a directory built in
+place of a temporary one. A manifest records what a derived file was made from (path, size,
+mtime of each input) so that it is reused exactly while its inputs are unchanged.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import Any, Iterator, Sequence
+
+PathLike = os.PathLike | str
+
+
+def _temp_beside(path: pathlib.Path) -> pathlib.Path:
+    """A fresh hidden file name in `path`'s directory (renames stay on one file system),
+    ending like `path` (".weights.h5"), since some writers insist on their extension."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                               suffix=".tmp" + "".join(path.suffixes))
+    os.close(fd)
+    return pathlib.Path(tmp)
+
+
+@contextlib.contextmanager
+def atomic_files(*paths: PathLike) -> Iterator[list[pathlib.Path]]:
+    """Yields one temporary path per final path; on success renames each into place in
+    order (the last marks the set complete), on any error deletes them all.
+
+    Example:
+        >>> with atomic_files("a.src", "a.tgt") as (src, tgt):
+        ...     src.write_text("Hello\\n"); tgt.write_text("Hallo\\n")
+    """
+    finals = [pathlib.Path(p) for p in paths]
+    temps = [_temp_beside(p) for p in finals]
+    try:
+        yield temps
+        for tmp, final in zip(temps, finals):
+            os.replace(tmp, final)
+    finally:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+
+
+def write_atomic(path: PathLike, data: bytes | str) -> None:
+    """Writes `data` (str as UTF-8) to `path` through a temporary file and a rename."""
+    with atomic_files(path) as (tmp,):
+        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def write_json_atomic(path: PathLike, value: Any) -> None:
+    """`value` as indented, key-sorted JSON, written atomically."""
+    write_atomic(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_directory(path: PathLike) -> Iterator[pathlib.Path]:
+    """Yields a temporary directory beside `path`, renamed to `path` on success.
+
+    If `path` appeared meanwhile (a concurrent writer of the same content), the temporary
+    copy is dropped. On error nothing is left behind.
+    """
+    final = pathlib.Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
+    try:
+        yield tmp
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if not final.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def input_identity(paths: Sequence[PathLike]) -> list[list]:
+    """What derived files depend on: every input's resolved path, size and mtime."""
+    rows = []
+    for path in map(pathlib.Path, paths):
+        stat = path.stat()
+        rows.append([str(path.resolve()), stat.st_size, stat.st_mtime_ns])
+    return rows
+
+
+def read_manifest(path: PathLike, version: int, inputs: Any) -> dict | None:
+    """The manifest at `path` if it has this format `version` and was made from `inputs`
+    (compare with `input_identity`), else None: the derived files must be made again."""
+    try:
+        manifest = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if manifest.get("version") != version or manifest.get("inputs") != inputs:
+        return None
+    return manifest

@@ -1,0 +1,313 @@
+"""What a run does, grouped, and the one resolver that decides every value.
+
+Precedence, for every setting: the flag > the model directory's settings.json > the task's
+default > the paper's (or the tool's). After training, the model directory is the truth:
+a flag that contradicts what the model was trained with stops the run with one line
+(`ConfigError`), never silently wins or loses. Decoding settings may be changed for
+evaluate/translate/export with `--override_saved`; they are never written back.
+
+settings.json (format 2) holds what the first stages decided:
+
+    {"format": 2, "task": ..., "task_options": {...}, "vocab_size": ...,        # prepare
+     "model": {"preset": ..., "config_overrides": {...}},                     # train
+     "training": {"train_steps": ..., "batch_tokens": ..., ...},
+     "decoding": {"beam_size": ..., "alpha": ..., "extra_length": ...,
+                  "max_input_length": ..., "precision": ...}}
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Mapping
+
+from keras_transformer import TransformerConfig
+from keras_transformer.search import DecodingSettings
+from pipelines import model_dir as md
+from pipelines.errors import ConfigError
+from pipelines.tasks import Task, get_task
+
+DEFAULT_TASK = "multi30k_ende"
+SETTINGS_FORMAT = 2
+
+# The paper's training settings (Section 5): ~25,000 source and target tokens per batch,
+# warm-up 4,000 steps, Eq. 3 unscaled; checkpoints every 1,000 steps (~10 min on 8 P100s);
+# the last 5 averaged (base; 20 for big). The rest are the tool's defaults.
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "batch_tokens": 25_000, "warmup_steps": 4_000, "lr_scale": 1.0, "checkpoint_every": 1_000,
+    "average_last": 5, "accumulate_steps": 1, "keep_checkpoints": 20, "seed": 0,
+    "jit_compile": False, "steps_per_execution": 1, "dev_metric_every": 0,
+    "dev_metric_sentences": 200,
+}
+
+# Departures for corpora far smaller than WMT, so that a CPU run finishes in minutes: the
+# default job (`python pipelines/run.py`) is Multi30k with these.
+TASK_TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
+    "multi30k_ende": {"train_steps": 1000, "batch_tokens": 2048, "warmup_steps": 1000,
+                      "checkpoint_every": 100},
+}
+
+# The paper's per-task departures from a preset (Section 6.1: "The Transformer (big) model
+# trained for English-to-French used dropout rate P_drop = 0.1, instead of 0.3").
+TASK_PRESET_OVERRIDES: dict[tuple[str, str], dict[str, Any]] = {
+    ("wmt14_enfr", "big"): {"dropout": 0.1},
+}
+
+TASK_OPTION_FLAGS = ("data_dir", "manual_dir", "train_src", "train_tgt", "dev_src", "dev_tgt",
+                     "test_src", "test_tgt", "train_trees", "dev_trees", "test_trees")
+"""Flags that say where a task's data is: they may change between runs (data moves)."""
+
+FIXED = "fixed"        # what the model is: a different value needs a new model dir
+DECODING = "decoding"  # how it decodes: a different value needs --override_saved
+FREE = "free"          # how this run goes: the flag wins, the saved value is the default
+
+SAVED_FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
+    "task": (("task",), FIXED),
+    "vocab_size": (("vocab_size",), FIXED),
+    "config": (("model", "preset"), FIXED),
+    "config_override": (("model", "config_overrides"), FIXED),
+    "accumulate_steps": (("training", "accumulate_steps"), FIXED),
+    "batch_tokens": (("training", "batch_tokens"), FIXED),
+    "warmup_steps": (("training", "warmup_steps"), FIXED),
+    "lr_scale": (("training", "lr_scale"), FIXED),
+    **{name: (("training", name), FREE) for name in (
+        "train_steps", "checkpoint_every", "keep_checkpoints", "average_last", "seed",
+        "jit_compile", "mixed_precision", "steps_per_execution", "dev_metric_every",
+        "dev_metric_sentences")},
+    **{name: (("decoding", name), DECODING) for name in (
+        "beam_size", "alpha", "extra_length", "max_input_length")},
+    "decode_precision": (("decoding", "precision"), DECODING),
+}
+"""Flag -> (where settings.json keeps its value, how a differing flag is treated)."""
+
+
+AT_LEAST = {**{name: 1 for name in (
+    "vocab_size", "train_steps", "batch_tokens", "accumulate_steps", "warmup_steps",
+    "checkpoint_every", "keep_checkpoints", "average_last", "steps_per_execution",
+    "num_cpu_devices", "beam_size", "max_input_length")},
+    **{name: 0 for name in ("lr_scale", "alpha", "extra_length", "dev_metric_every",
+                            "dev_metric_sentences", "eval_sentences", "export_version", "seed")}}
+"""Lower bounds of numeric flags, checked before anything runs (both CLIs)."""
+
+
+def check_bounds(given: Mapping[str, Any]) -> None:
+    """Raises ConfigError for the first numeric flag below its bound (`AT_LEAST`)."""
+    for name, low in AT_LEAST.items():
+        value = given.get(name)
+        if value is not None and value < low:
+            raise ConfigError(f"--{name} {value}: must be >= {low}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataOptions:
+    """Which task, where its data is, and the shared vocabulary size."""
+
+    task: str
+    task_options: dict
+    vocab_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions:
+    """The preset and the config fields overriding it (before config.json exists)."""
+
+    preset: str
+    config_overrides: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """The training run: schedule, batches, checkpoints, precision, dev metric."""
+
+    train_steps: int
+    batch_tokens: int
+    accumulate_steps: int
+    warmup_steps: int
+    lr_scale: float
+    checkpoint_every: int
+    keep_checkpoints: int
+    average_last: int
+    seed: int
+    jit_compile: bool
+    mixed_precision: bool
+    steps_per_execution: int
+    dev_metric_every: int
+    dev_metric_sentences: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOptions:
+    """What the evaluate stage scores and how it compiles the search."""
+
+    split: str = "test"
+    sentences: int = 0        # 0: the whole split
+    jit_compile: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """Where and how the export stage writes the SavedModel."""
+
+    export_dir: str | None = None
+    version: int | None = None
+    overwrite: bool = False
+    jit_compile: bool = False
+    check_ops: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class IOOptions:
+    """The translate stage's input and output files (None: stdin/stdout)."""
+
+    input: str | None = None
+    output: str | None = None
+    plot_attention: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """Everything a stage needs, resolved once (see `resolve`)."""
+
+    model_dir: str
+    data: DataOptions
+    model: ModelOptions
+    training: TrainingOptions
+    decoding: DecodingSettings
+    evaluation: EvalOptions = EvalOptions()
+    export: ExportOptions = ExportOptions()
+    io: IOOptions = IOOptions()
+    verbose: int = 1
+
+    def make_task(self) -> Task:
+        return get_task(self.data.task, **self.data.task_options)
+
+    def settings(self, *, trained: bool) -> dict[str, Any]:
+        """settings.json for this run: what prepare decides, and after training everything."""
+        saved: dict[str, Any] = {"format": SETTINGS_FORMAT, "task": self.data.task,
+                                 "task_options": self.data.task_options,
+                                 "vocab_size": self.data.vocab_size}
+        if trained:
+            saved["model"] = dataclasses.asdict(self.model)
+            saved["training"] = dataclasses.asdict(self.training)
+            saved["decoding"] = dataclasses.asdict(self.decoding)
+        return saved
+
+
+def _lookup(saved: Mapping[str, Any], path: tuple[str, ...]):
+    """The value at `path` in settings.json, or KeyError."""
+    value: Any = saved
+    for key in path:
+        if not isinstance(value, Mapping):
+            raise KeyError(key)
+        value = value[key]
+    return value
+
+
+def _show(value) -> str:
+    return repr(value) if not isinstance(value, dict) else str(value or "{}")
+
+
+def check_against_saved(given: Mapping[str, Any], saved: Mapping[str, Any], model_dir: str,
+                        override_saved: bool = False) -> None:
+    """Raises ConfigError for the first flag that contradicts settings.json (module doc)."""
+    for name, (path, kind) in SAVED_FLAGS.items():
+        if name not in given or kind == FREE:
+            continue
+        try:
+            value = _lookup(saved, path)
+        except KeyError:
+            continue
+        if given[name] == value or (kind == DECODING and override_saved):
+            continue
+        remedy = ("pass --override_saved to decode differently, or drop the flag"
+                  if kind == DECODING else
+                  "drop the flag to continue this model, or give a new --model_dir")
+        raise ConfigError(
+            f"--{name} {_show(given[name])} differs from {_show(value)}, what "
+            f"{os.path.join(model_dir, md.SETTINGS_FILE)} says this model was trained with; "
+            f"{remedy}")
+
+
+def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOptions:
+    """The run's options from the flags the user gave (`given`, name -> value).
+
+    Args:
+        given: flag values the user set; flags left out take the saved, task or paper value.
+        native_bfloat16: whether this CPU multiplies bfloat16 natively (the mixed-precision
+            default of a new training run).
+    Raises:
+        ConfigError: a flag contradicts the model directory, or names an unknown preset.
+        ModelDirError: settings.json is unreadable.
+        DataError: an unknown task or task option.
+    """
+    check_bounds(given)
+    model_dir = given.get("model_dir") or os.path.join("runs", given.get("task") or DEFAULT_TASK)
+    saved = md.load_settings(model_dir)
+    check_against_saved(given, saved, model_dir, bool(given.get("override_saved")))
+
+    def pick(name: str, default):
+        if given.get(name) is not None:
+            return given[name]
+        if name in SAVED_FLAGS:
+            try:
+                return _lookup(saved, SAVED_FLAGS[name][0])
+            except KeyError:
+                pass
+        return default
+
+    task_options = dict(saved.get("task_options") or {})
+    task_options.update({k: given[k] for k in TASK_OPTION_FLAGS if given.get(k) is not None})
+    data = DataOptions(task=pick("task", DEFAULT_TASK), task_options=task_options, vocab_size=0)
+    task = get_task(data.task, **data.task_options)
+    data = dataclasses.replace(data, vocab_size=pick("vocab_size", task.vocab_size))
+
+    model = ModelOptions(preset=pick("config", task.preset),
+                         config_overrides=dict(pick("config_override", {})))
+    try:
+        paper_steps = TransformerConfig.preset(model.preset).train_steps
+    except ValueError as e:
+        raise ConfigError(f"--config: {e}") from None
+    defaults = {"train_steps": paper_steps, **TRAINING_DEFAULTS,
+                **TASK_TRAINING_DEFAULTS.get(task.name, {}), "mixed_precision": native_bfloat16}
+    training = TrainingOptions(**{f.name: pick(f.name, defaults[f.name])
+                                  for f in dataclasses.fields(TrainingOptions)})
+
+    task_decoding = task.decoding_defaults()
+    decoding = DecodingSettings(
+        beam_size=pick("beam_size", task_decoding.beam_size),
+        alpha=pick("alpha", task_decoding.alpha),
+        extra_length=pick("extra_length", task_decoding.extra_length),
+        max_input_length=pick("max_input_length", task_decoding.max_input_length),
+        precision=pick("decode_precision",
+                       "bfloat16" if training.mixed_precision else "float32"))
+    return RunOptions(
+        model_dir=model_dir, data=data, model=model, training=training, decoding=decoding,
+        evaluation=EvalOptions(
+            split=given.get("eval_split") or "test", sentences=given.get("eval_sentences") or 0,
+            # XLA's CPU backend does not use bfloat16 hardware: without it bfloat16 decodes
+            # faster (benchmarks/compare_peers.py); float32 decodes faster with it.
+            jit_compile=pick("decode_jit_compile", decoding.precision == "float32")),
+        export=ExportOptions(export_dir=given.get("export_dir"),
+                             version=given.get("export_version"),
+                             overwrite=bool(given.get("overwrite_export")),
+                             jit_compile=bool(given.get("export_jit_compile")),
+                             check_ops=given.get("check_ops", True)),
+        io=IOOptions(input=given.get("input"), output=given.get("output"),
+                     plot_attention=given.get("plot_attention")),
+        verbose=given.get("verbose", 1))
+
+
+def config_for(options: RunOptions, task: Task, vocab_size: int) -> TransformerConfig:
+    """The model config of a new model dir: preset + the paper's task departures + flags.
+
+    `vocab_size` is the trained SentencePiece model's; positions cover the task's lengths.
+    """
+    overrides = dict(TASK_PRESET_OVERRIDES.get((task.name, options.model.preset), {}))
+    overrides.update(options.model.config_overrides)
+    overrides["vocab_size"] = vocab_size
+    overrides.setdefault("max_length", max(task.max_length, task.max_source_length
+                                           + options.decoding.extra_length + 1))
+    try:
+        return TransformerConfig.preset(options.model.preset, **overrides)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"--config {options.model.preset} with --config_override "
+                          f"{options.model.config_overrides}: {e}") from None

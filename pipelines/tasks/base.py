@@ -1,0 +1,118 @@
+"""`Task`: a corpus and direction with its defaults, and every hook a stage may call.
+
+A task turns its data into plain UTF-8 parallel text files per split ("train", "dev",
+"test") and carries its defaults (shared vocabulary size, length limits, model preset,
+decoding settings). Everything downstream (vocabulary, tf.data, evaluation, export) sees
+only those files and these hooks, so a new corpus is one `Task` subclass and one factory in
+`pipelines.tasks.registry.TASKS`. Stages ask the task, never test what kind it is: a task
+whose output is not plain text (parsing) overrides the hooks below.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+import os
+import pathlib
+from typing import Callable, ClassVar, Sequence
+
+from keras_transformer.search import DecodingSettings
+
+SPLITS = ("train", "dev", "test")
+
+Log = Callable[[str], None]
+
+
+def check_split(split: str) -> None:
+    """Raises ValueError unless `split` is one of `SPLITS` (a programming error)."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Task(abc.ABC):
+    """A sequence-to-sequence task: language pair, defaults, and the text files of each split.
+
+    Lengths count subword tokens including the EOS (source) or BOS (target) the pipeline adds.
+    """
+
+    name: str
+    source_lang: str
+    target_lang: str
+    vocab_size: int
+    max_source_length: int
+    max_target_length: int
+    preset: str
+    decoding: DecodingSettings = DecodingSettings()
+
+    metric_name: ClassVar[str] = "sacrebleu"
+    """The key of `score`'s result that judges a model (dev metric, best checkpoints)."""
+
+    @property
+    def max_length(self) -> int:
+        """Longest sequence the model must embed (for the positional encoding size)."""
+        return max(self.max_source_length, self.max_target_length)
+
+    def decoding_defaults(self) -> DecodingSettings:
+        """The task's decoding settings; sources are cut where training cut them."""
+        return self.decoding.replace(max_input_length=self.max_source_length)
+
+    @abc.abstractmethod
+    def split_files(
+        self, split: str, work_dir: os.PathLike | str, *, log: Log = print
+    ) -> tuple[pathlib.Path, pathlib.Path]:
+        """Return ``(source_path, target_path)``: parallel UTF-8 text for ``split``.
+
+        Files are materialized under ``work_dir`` when the corpus is not plain text already;
+        a second call reuses them.
+        """
+
+    def describe(self) -> str:
+        """One line for logs: name, direction and defaults."""
+        d = self.decoding
+        return (
+            f"task {self.name}: {self.source_lang}->{self.target_lang}, "
+            f"vocab {self.vocab_size:,}, max length {self.max_source_length}/"
+            f"{self.max_target_length}, preset {self.preset}, beam {d.beam_size}, "
+            f"alpha {d.alpha}, extra length {d.extra_length}"
+        )
+
+    def data_dir_for(self, work_dir: os.PathLike | str) -> pathlib.Path:
+        """Where this task materializes its text files inside ``work_dir``."""
+        return pathlib.Path(work_dir) / "data" / self.name
+
+    def score(
+        self,
+        sources: Sequence[str],
+        hypotheses: Sequence[str],
+        references: Sequence[str],
+        *,
+        split: str | None = None,
+        work_dir: os.PathLike | str | None = None,
+    ) -> dict:
+        """Scores of `hypotheses` (the first `len(hypotheses)` sentences of `split`).
+
+        Translation: every BLEU variant we report (`pipelines.bleu.score_translations`),
+        headed by `metric_name`. `split` and `work_dir` tell tasks with gold data beyond the
+        references (parsing) where to find it.
+        """
+        from pipelines import bleu
+
+        return bleu.score_translations(hypotheses, references, self.target_lang)
+
+    # Hooks for tasks whose output is not plain text (parsing); translation needs none.
+
+    def vocab_symbols(self, train_target: pathlib.Path) -> list[str]:
+        """Strings the shared vocabulary must keep as single pieces."""
+        return []
+
+    def decoding_constraint(self, spm_proto: bytes):
+        """A `keras_transformer.search.DecodingConstraint` for beam search, or None."""
+        return None
+
+    def serving_input(self, sentences):
+        """In-graph: the input sentences as the model expects them."""
+        return sentences
+
+    def serving_output(self, sentences, outputs):
+        """In-graph: the answer from the input sentences and the decoded outputs."""
+        return outputs

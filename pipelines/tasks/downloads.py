@@ -1,0 +1,98 @@
+"""Downloads that fail fast offline and never keep a corrupt file.
+
+Downloaders retry name resolution for minutes when a machine is offline; `unreachable`
+probes the hosts first and answers within `PROBE_TIMEOUT_S`, so an offline run stops at
+once with instructions. `download_verified` checks a sha256 before the file takes its name.
+"""
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import queue
+import socket
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+
+from pipelines.errors import DataError
+from pipelines.files import atomic_files
+
+PROBE_TIMEOUT_S = 3.0
+
+
+def host_reachable(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
+    """Try a TCP connection to ``host:port`` within ``timeout`` seconds (name lookup included).
+
+    Downloaders retry name resolution for minutes when offline; this probe answers in at
+    most ``timeout`` seconds so an offline run fails at once with instructions instead.
+    Returns ``(reachable, reason)``.
+    """
+
+    outcome: queue.Queue = queue.Queue(maxsize=1)
+
+    def attempt() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                outcome.put((True, ""))
+        except OSError as e:
+            outcome.put((False, str(e) or type(e).__name__))
+
+    # A daemon thread: a name lookup stuck in the resolver must not hold up interpreter exit.
+    threading.Thread(target=attempt, name=f"probe-{host}", daemon=True).start()
+    try:
+        return outcome.get(timeout=timeout)
+    except queue.Empty:
+        return False, f"no answer within {timeout:g} s"
+
+
+def unreachable(urls: list[str], timeout: float) -> dict[str, str]:
+    """Map each unreachable host among ``urls`` to the reason; hosts are probed in parallel."""
+    targets = sorted({_host_port(u) for u in urls})
+    results: dict[tuple[str, int], tuple[bool, str]] = {}
+
+    def probe(target: tuple[str, int]) -> None:
+        results[target] = host_reachable(target[0], target[1], timeout)
+
+    threads = [threading.Thread(target=probe, args=(t,), daemon=True) for t in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout + 1.0)
+    failures = {}
+    for host, port in targets:
+        ok, reason = results.get((host, port), (False, f"no answer within {timeout:g} s"))
+        if not ok:
+            failures[host] = reason
+    return failures
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parsed = urllib.parse.urlparse(url)
+    default = 443 if parsed.scheme == "https" else 80
+    return parsed.hostname or "", parsed.port or default
+
+
+
+def download_verified(url: str, target: pathlib.Path, sha256: str, where: str) -> pathlib.Path:
+    """Downloads `url` to `target` if its sha256 is `sha256`; `where` tells the user where
+    to put a verified copy instead.
+
+    Raises:
+        DataError: the download failed or its checksum differs (nothing is left behind).
+    """
+    try:
+        with atomic_files(target) as (tmp,):
+            digest = hashlib.sha256()
+            with urllib.request.urlopen(url, timeout=60) as response, open(tmp, "wb") as out:
+                for chunk in iter(lambda: response.read(1 << 16), b""):
+                    digest.update(chunk)
+                    out.write(chunk)
+            if digest.hexdigest() != sha256:
+                raise DataError(
+                    f"{url}: sha256 {digest.hexdigest()} differs from the expected {sha256}; the "
+                    f"download is corrupt or the source changed. Put a verified copy of "
+                    f"{target.name} in {where}.")
+    except (OSError, urllib.error.URLError) as e:
+        raise DataError(f"{url}: download failed ({e}); put {target.name} in {where}") from e
+    return target

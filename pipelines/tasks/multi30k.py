@@ -1,0 +1,143 @@
+"""Multi30k task 1 (Elliott et al. 2016) English->German, raw cased text.
+
+Train 29,000, val 1,014, test_2016_flickr 1,000 pairs, from a local directory or downloaded
+at a fixed commit and checked against sha256 sums.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import pathlib
+import shutil
+import types
+
+from pipelines.errors import DataError
+from pipelines.files import atomic_files
+from pipelines.tasks import downloads
+from pipelines.tasks.base import Log, Task, check_split
+from pipelines.text_io import count_lines
+
+MULTI30K_URL = (
+    "https://github.com/multi30k/dataset/raw/a3d2e0d26b56f3846f66a952536ffed4e401d05a/"
+    "data/task1/raw/{name}.gz"
+)
+MULTI30K_SHA256 = types.MappingProxyType(
+    {
+        "train.en": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+        "train.de": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+        "val.en": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+        "val.de": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+        "test_2016_flickr.en": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+        "test_2016_flickr.de": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Multi30kTask(Task):
+    """Multi30k task 1 (Elliott et al. 2016), raw cased text.
+
+    Files are looked up as ``<name>.<lang>`` or ``<name>.<lang>.gz`` in ``data_dir/multi30k``,
+    then ``data_dir``, then the download cache ``<work_dir>/downloads/multi30k``; missing
+    ones are downloaded from the dataset's GitHub repository at a fixed commit and checked
+    against their sha256.
+    """
+
+    data_dir: str | None = None
+    file_names: tuple[tuple[str, str], ...] = (
+        ("train", "train"),
+        ("dev", "val"),
+        ("test", "test_2016_flickr"),
+    )
+    expected_sizes: tuple[tuple[str, int], ...] = (
+        ("train", 29_000),
+        ("dev", 1_014),
+        ("test", 1_000),
+    )
+    probe_timeout: float = downloads.PROBE_TIMEOUT_S
+
+    def split_files(self, split, work_dir, *, log=print):
+        check_split(split)
+        stem = dict(self.file_names)[split]
+        paths = tuple(
+            self._plain_file(f"{stem}.{lang}", pathlib.Path(work_dir), log)
+            for lang in (self.source_lang, self.target_lang)
+        )
+        expected = dict(self.expected_sizes)[split]
+        for path in paths:
+            n = count_lines(path)
+            if n != expected:
+                raise DataError(
+                    f"{path} has {n:,} lines, Multi30k {stem} has {expected:,}. The file is "
+                    "truncated or not the raw task-1 file; delete it so it is fetched again."
+                )
+        return paths
+
+    def search_dirs(self, work_dir: pathlib.Path) -> list[pathlib.Path]:
+        """Directories searched for the corpus files, in order."""
+        dirs = []
+        if self.data_dir:
+            root = pathlib.Path(self.data_dir).expanduser()
+            dirs += [root / "multi30k", root]
+        return dirs + [work_dir / "downloads" / "multi30k"]
+
+    def _plain_file(self, name: str, work_dir: pathlib.Path, log: Log) -> pathlib.Path:
+        """Path of the uncompressed file ``name``, decompressing or downloading as needed."""
+        for directory in self.search_dirs(work_dir):
+            if (directory / name).is_file():
+                return directory / name
+            if (directory / f"{name}.gz").is_file():
+                return self._decompress(directory / f"{name}.gz", work_dir, log)
+        gz = self._download(name, work_dir, log)
+        return self._decompress(gz, work_dir, log)
+
+    def _decompress(self, gz: pathlib.Path, work_dir: pathlib.Path, log: Log) -> pathlib.Path:
+        out = self.data_dir_for(work_dir) / gz.name[: -len(".gz")]
+        if out.is_file() and out.stat().st_mtime_ns >= gz.stat().st_mtime_ns:
+            return out
+        try:
+            with atomic_files(out) as (tmp,), gzip.open(gz, "rb") as src, open(tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except (OSError, EOFError) as e:
+            raise DataError(f"{gz}: cannot decompress ({e}); delete it so it is fetched again") from e
+        log(f"{self.name}: decompressed {gz} -> {out}")
+        return out
+
+    def _download(self, name: str, work_dir: pathlib.Path, log: Log) -> pathlib.Path:
+        """Download ``name``.gz into the work_dir cache, check sha256; fail fast when offline."""
+        cache = work_dir / "downloads" / "multi30k"
+        url = MULTI30K_URL.format(name=name)
+        where = (
+            f"{pathlib.Path(self.data_dir).expanduser() / 'multi30k'}"
+            if self.data_dir
+            else "DIR/multi30k/ and pass --data_dir DIR (or set KT_DATA_DIR=DIR)"
+        )
+        failures = downloads.unreachable([url], self.probe_timeout)
+        if failures:
+            reason = "; ".join(f"{h}: {r}" for h, r in failures.items())
+            raise DataError(
+                f"{self.name}: {name} not found in {', '.join(map(str, self.search_dirs(work_dir)))} "
+                f"and the download host is unreachable ({reason}). Download {url} "
+                f"(and the other Multi30k task-1 raw files) and put {name}.gz or {name} in "
+                f"{where}."
+            )
+        log(f"{self.name}: downloading {url}")
+        return downloads.download_verified(url, cache / f"{name}.gz", MULTI30K_SHA256[name], where)
+
+
+def multi30k_ende(data_dir: str | None = None, **options) -> Multi30kTask:
+    """Multi30k task 1 English->German: small, for quick end-to-end runs."""
+    return Multi30kTask(
+        name="multi30k_ende",
+        source_lang="en",
+        target_lang="de",
+        vocab_size=8_000,
+        max_source_length=128,
+        max_target_length=128,
+        preset="multi30k_small",
+        data_dir=data_dir or os.environ.get("KT_DATA_DIR") or None,
+        **options,
+    )
+
+

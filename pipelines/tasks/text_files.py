@@ -1,0 +1,54 @@
+"""Any parallel text files, given per split by path (`--task text`)."""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+from pipelines.errors import DataError
+from pipelines.tasks.base import Task, check_split
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TextFilesTask(Task):
+    """Any parallel text files, one sentence a line, given per split by path."""
+
+    files: tuple[tuple[str, str | None, str | None], ...] = ()
+
+    def split_files(self, split, work_dir, *, log=print):
+        check_split(split)
+        for name, src, tgt in self.files:
+            if name == split and src and tgt:
+                return pathlib.Path(src), pathlib.Path(tgt)
+        raise DataError(
+            f"task {self.name}: no files for split {split!r}; pass --{split}_src and "
+            f"--{split}_tgt (one sentence a line, UTF-8, same number of lines)."
+        )
+
+
+def text(
+    train_src: str | None = None,
+    train_tgt: str | None = None,
+    dev_src: str | None = None,
+    dev_tgt: str | None = None,
+    test_src: str | None = None,
+    test_tgt: str | None = None,
+    **options,
+) -> TextFilesTask:
+    """Parallel text files given by path (languages "src"/"tgt" unless overridden)."""
+    return TextFilesTask(
+        name="text",
+        source_lang="src",
+        target_lang="tgt",
+        vocab_size=32_000,
+        max_source_length=256,
+        max_target_length=256,
+        preset="base",
+        files=(
+            ("train", train_src, train_tgt),
+            ("dev", dev_src, dev_tgt),
+            ("test", test_src, test_tgt),
+        ),
+        **options,
+    )
+
+

@@ -1,0 +1,93 @@
+"""The one resolver: flag > settings.json > task default > the paper's, and refusals."""
+import json
+
+import pytest
+
+from keras_transformer import DecodingSettings
+from pipelines import model_dir as md
+from pipelines import options
+from pipelines.errors import ConfigError, ModelDirError
+
+
+def test_a_new_model_dir_takes_task_then_paper_defaults(tmp_path):
+    run = options.resolve({"model_dir": str(tmp_path / "m")})
+    assert run.data.task == "multi30k_ende" and run.data.vocab_size == 8_000
+    assert run.model.preset == "multi30k_small" and run.model.config_overrides == {}
+    # Multi30k's own training defaults, else the paper's.
+    assert (run.training.train_steps, run.training.batch_tokens) == (1000, 2048)
+    assert (run.training.average_last, run.training.accumulate_steps) == (5, 1)
+    assert run.decoding == DecodingSettings(4, 0.6, 50, max_input_length=128)
+    parser = options.resolve({"model_dir": str(tmp_path / "p"), "task": "ptb_parsing"})
+    assert (parser.decoding.beam_size, parser.decoding.alpha) == (21, 0.3)
+    assert parser.training.batch_tokens == 25_000  # the paper's
+    assert parser.training.train_steps == 100_000  # the preset's (Table 3)
+
+
+def test_precision_follows_training_unless_given(tmp_path):
+    run = options.resolve({"model_dir": str(tmp_path)}, native_bfloat16=True)
+    assert run.training.mixed_precision and run.decoding.precision == "bfloat16"
+    assert not run.evaluation.jit_compile  # XLA does not speed bfloat16 up on CPUs
+    run = options.resolve({"model_dir": str(tmp_path), "mixed_precision": False},
+                          native_bfloat16=True)
+    assert run.decoding.precision == "float32" and run.evaluation.jit_compile
+
+
+def _trained(tmp_path, **given):
+    run = options.resolve({"model_dir": str(tmp_path), "task": "ptb_parsing",
+                           "config_override": {"d_model": 64}, "beam_size": 3, **given})
+    md.save_settings(tmp_path, run.settings(trained=True))
+    return run
+
+
+def test_settings_json_is_the_truth_after_training(tmp_path):
+    trained = _trained(tmp_path, train_steps=70, average_last=2)
+    again = options.resolve({"model_dir": str(tmp_path)})  # no --task, no config flags
+    assert again == trained
+    # Run controls may change; the saved value is only their default.
+    assert options.resolve({"model_dir": str(tmp_path), "train_steps": 90}).training.train_steps == 90
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"task": "multi30k_ende"}, "--task 'multi30k_ende' differs from 'ptb_parsing'"),
+    ({"config": "base"}, "--config 'base' differs from 'parsing_wsj'"),
+    ({"config_override": {"d_model": 32}}, "--config_override {'d_model': 32} differs from "
+                                           "{'d_model': 64}"),
+    ({"accumulate_steps": 4}, "--accumulate_steps 4 differs from 1"),
+    ({"vocab_size": 1000}, "--vocab_size 1000 differs from 16000"),
+])
+def test_a_flag_that_contradicts_the_model_is_refused(tmp_path, given, message):
+    _trained(tmp_path)
+    with pytest.raises(ConfigError, match="drop the flag to continue this model") as error:
+        options.resolve({"model_dir": str(tmp_path), **given})
+    assert str(error.value).startswith(message)
+    with pytest.raises(ConfigError):  # --override_saved is for decoding settings only
+        options.resolve({"model_dir": str(tmp_path), "override_saved": True, **given})
+
+
+def test_decoding_flags_need_override_saved(tmp_path):
+    _trained(tmp_path)
+    assert options.resolve({"model_dir": str(tmp_path), "beam_size": 3}).decoding.beam_size == 3
+    with pytest.raises(ConfigError, match="--beam_size 5 differs from 3.*--override_saved"):
+        options.resolve({"model_dir": str(tmp_path), "beam_size": 5})
+    run = options.resolve({"model_dir": str(tmp_path), "beam_size": 5, "alpha": 0.0,
+                           "override_saved": True})
+    assert (run.decoding.beam_size, run.decoding.alpha) == (5, 0.0)
+
+
+def test_settings_of_earlier_versions_are_read(tmp_path):
+    (tmp_path / "settings.json").write_text(json.dumps(
+        {"task": "multi30k_ende", "beam_size": 2, "alpha": 1.0, "extra_length": 5,
+         "training": {"accumulate_steps": 4}}))
+    run = options.resolve({"model_dir": str(tmp_path)})
+    assert (run.decoding.beam_size, run.decoding.alpha, run.decoding.extra_length) == (2, 1.0, 5)
+
+
+def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):
+    (tmp_path / "settings.json").write_text("{not json")
+    with pytest.raises(ModelDirError, match="settings.json: unreadable"):
+        options.resolve({"model_dir": str(tmp_path)})
+    for name in ("beam_size", "average_last", "checkpoint_every", "accumulate_steps"):
+        with pytest.raises(ConfigError, match=f"--{name} 0: must be >= 1"):
+            options.resolve({"model_dir": str(tmp_path / "new"), name: 0})
+    with pytest.raises(ConfigError, match="--config: Unknown preset 'tiny'"):
+        options.resolve({"model_dir": str(tmp_path / "new"), "config": "tiny"})
