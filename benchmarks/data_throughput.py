@@ -47,7 +47,7 @@ def main(argv):
         raise app.UsageError("pass --data_dir (the directory containing multi30k/) or set $KT_DATA_DIR")
     import tensorflow as tf
 
-    from pipelines import buckets, token_cache
+    from pipelines import token_cache
     from pipelines import dataset as ds_lib
     from pipelines import prepare, tasks, vocab
 

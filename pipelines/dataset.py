@@ -12,17 +12,17 @@ exported model uses.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from keras_transformer import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from pipelines import Log
 from pipelines.buckets import (DEFAULT_BATCH_TOKENS, bucket_batch_sizes, check_boundaries,
                                default_boundaries)
 
-Log = Callable[[str], None]
 
 
 def to_model_example(source: tf.Tensor, target: tf.Tensor):

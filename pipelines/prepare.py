@@ -16,11 +16,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import pathlib
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from pipelines import Log
 from pipelines import buckets
 from pipelines import dataset as ds_lib
 from pipelines import token_cache
@@ -29,7 +30,6 @@ from pipelines.errors import DataError
 from pipelines.tasks import SPLITS, Task
 from pipelines.text_io import CleanResult, clean_parallel, read_lines
 
-Log = Callable[[str], None]
 VOCAB_SAMPLE_LINES = 1_000_000
 
 

@@ -20,6 +20,7 @@ import tensorflow as tf
 from export.op_check import check_ops
 from export.saved_model import export_saved_model
 from export.translator import ExportError, Translator
+from pipelines import Log
 from pipelines import checkpoints, evaluate, prepare
 from pipelines import model_dir as md
 from pipelines import vocab as vocab_lib
@@ -33,7 +34,6 @@ DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
 TRANSLATE_CHUNK = 32
 """Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
 
-Log = Callable[[str], None]
 
 
 def _record_settings(options: RunOptions, *, trained: bool) -> None:

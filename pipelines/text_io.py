@@ -35,12 +35,12 @@ import json
 import os
 import pathlib
 import sys
-from typing import Callable, Iterator
+from typing import Iterator
 
+from pipelines import Log
 from pipelines.errors import DataError
 from pipelines.files import atomic_files, input_identity, read_manifest
 
-Log = Callable[[str], None]
 
 # Characters other than "\n" that str.splitlines() treats as line boundaries.
 _LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"

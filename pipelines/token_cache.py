@@ -12,14 +12,13 @@ import hashlib
 import json
 import os
 import pathlib
-from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
+from pipelines import Log
 from pipelines.files import atomic_directory
 
-Log = Callable[[str], None]
 
 
 def tokenize_pair_batches(

@@ -28,16 +28,16 @@ import io
 import os
 import pathlib
 import random
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from pipelines import Log
 from pipelines.errors import DataError
 from pipelines.files import write_atomic
 from pipelines.text_io import iter_lines
 
 MODEL_FILENAME = "spm.model"
 
-Log = Callable[[str], None]
 
 
 def sample_lines(

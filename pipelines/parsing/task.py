@@ -39,7 +39,8 @@ from keras_transformer.search import DecodingSettings
 from pipelines.errors import DataError
 from pipelines.files import atomic_files, input_identity, read_manifest
 from pipelines.parsing import constraint, evalb, linearize, serving, treebank
-from pipelines.tasks.base import Log, Task, check_split
+from pipelines import Log
+from pipelines.tasks.base import Task, check_split
 
 MANIFEST_VERSION = 1
 

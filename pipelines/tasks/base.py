@@ -13,13 +13,13 @@ import abc
 import dataclasses
 import os
 import pathlib
-from typing import Callable, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 from keras_transformer.search import DecodingSettings
+from pipelines import Log
 
 SPLITS = ("train", "dev", "test")
 
-Log = Callable[[str], None]
 
 
 def check_split(split: str) -> None:

@@ -14,8 +14,9 @@ import types
 
 from pipelines.errors import DataError
 from pipelines.files import atomic_files
-from pipelines.tasks import downloads
-from pipelines.tasks.base import Log, Task, check_split
+from pipelines.tasks.downloads import PROBE_TIMEOUT_S, download_verified, unreachable
+from pipelines import Log
+from pipelines.tasks.base import Task, check_split
 from pipelines.text_io import count_lines
 
 MULTI30K_URL = (
@@ -55,7 +56,7 @@ class Multi30kTask(Task):
         ("dev", 1_014),
         ("test", 1_000),
     )
-    probe_timeout: float = downloads.PROBE_TIMEOUT_S
+    probe_timeout: float = PROBE_TIMEOUT_S
 
     def split_files(self, split, work_dir, *, log=print):
         check_split(split)
@@ -113,7 +114,7 @@ class Multi30kTask(Task):
             if self.data_dir
             else "DIR/multi30k/ and pass --data_dir DIR (or set KT_DATA_DIR=DIR)"
         )
-        failures = downloads.unreachable([url], self.probe_timeout)
+        failures = unreachable([url], self.probe_timeout)
         if failures:
             reason = "; ".join(f"{h}: {r}" for h, r in failures.items())
             raise DataError(
@@ -123,7 +124,7 @@ class Multi30kTask(Task):
                 f"{where}."
             )
         log(f"{self.name}: downloading {url}")
-        return downloads.download_verified(url, cache / f"{name}.gz", MULTI30K_SHA256[name], where)
+        return download_verified(url, cache / f"{name}.gz", MULTI30K_SHA256[name], where)
 
 
 def multi30k_ende(data_dir: str | None = None, **options) -> Multi30kTask:

@@ -10,8 +10,9 @@ import pathlib
 
 from pipelines.errors import DataError
 from pipelines.files import atomic_files
-from pipelines.tasks import downloads
-from pipelines.tasks.base import Log, Task, check_split
+from pipelines.tasks.downloads import PROBE_TIMEOUT_S, unreachable
+from pipelines import Log
+from pipelines.tasks.base import Task, check_split
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -19,7 +20,7 @@ class TfdsTranslationTask(Task):
     """A TensorFlow Datasets translation builder, read as ``source_lang -> target_lang``.
 
     ``data_dir``/``manual_dir`` are passed to tfds. When the dataset is not prepared yet, the
-    download hosts are probed first (``downloads.PROBE_TIMEOUT_S``) so that an offline machine gets a
+    download hosts are probed first (``PROBE_TIMEOUT_S``) so that an offline machine gets a
     ``DataError`` with what to download and where to put it within seconds.
     """
 
@@ -34,7 +35,7 @@ class TfdsTranslationTask(Task):
     expected_sizes: tuple[tuple[str, int], ...] = ()
     data_dir: str | None = None
     manual_dir: str | None = None
-    probe_timeout: float = downloads.PROBE_TIMEOUT_S
+    probe_timeout: float = PROBE_TIMEOUT_S
 
     @property
     def tfds_name(self) -> str:
@@ -108,7 +109,7 @@ class TfdsTranslationTask(Task):
             for url, fname in self.required_downloads(builder)
             if not (fname and (manual_dir / fname).is_file())
         ]
-        failures = downloads.unreachable([u for u, _ in missing], self.probe_timeout) if missing else {}
+        failures = unreachable([u for u, _ in missing], self.probe_timeout) if missing else {}
         if failures:
             raise DataError(self._offline_message(builder, manual_dir, missing, failures))
         log(
