@@ -11,6 +11,10 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     Keras counts `optimizer.iterations` from 0, the paper counts steps from 1: the schedule
     is evaluated at iterations + 1, so the first update does not get learning rate 0.
 
+    Steps are optimizer UPDATES. With gradient accumulation a Keras optimizer calls its
+    schedule with the count of micro-batches; `paper_optimizer` passes the count of updates
+    instead, and with another Keras optimizer pass `accumulation_steps=k` here.
+
     Example:
         >>> schedule = NoamSchedule(d_model=512, warmup_steps=4000)
         >>> float(schedule(3999))   # step 4000, the peak: 512^-0.5 * 4000^-0.5
@@ -20,23 +24,46 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         d_model: model width.
         warmup_steps: 4000 in the paper.
         scale: a constant factor (1 in the paper; tensor2tensor's `learning_rate`).
+        accumulation_steps: micro-batches per update when the caller counts micro-batches
+            (a Keras optimizer with `gradient_accumulation_steps=k`, other than
+            `paper_optimizer`'s): the schedule then divides by k.
     """
 
-    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0, accumulation_steps=1):
         self.d_model = int(d_model)
         self.warmup_steps = int(warmup_steps)
         self.scale = float(scale)
+        self.accumulation_steps = int(accumulation_steps)
 
     def __call__(self, iteration):
-        step = ops.cast(iteration, "float32") + 1.0
+        updates = ops.floor_divide(ops.cast(iteration, "int64"), self.accumulation_steps)
+        step = ops.cast(updates, "float32") + 1.0
         return (self.scale * self.d_model ** -0.5
                 * ops.minimum(ops.rsqrt(step), step * self.warmup_steps ** -1.5))
 
     def get_config(self):
-        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale}
+        return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale,
+                "accumulation_steps": self.accumulation_steps}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class UpdateCountingAdam(keras.optimizers.Adam):
+    """Adam whose learning-rate schedule sees optimizer updates, not micro-batches.
+
+    Keras 3 evaluates a schedule on its micro-batch counter under
+    `gradient_accumulation_steps=k`, so Eq. 3 would warm up k times too fast and decay
+    sqrt(k) too low; `iterations` (micro-batches // k) is the update count, which Adam's bias
+    correction already uses. Without accumulation the two counters are the same.
+    """
+
+    def _get_current_learning_rate(self):
+        if isinstance(self._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+            return self._learning_rate(self.iterations)
+        return super()._get_current_learning_rate()
 
 
 def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, **kwargs):
-    """Adam with beta1 0.9, beta2 0.98, epsilon 1e-9 and `NoamSchedule` (Section 5.3)."""
-    return keras.optimizers.Adam(NoamSchedule(d_model, warmup_steps, scale),
-                                 beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs)
+    """Adam with beta1 0.9, beta2 0.98, epsilon 1e-9 and `NoamSchedule` (Section 5.3), its
+    schedule counting updates also under `gradient_accumulation_steps` (a keyword here)."""
+    return UpdateCountingAdam(NoamSchedule(d_model, warmup_steps, scale),
+                              beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs)

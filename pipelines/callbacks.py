@@ -14,16 +14,17 @@ class StepCheckpoint(keras.callbacks.Callback):
         every: steps between checkpoints.
     """
 
-    def __init__(self, manager, every):
+    def __init__(self, manager, every, start_step=0):
         super().__init__()
         self.manager = manager
         self.every = int(every)
-        self._saved = None
+        self._saved = int(start_step)  # a resumed run's step is already saved
 
     def _save(self):
-        # With gradient accumulation several batches share one optimizer step: save once.
+        # With gradient accumulation several batches share one optimizer update: save once,
+        # and never before the first update (an untrained ckpt-0 could be averaged in).
         step = int(self.model.optimizer.iterations.numpy())
-        if step != self._saved:
+        if step != self._saved and step > 0:
             self.manager.save(checkpoint_number=step, check_interval=False)
             self._saved = step
         return step

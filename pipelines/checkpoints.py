@@ -15,7 +15,6 @@ import tensorflow as tf
 
 from pipelines.errors import ModelDirError
 from pipelines.files import atomic_files
-from pipelines.model_dir import CHECKPOINT_DIR, FINAL_WEIGHTS_FILE
 
 
 def _by_path(variables) -> dict:
@@ -39,52 +38,68 @@ def _checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
                                optimizer=_by_path(optimizer.variables))
 
 
-def checkpoint_manager(model, optimizer, model_dir, max_to_keep=20):
-    """The manager of `<model_dir>/checkpoints`, numbering checkpoints by optimizer step.
+def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20):
+    """The manager of `checkpoint_dir`, numbering checkpoints by optimizer update.
 
     The optimizer must be built (its variables exist) before this is called.
     """
     checkpoint = _checkpoint(model, optimizer)
-    return tf.train.CheckpointManager(checkpoint, str(pathlib.Path(model_dir) / CHECKPOINT_DIR),
-                                      max_to_keep=max_to_keep, step_counter=optimizer.iterations,
-                                      checkpoint_name="ckpt")
+    return tf.train.CheckpointManager(checkpoint, str(checkpoint_dir), max_to_keep=max_to_keep,
+                                      step_counter=optimizer.iterations, checkpoint_name="ckpt")
+
+
+def _restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool):
+    """Restores `path` into `checkpoint`; a damaged file is a `ModelDirError`."""
+    try:
+        status = checkpoint.restore(path)
+        (status.expect_partial() if partial else status).assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:  # truncated
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelDirError(f"{path}: cannot restore this checkpoint ({first}); delete it (and "
+                            f"its entry in the 'checkpoint' index) or train a new model dir"
+                            ) from None
 
 
 def restore_latest(manager, optimizer) -> int:
-    """Restores the newest complete checkpoint, if any; returns its step (0 if none)."""
+    """Restores the newest complete checkpoint, if any; returns its update (0 if none)."""
     if manager.latest_checkpoint is None:
         return 0
-    manager.checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+    _restore(manager.checkpoint, manager.latest_checkpoint, partial=False)
     return int(optimizer.iterations.numpy())
 
 
-def checkpoint_paths(model_dir) -> list[str]:
-    """Complete checkpoints of `model_dir`, oldest first."""
-    state = tf.train.get_checkpoint_state(str(pathlib.Path(model_dir) / CHECKPOINT_DIR))
+def checkpoint_paths(checkpoint_dir) -> list[str]:
+    """Complete checkpoints in `checkpoint_dir`, oldest first."""
+    state = tf.train.get_checkpoint_state(str(checkpoint_dir))
     return list(state.all_model_checkpoint_paths) if state else []
 
 
-def average_checkpoints(model, model_dir, last_n=5, log=print) -> pathlib.Path:
-    """Averages the model weights of the last `last_n` checkpoints into final.weights.h5.
+def restore_weights(model, path: str) -> None:
+    """Loads the model weights of checkpoint `path` into `model` (optimizer state ignored)."""
+    _restore(_checkpoint(model), path, partial=True)
+
+
+def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, log=print) -> pathlib.Path:
+    """Averages the model weights of the last `last_n` checkpoints into `out_path` (.weights.h5).
 
     The paper averages the last 5 (base) or 20 (big) checkpoints, written at 10-minute
     intervals, for its test results. Optimizer state is not averaged (not needed to decode).
     """
-    paths = checkpoint_paths(model_dir)[-last_n:]
+    paths = checkpoint_paths(checkpoint_dir)
     if not paths:
-        raise ModelDirError(f"{pathlib.Path(model_dir) / CHECKPOINT_DIR}: no checkpoints to "
-                            "average. Train first.")
+        raise ModelDirError(f"{checkpoint_dir}: no checkpoints to average. Train first.")
+    if len(paths) < last_n:
+        log(f"average: only {len(paths)} checkpoint(s) for --average_last {last_n}")
+    paths = paths[-last_n:]
     total = None
-    checkpoint = _checkpoint(model)
     for path in paths:
-        checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+        restore_weights(model, path)
         weights = [np.asarray(w.numpy(), dtype=np.float64) for w in model.weights]
         total = weights if total is None else [t + w for t, w in zip(total, weights)]
     model.set_weights([(t / len(paths)).astype(w.dtype) for t, w in
                        zip(total, (v.numpy() for v in model.weights))])
-    final = pathlib.Path(model_dir) / FINAL_WEIGHTS_FILE
-    with atomic_files(final) as (tmp,):
+    with atomic_files(out_path) as (tmp,):
         model.save_weights(tmp)
     log(f"average: {len(paths)} checkpoint(s) ({', '.join(pathlib.Path(p).name for p in paths)})"
-        f" -> {final}")
-    return final
+        f" -> {out_path}")
+    return pathlib.Path(out_path)

@@ -13,11 +13,13 @@ builds the model from them.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import pathlib
 from typing import Any
 
 from keras_transformer import Transformer, TransformerConfig
+from pipelines import Log, checkpoints
 from pipelines.errors import ModelDirError
 from pipelines.files import write_atomic, write_json_atomic
 
@@ -80,6 +82,15 @@ def _upgrade(old: dict[str, Any]) -> dict[str, Any]:
     return upgraded
 
 
+def check_vocabulary(model_dir, sha256: str | None) -> None:
+    """Raises ModelDirError if spm.model is not the vocabulary the model dir recorded."""
+    path = pathlib.Path(model_dir) / VOCAB_FILE
+    if sha256 and path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+        raise ModelDirError(f"{path} is not the vocabulary this model was prepared with "
+                            f"(sha256 differs from {SETTINGS_FILE}'s spm_sha256 {sha256[:12]}); "
+                            f"restore the original spm.model")
+
+
 def build_model(config: TransformerConfig, dtype: str | None = None) -> Transformer:
     """A built (weights created) Transformer for `config`, in `dtype` (default: the global
     dtype policy)."""
@@ -88,17 +99,60 @@ def build_model(config: TransformerConfig, dtype: str | None = None) -> Transfor
     return model
 
 
-def load_final_model(model_dir, precision: str = "float32") -> Transformer:
-    """The evaluation/export model: config.json with final.weights.h5.
+def checkpoint_dir(model_dir) -> pathlib.Path:
+    return pathlib.Path(model_dir) / CHECKPOINT_DIR
+
+
+def final_weights(model_dir) -> pathlib.Path:
+    return pathlib.Path(model_dir) / FINAL_WEIGHTS_FILE
+
+
+def has_weights(model_dir) -> bool:
+    """Whether training has written anything to decode with (a checkpoint or final weights)."""
+    return final_weights(model_dir).is_file() or bool(
+        checkpoints.checkpoint_paths(checkpoint_dir(model_dir)))
+
+
+def load_final_model(model_dir, precision: str = "float32", checkpoint: str | None = None,
+                     log: Log = print) -> Transformer:
+    """The model to decode with: final.weights.h5 (the averaged checkpoints), else the latest
+    checkpoint, or the named `checkpoint` ("ckpt-N"), saying which when it is not the first.
 
     `precision` "bfloat16" gives an inference copy with bfloat16 weights and compute (logits
     and attention softmax stay float32): where the CPU multiplies bfloat16 natively, beam
     search reads half the bytes per step and runs about 1.7x faster than float32.
+
+    Raises:
+        ModelDirError: nothing to load, or the weights file is damaged.
     """
-    path = pathlib.Path(model_dir) / FINAL_WEIGHTS_FILE
-    if not path.is_file():
-        raise ModelDirError(f"{path}: no final weights. Run the training and averaging stages "
-                            f"first (pipelines/run.py --mode train,average --model_dir {model_dir}).")
-    model = build_model(load_config(model_dir), dtype=precision)
-    model.load_weights(path)
-    return model
+    config = load_config(model_dir)
+    path = final_weights(model_dir)
+    if checkpoint is None and path.is_file():
+        model = build_model(config, dtype=precision)
+        try:
+            model.load_weights(path)
+        except (OSError, ValueError, KeyError) as e:
+            raise ModelDirError(f"{path}: cannot load ({e}); run the averaging stage again "
+                                f"(pipelines/run.py --mode average --model_dir {model_dir})"
+                                ) from None
+        return model
+    saved = checkpoints.checkpoint_paths(checkpoint_dir(model_dir))
+    if checkpoint is not None:
+        named = [p for p in saved if pathlib.Path(p).name == checkpoint]
+        if not named:
+            raise ModelDirError(f"{checkpoint_dir(model_dir)}: no checkpoint {checkpoint!r} "
+                                f"(have: {', '.join(pathlib.Path(p).name for p in saved) or 'none'})")
+        saved = named
+    elif saved:
+        log(f"{path} is missing: using the latest checkpoint, {saved[-1]} (run --mode average "
+            f"for the average of the last checkpoints)")
+    if not saved:
+        raise ModelDirError(f"{path}: no final weights and no checkpoint. Train first "
+                            f"(pipelines/run.py --mode train,average --model_dir {model_dir}).")
+    model = build_model(config, dtype="float32")
+    checkpoints.restore_weights(model, saved[-1])
+    if precision == "float32":
+        return model
+    cast = build_model(config, dtype=precision)
+    cast.set_weights(model.get_weights())
+    return cast

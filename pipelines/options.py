@@ -36,7 +36,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "batch_tokens": 25_000, "warmup_steps": 4_000, "lr_scale": 1.0, "checkpoint_every": 1_000,
     "average_last": 5, "accumulate_steps": 1, "keep_checkpoints": 20, "seed": 0,
     "jit_compile": False, "steps_per_execution": 1, "dev_metric_every": 0,
-    "dev_metric_sentences": 200,
+    "dev_metric_sentences": 200, "memory_limit_mb": None,
 }
 
 # Departures for corpora far smaller than WMT, so that a CPU run finishes in minutes: the
@@ -83,7 +83,7 @@ SAVED_FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
 AT_LEAST = {**{name: 1 for name in (
     "vocab_size", "train_steps", "batch_tokens", "accumulate_steps", "warmup_steps",
     "checkpoint_every", "keep_checkpoints", "average_last", "steps_per_execution",
-    "num_cpu_devices", "beam_size", "max_input_length")},
+    "num_cpu_devices", "beam_size", "max_input_length", "memory_limit_mb")},
     **{name: 0 for name in ("lr_scale", "alpha", "extra_length", "dev_metric_every",
                             "dev_metric_sentences", "eval_sentences", "export_version", "seed")}}
 """Lower bounds of numeric flags, checked before anything runs (both CLIs)."""
@@ -132,6 +132,7 @@ class TrainingOptions:
     steps_per_execution: int
     dev_metric_every: int
     dev_metric_sentences: int
+    memory_limit_mb: int | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +142,7 @@ class EvalOptions:
     split: str = "test"
     sentences: int = 0        # 0: the whole split
     jit_compile: bool = False
+    checkpoint: str | None = None  # "ckpt-N": decode this checkpoint, not final.weights.h5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,10 +158,11 @@ class ExportOptions:
 
 @dataclasses.dataclass(frozen=True)
 class IOOptions:
-    """The translate stage's input and output files (None: stdin/stdout)."""
+    """The translate and score stages' files (None: stdin/stdout)."""
 
     input: str | None = None
     output: str | None = None
+    target: str | None = None  # score: the translations to score, line by line with input
     plot_attention: str | None = None
 
 
@@ -187,7 +190,8 @@ class RunOptions:
                                  "vocab_size": self.data.vocab_size}
         if trained:
             saved["model"] = dataclasses.asdict(self.model)
-            saved["training"] = dataclasses.asdict(self.training)
+            saved["training"] = {k: v for k, v in dataclasses.asdict(self.training).items()
+                                 if k in SAVED_FLAGS}  # not the machine's memory limit
             saved["decoding"] = dataclasses.asdict(self.decoding)
         return saved
 
@@ -208,9 +212,16 @@ def _show(value) -> str:
 
 def check_against_saved(given: Mapping[str, Any], saved: Mapping[str, Any], model_dir: str,
                         override_saved: bool = False) -> None:
-    """Raises ConfigError for the first flag that contradicts settings.json (module doc)."""
+    """Raises ConfigError for the first flag that contradicts settings.json (module doc).
+
+    The model and training settings bind once a checkpoint exists: until then (a first run
+    stopped by the memory check, say) they may still change.
+    """
+    trained = md.has_weights(model_dir)
     for name, (path, kind) in SAVED_FLAGS.items():
         if name not in given or kind == FREE:
+            continue
+        if path[0] in ("model", "training") and not trained:
             continue
         try:
             value = _lookup(saved, path)
@@ -243,6 +254,7 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
     model_dir = given.get("model_dir") or os.path.join("runs", given.get("task") or DEFAULT_TASK)
     saved = md.load_settings(model_dir)
     check_against_saved(given, saved, model_dir, bool(given.get("override_saved")))
+    md.check_vocabulary(model_dir, saved.get("spm_sha256"))
 
     def pick(name: str, default):
         if given.get(name) is not None:
@@ -271,6 +283,7 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
     training = TrainingOptions(**{f.name: pick(f.name, defaults[f.name])
                                   for f in dataclasses.fields(TrainingOptions)})
 
+    _check_training(training)
     task_decoding = task.decoding_defaults()
     decoding = DecodingSettings(
         beam_size=pick("beam_size", task_decoding.beam_size),
@@ -285,15 +298,36 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
             split=given.get("eval_split") or "test", sentences=given.get("eval_sentences") or 0,
             # XLA's CPU backend does not use bfloat16 hardware: without it bfloat16 decodes
             # faster (benchmarks/compare_peers.py); float32 decodes faster with it.
-            jit_compile=pick("decode_jit_compile", decoding.precision == "float32")),
+            jit_compile=pick("decode_jit_compile", decoding.precision == "float32"),
+            checkpoint=given.get("checkpoint")),
         export=ExportOptions(export_dir=given.get("export_dir"),
                              version=given.get("export_version"),
                              overwrite=bool(given.get("overwrite_export")),
                              jit_compile=bool(given.get("export_jit_compile")),
                              check_ops=given.get("check_ops", True)),
         io=IOOptions(input=given.get("input"), output=given.get("output"),
-                     plot_attention=given.get("plot_attention")),
+                     target=given.get("target"), plot_attention=given.get("plot_attention")),
         verbose=given.get("verbose", 1))
+
+
+def _check_training(t: TrainingOptions) -> None:
+    """Refuses training settings that would not do what they say."""
+    if t.keep_checkpoints < t.average_last:
+        raise ConfigError(f"--keep_checkpoints {t.keep_checkpoints} is below --average_last "
+                          f"{t.average_last}: averaging could only use {t.keep_checkpoints}; "
+                          f"keep at least as many as you average")
+    if t.dev_metric_every % t.checkpoint_every:
+        raise ConfigError(f"--dev_metric_every {t.dev_metric_every} is not a multiple of "
+                          f"--checkpoint_every {t.checkpoint_every}: the dev metric runs when a "
+                          f"checkpoint is written")
+    batches = t.checkpoint_every * t.accumulate_steps
+    if batches % t.steps_per_execution or (t.train_steps * t.accumulate_steps
+                                           ) % t.steps_per_execution:
+        raise ConfigError(
+            f"--steps_per_execution {t.steps_per_execution} must divide the batches between "
+            f"checkpoints ({batches}: --checkpoint_every x --accumulate_steps) and of the "
+            f"whole run ({t.train_steps * t.accumulate_steps}): Keras runs whole chunks, so "
+            f"checkpoints would be skipped and --train_steps overshot")
 
 
 def config_for(options: RunOptions, task: Task, vocab_size: int) -> TransformerConfig:

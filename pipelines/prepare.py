@@ -179,6 +179,7 @@ def prepare(
     for split in splits:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    splits = [split for split in splits if split == "train" or task.has_split(split)]
     log(task.describe())
     proto = ensure_vocab(task, work_dir, vocab_size, sample_lines=vocab_sample_lines, log=log)
     tokenizer = vocab_lib.load_tokenizer(proto)

@@ -25,7 +25,7 @@ flags.DEFINE_string("task", None, "Task: multi30k_ende (default), wmt14_ende, wm
                     "ptb_parsing or text. After prepare: the model dir's.")
 flags.DEFINE_list("mode", ["prepare", "train", "average", "evaluate", "export"],
                   "Stages to run, in order: prepare, train, average, evaluate, export, "
-                  "translate.")
+                  "translate, score.")
 flags.DEFINE_string("model_dir", None, "Model directory (default runs/<task>).")
 flags.DEFINE_string("data_dir", None, "Where the task's data is: the folder holding "
                     "multi30k/ (default $KT_DATA_DIR), the tfds data dir, or the WSJ tree dir.")
@@ -60,6 +60,9 @@ flags.DEFINE_bool("mixed_precision", None, "Train in mixed bfloat16 (float32 wei
                   "default: on where the CPU multiplies bfloat16 natively (AVX512-BF16 or "
                   "AMX) and there are no GPUs. Sets the decoding precision's default too.")
 flags.DEFINE_integer("steps_per_execution", None, "Training steps per tf.function call.")
+flags.DEFINE_integer("memory_limit_mb", None, "Memory one training step may use; checked "
+                     "on the largest batch before training (default: on a CPU the RAM "
+                     "available, on a GPU no limit).")
 flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into N logical devices "
                      "(MirroredStrategy with N replicas on a CPU machine).")
 flags.DEFINE_integer("dev_metric_every", None, "Steps between dev-metric evaluations (the "
@@ -90,6 +93,10 @@ flags.DEFINE_bool("overwrite_export", False, "Replace an existing export version
 flags.DEFINE_bool("export_jit_compile", False, "XLA-compile the exported beam search.")
 flags.DEFINE_string("input", None, "translate: file of source sentences (default stdin).")
 flags.DEFINE_string("output", None, "translate: output file (default stdout).")
+flags.DEFINE_string("target", None, "score: file of translations, line by line with "
+                    "--input.")
+flags.DEFINE_string("checkpoint", None, "evaluate, translate, score, export: decode this "
+                    "checkpoint (ckpt-N) instead of final.weights.h5.")
 flags.DEFINE_string("plot_attention", None, "translate: save the first sentence's "
                     "encoder-decoder attention heat map to this PNG.")
 
@@ -164,7 +171,10 @@ def main(argv):
                 if stage == "train":
                     strategy = train_lib.make_strategy(options.training.jit_compile)
                     stages.run_train(options, strategy, log=log)
-                elif stage in ("evaluate", "translate"):
+                    if not train_lib.is_chief(strategy):
+                        log("train: done; the chief runs the later stages")
+                        return 0
+                elif stage in ("evaluate", "translate", "score"):
                     getattr(stages, f"run_{stage}")(options, log=log, out=results)
                 else:
                     getattr(stages, f"run_{stage}")(options, log=log)

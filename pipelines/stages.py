@@ -20,16 +20,19 @@ import tensorflow as tf
 from export.op_check import check_ops
 from export.saved_model import export_saved_model
 from export.translator import ExportError, Translator
+from keras_transformer import text
+from keras_transformer.search import score_ids
 from pipelines import Log
 from pipelines import checkpoints, evaluate, prepare
 from pipelines import model_dir as md
 from pipelines import vocab as vocab_lib
+from pipelines.errors import ConfigError, DataError
 from pipelines.files import atomic_files
 from pipelines.options import RunOptions, config_for
 from pipelines.tasks import Task
 from pipelines.text_io import iter_lines
 
-STAGES = ("prepare", "train", "average", "evaluate", "export", "translate")
+STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "score")
 DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
 TRANSLATE_CHUNK = 32
 """Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
@@ -37,9 +40,12 @@ TRANSLATE_CHUNK = 32
 
 
 def _record_settings(options: RunOptions, *, trained: bool) -> None:
-    """Writes what this run decided into settings.json (see `pipelines.options`)."""
+    """Writes what this run decided into settings.json (see `pipelines.options`), with the
+    vocabulary's digest, which later stages check the model dir's spm.model against."""
     settings = md.load_settings(options.model_dir)
     settings.update(options.settings(trained=trained))
+    proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
+    settings["spm_sha256"] = vocab_lib.model_digest(proto)
     md.save_settings(options.model_dir, settings)
 
 
@@ -47,7 +53,7 @@ def run_prepare(options: RunOptions, log: Log = print) -> dict:
     task = options.make_task()
     report = prepare.prepare(task, options.model_dir, vocab_size=options.data.vocab_size,
                              batch_tokens=options.training.batch_tokens, log=log)
-    _record_settings(options, trained=(pathlib.Path(options.model_dir) / md.CONFIG_FILE).is_file())
+    _record_settings(options, trained=md.has_weights(options.model_dir))
     return report
 
 
@@ -56,7 +62,7 @@ def run_train(options: RunOptions, strategy, log: Log = print):
 
     task = options.make_task()
     proto = prepare.ensure_vocab(task, options.model_dir, options.data.vocab_size, log=log)
-    if (pathlib.Path(options.model_dir) / md.CONFIG_FILE).is_file():
+    if md.has_weights(options.model_dir):  # resuming: the config the weights were made with
         config = md.load_config(options.model_dir)
     else:
         config = config_for(options, task, vocab_lib.vocab_size_of(proto))
@@ -68,6 +74,9 @@ def run_train(options: RunOptions, strategy, log: Log = print):
     log(f"train: {'mixed_bfloat16' if training.mixed_precision else 'float32'} compute")
     log(f"train: config {config.to_dict()}")
     log(f"train: {training}")
+    if training.dev_metric_every and not task.has_split("dev"):
+        raise ConfigError("--dev_metric_every needs a dev split: give its files (e.g. "
+                          "--dev_src/--dev_tgt, --dev_trees) or drop the flag")
     dev_metric = (dev_metric_evaluator(options, task, config.max_length, log)
                   if training.dev_metric_every else None)
     try:
@@ -106,8 +115,9 @@ def dev_metric_evaluator(options: RunOptions, task: Task, max_length: int, log: 
 
 def run_average(options: RunOptions, log: Log = print):
     model = md.build_model(md.load_config(options.model_dir))
-    checkpoints.average_checkpoints(model, options.model_dir, options.training.average_last,
-                                    log=log)
+    checkpoints.average_checkpoints(model, md.checkpoint_dir(options.model_dir),
+                                    md.final_weights(options.model_dir),
+                                    options.training.average_last, log=log)
     return model
 
 
@@ -116,7 +126,8 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     the scores to `out` (default stdout)."""
     task = options.make_task()
     split, decoding = options.evaluation.split, options.decoding
-    model = md.load_final_model(options.model_dir, decoding.precision)
+    model = md.load_final_model(options.model_dir, decoding.precision,
+                                options.evaluation.checkpoint, log=log)
     jit = options.evaluation.jit_compile
     log(f"evaluate: {decoding}, XLA {'on' if jit else 'off'}")
     data = evaluate.first_sentences(
@@ -147,10 +158,11 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     return scores
 
 
-def make_translator(options: RunOptions, task: Task) -> Translator:
+def make_translator(options: RunOptions, task: Task, log: Log = print) -> Translator:
     """The serving functions of the model dir's final model: what the export stage writes,
     and what the translate stage runs, with the same settings and precision."""
-    model = md.load_final_model(options.model_dir, options.decoding.precision)
+    model = md.load_final_model(options.model_dir, options.decoding.precision,
+                                options.evaluation.checkpoint, log=log)
     proto = prepare.vocab_path(options.model_dir).read_bytes()
     return Translator(model, proto, options.decoding, jit_compile=options.export.jit_compile,
                       constraint=task.decoding_constraint(proto),
@@ -169,7 +181,7 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
             and not export.overwrite:
         raise ExportError(f"{export_dir / str(export.version)} already exists: pass "
                           f"--overwrite_export to replace it, or leave the version unset")
-    translator = make_translator(options, options.make_task())
+    translator = make_translator(options, options.make_task(), log)
     path = export_saved_model(
         translator.model, translator.spm_proto, export_dir, options.decoding,
         version=export.version, overwrite=export.overwrite, jit_compile=export.jit_compile,
@@ -187,31 +199,30 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
     """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
     one output line per input line, streamed in chunks, exactly as the exported model
     answers."""
-    translator = make_translator(options, options.make_task())
-    lines = (text for _, text in iter_lines(options.io.input))
+    translator = make_translator(options, options.make_task(), log)
+    lines = (line for _, line in iter_lines(options.io.input))
     count, first = 0, None
 
     def translations():
         nonlocal count, first
         while chunk := list(itertools.islice(lines, TRANSLATE_CHUNK)):
-            out = translator.translate(tf.constant(chunk, tf.string))["translation"].numpy()
+            answers = translator.translate(tf.constant(chunk, tf.string))["translation"]
             first = chunk[0] if first is None else first
             count += len(chunk)
-            for text in out:
-                yield text.decode("utf-8") + "\n"
-            if options.io.output:
-                print(f"\rtranslate: {count:,} lines", end="", file=sys.stderr, flush=True)
+            for answer in answers.numpy():
+                yield answer.decode("utf-8") + "\n"
+            print(f"\rtranslate: {count:,} lines", end="", file=sys.stderr, flush=True)
 
     if options.io.output:
         with atomic_files(options.io.output) as (tmp,):
             with open(tmp, "w", encoding="utf-8", newline="\n") as file:
                 file.writelines(translations())
-        print(file=sys.stderr)
     else:
         out = out or sys.stdout
-        for text in translations():
-            out.write(text)
+        for line in translations():
+            out.write(line)
             out.flush()
+    print(file=sys.stderr)
     log(f"translate: {count:,} lines")
     if options.io.plot_attention and first is not None:
         from pipelines.attention_plot import plot_attention
@@ -220,4 +231,34 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
         plot_attention(translator.model, tokenizer, first, options.io.plot_attention,
                        options.decoding)
         log(f"translate: attention of the first sentence -> {options.io.plot_attention}")
+    return count
+
+
+def run_score(options: RunOptions, log: Log = print, out: TextIO | None = None) -> int:
+    """Prints the length-penalised log-probability (the beam search's score,
+    `keras_transformer.search.score_ids`) of each --target line as the translation of the
+    same --input line, one score a line, streamed in chunks."""
+    if not options.io.input or not options.io.target:
+        raise ConfigError("--mode score needs --input SOURCES and --target TRANSLATIONS "
+                          "(one sentence a line, the same number of lines)")
+    model = md.load_final_model(options.model_dir, options.decoding.precision,
+                                options.evaluation.checkpoint, log=log)
+    tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
+    source_length = options.decoding.input_length(model.config.max_length)
+    sources, targets = iter_lines(options.io.input), iter_lines(options.io.target)
+    out, count = out or sys.stdout, 0
+    while chunk := list(itertools.islice(itertools.zip_longest(sources, targets),
+                                         TRANSLATE_CHUNK)):
+        if any(s is None or t is None for s, t in chunk):
+            raise DataError(f"{options.io.input} and {options.io.target} have different "
+                            f"numbers of lines (from line {count + 1}); score one "
+                            f"translation per source line")
+        source_ids = text.sentences_to_ids(tokenizer, [s for (_, s), _ in chunk], source_length)
+        target_ids = text.sentences_to_ids(tokenizer, [t for _, (_, t) in chunk],
+                                           model.config.max_length)
+        scores = score_ids(model, source_ids, target_ids, alpha=options.decoding.alpha)
+        out.writelines(f"{float(v):.6f}\n" for v in scores.numpy())
+        out.flush()
+        count += len(chunk)
+    log(f"score: {count:,} lines")
     return count

@@ -12,9 +12,10 @@ import tensorflow as tf
 from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
                                TransformerConfig, paper_optimizer)
 from pipelines import callbacks as cb
-from pipelines import checkpoints, multi_worker
+from pipelines import checkpoints, memory_check, multi_worker
+from pipelines.buckets import bucket_batch_sizes
 from pipelines.errors import ConfigError
-from pipelines.model_dir import build_model
+from pipelines.model_dir import CHECKPOINT_DIR, build_model
 from pipelines.options import TrainingOptions
 from pipelines.prepare import training_input
 
@@ -64,18 +65,25 @@ def make_strategy(jit_compile: bool = False):
     return strategy
 
 
+def is_chief(strategy) -> bool:
+    """True for a single process, and for the chief of a multi-worker cluster (the "chief"
+    task, else worker 0): the one that writes the model dir and runs the later stages."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return (resolver.task_type == "chief" or
+            (not has_chief and resolver.task_type == "worker" and resolver.task_id == 0))
+
+
 def worker_dir(strategy, model_dir) -> pathlib.Path:
     """Where this worker writes checkpoints and logs: the model dir for the chief (or a
     single process); a private subdirectory for other workers, which must still save
     (saving mirrored variables is collective) but must not overwrite the chief's files."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
+    if is_chief(strategy):
         return pathlib.Path(model_dir)
-    has_chief = "chief" in resolver.cluster_spec().as_dict()
-    chief = (resolver.task_type == "chief" or
-             (not has_chief and resolver.task_type == "worker" and resolver.task_id == 0))
-    return (pathlib.Path(model_dir) if chief
-            else pathlib.Path(model_dir) / "workers" / f"{resolver.task_type}-{resolver.task_id}")
+    resolver = strategy.cluster_resolver
+    return pathlib.Path(model_dir) / "workers" / f"{resolver.task_type}-{resolver.task_id}"
 
 
 def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_scale=1.0,
@@ -117,7 +125,8 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
                           accumulate_steps=accumulate_steps, jit_compile=jit_compile,
                           steps_per_execution=t.steps_per_execution)
     own_dir = worker_dir(strategy, model_dir)
-    manager = checkpoints.checkpoint_manager(model, model.optimizer, own_dir, t.keep_checkpoints)
+    manager = checkpoints.checkpoint_manager(model, model.optimizer, own_dir / CHECKPOINT_DIR,
+                                             t.keep_checkpoints)
     step = checkpoints.restore_latest(manager, model.optimizer)
     if step:
         log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
@@ -125,6 +134,13 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
         log(f"train: already at step {step:,} >= --train_steps {train_steps:,}; nothing to do")
         return model
     replicas = strategy.num_replicas_in_sync
+    longest = task.max_length  # the largest bucket's boundary
+    per_replica = bucket_batch_sizes([longest], batch_tokens, replicas)[0] // replicas
+    memory_check.check_largest_batch(
+        model, strategy, memory_check.largest_batch(
+            per_replica, min(longest, task.max_source_length),
+            min(longest, task.max_target_length), config.vocab_size),
+        limit_mb=t.memory_limit_mb, jit_compile=jit_compile, log=log)
     # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
     # is padded to its own longest sentence.
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
@@ -134,12 +150,12 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     dev = (training_input(task, model_dir, split="dev", batch_tokens=batch_tokens,
                           batch_multiple=replicas, shuffle=False, repeat=True,
                           pad_to_bucket=jit_compile, log=log)
-           if validate else None)
+           if validate and task.has_split("dev") else None)
     log(f"train: {replicas} replica(s), {data.batches_per_epoch:,} batches per pass over the "
         f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "
         f"steps {step:,} -> {train_steps:,}")
     callbacks = [cb.StopAtStep(train_steps), cb.Throughput(),
-                 cb.StepCheckpoint(manager, checkpoint_every)]
+                 cb.StepCheckpoint(manager, checkpoint_every, start_step=step)]
     if dev_metric_fn is not None and t.dev_metric_every:
         callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=max(
             1, -(-t.dev_metric_every // checkpoint_every))))

@@ -165,7 +165,14 @@ def build_vocab(
 
 
 def read_model_proto(path: os.PathLike | str) -> bytes:
-    """Return the serialized SentencePiece model at ``path`` (a file, or a dir with spm.model)."""
+    """Return the serialized SentencePiece model at ``path`` (a file, or a dir with spm.model).
+
+    Raises:
+      DataError: missing, unreadable, or with special ids other than the model's (pad 0,
+        unk 1, bos 2, eos 3), which would silently shift every sequence's specials.
+    """
+    import sentencepiece as spm
+
     path = pathlib.Path(path)
     if path.is_dir():
         path = path / MODEL_FILENAME
@@ -174,7 +181,18 @@ def read_model_proto(path: os.PathLike | str) -> bytes:
             f"{path}: SentencePiece model not found. Build it first "
             "(pipelines/run.py --mode prepare) or point to an existing spm.model."
         )
-    return path.read_bytes()
+    proto = path.read_bytes()
+    try:
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+    except (RuntimeError, OSError) as e:
+        raise DataError(f"{path}: not a SentencePiece model ({e}); restore it, or delete it "
+                        f"to train a new vocabulary (which needs a new model dir)") from None
+    ids = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        raise DataError(f"{path}: special ids pad/unk/bos/eos are {ids}, the model needs "
+                        f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; train the vocabulary with "
+                        f"pipelines/run.py --mode prepare")
+    return proto
 
 
 def model_digest(proto: bytes) -> str:

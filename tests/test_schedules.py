@@ -24,3 +24,64 @@ def test_paper_optimizer_hyperparameters_and_config_round_trip():
     assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.9, 0.98, 1e-9)
     schedule = NoamSchedule.from_config(NoamSchedule(256, 100, 2.0).get_config())
     assert (schedule.d_model, schedule.warmup_steps, schedule.scale) == (256, 100, 2.0)
+
+
+def _eq3(step, d_model=512, warmup=4000):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+@pytest.mark.parametrize("k", [1, 2, 8])
+def test_under_accumulation_the_schedule_counts_updates(k):
+    """Keras 3 would evaluate the schedule on micro-batches: 1.57e-06 after 1 update with k=8
+    instead of Eq. 3's 3.49e-07 for update 2."""
+    import keras
+    import numpy as np
+
+    variable = keras.Variable(np.ones(3, "float32"))
+    optimizer = paper_optimizer(512, gradient_accumulation_steps=k if k > 1 else None)
+    optimizer.build([variable])
+    for updates in range(1, 13):
+        for _ in range(k):
+            optimizer.apply_gradients([(keras.ops.ones(3), variable)])
+        # Adam's bias correction and the schedule both count updates.
+        assert int(optimizer.iterations) == updates
+        assert float(optimizer.learning_rate) == pytest.approx(_eq3(updates + 1), rel=1e-6)
+    # A plain Keras optimizer counts micro-batches: the schedule divides them itself.
+    plain = NoamSchedule(512, accumulation_steps=k)
+    assert float(plain(12 * k)) == pytest.approx(_eq3(13), rel=1e-6)
+
+
+def test_accumulating_4_batches_equals_one_batch_4_times_larger():
+    import keras
+    import numpy as np
+
+    from keras_transformer import LabelSmoothedCrossEntropy, Transformer
+    from tests.helpers import random_ids, tiny_config
+
+    from keras_transformer.schedules import UpdateCountingAdam
+
+    config = tiny_config(dropout=0.0)
+    # Equal lengths, no padding: every micro-batch has as many tokens, so the mean of the
+    # micro-batch losses is the loss of the whole batch.
+    source, target = random_ids(32, 6, seed=1), random_ids(32, 7, seed=2)
+    inputs, labels = (source, target[:, :-1]), target[:, 1:]
+
+    def train(k, batch, adam=UpdateCountingAdam):
+        keras.utils.set_random_seed(7)
+        model = Transformer(config)
+        # paper_optimizer's machinery with a larger epsilon: Adam's first steps are about
+        # lr * sign(gradient), so with 1e-9 float noise in a near-zero gradient flips them.
+        optimizer = adam(NoamSchedule(32, warmup_steps=2), beta_1=0.9, beta_2=0.98,
+                         epsilon=1e-3, gradient_accumulation_steps=k if k > 1 else None)
+        model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(0.1))
+        model.fit(inputs, labels, batch_size=batch, epochs=1, shuffle=False, verbose=0)
+        return model.get_weights(), int(model.optimizer.iterations)
+
+    one, one_updates = train(1, 16)
+    accumulated, accumulated_updates = train(4, 4)
+    assert one_updates == accumulated_updates == 2
+    for a, b in zip(one, accumulated):
+        np.testing.assert_allclose(a, b, atol=2e-5)
+    # Keras' own Adam runs the schedule on micro-batches: the same run ends elsewhere.
+    keras_adam, _ = train(4, 4, adam=keras.optimizers.Adam)
+    assert max(float(np.abs(a - b).max()) for a, b in zip(one, keras_adam)) > 1e-3

@@ -97,6 +97,9 @@ class PtbParsingTask(Task):
             f"LDC99T42) or --{split}_trees FILE (a bracketed .mrg file or a directory of them)."
         )
 
+    def has_split(self, split: str) -> bool:
+        return bool(dict(self.tree_files).get(split) or self.data_dir)
+
     def wsj_root(self) -> pathlib.Path:
         """The folder holding the WSJ section folders, searched below `data_dir`.
 

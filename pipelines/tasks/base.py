@@ -66,6 +66,11 @@ class Task(abc.ABC):
         a second call reuses them.
         """
 
+    def has_split(self, split: str) -> bool:
+        """Whether the task has data for `split`: prepare and train need only "train" (and
+        "dev" for a validation loss and the dev metric); evaluate needs its split."""
+        return True
+
     def describe(self) -> str:
         """One line for logs: name, direction and defaults."""
         d = self.decoding

@@ -14,6 +14,9 @@ class TextFilesTask(Task):
 
     files: tuple[tuple[str, str | None, str | None], ...] = ()
 
+    def has_split(self, split):
+        return any(name == split and src and tgt for name, src, tgt in self.files)
+
     def split_files(self, split, work_dir, *, log=print):
         check_split(split)
         for name, src, tgt in self.files:

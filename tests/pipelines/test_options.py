@@ -36,6 +36,7 @@ def _trained(tmp_path, **given):
     run = options.resolve({"model_dir": str(tmp_path), "task": "ptb_parsing",
                            "config_override": {"d_model": 64}, "beam_size": 3, **given})
     md.save_settings(tmp_path, run.settings(trained=True))
+    md.final_weights(tmp_path).write_bytes(b"weights")  # what makes the settings bind
     return run
 
 
@@ -62,6 +63,18 @@ def test_a_flag_that_contradicts_the_model_is_refused(tmp_path, given, message):
     assert str(error.value).startswith(message)
     with pytest.raises(ConfigError):  # --override_saved is for decoding settings only
         options.resolve({"model_dir": str(tmp_path), "override_saved": True, **given})
+
+
+def test_model_settings_bind_only_once_weights_exist(tmp_path):
+    run = _trained(tmp_path)
+    md.final_weights(tmp_path).unlink()  # a first run stopped before its first checkpoint
+    again = options.resolve({"model_dir": str(tmp_path), "batch_tokens": 4096,
+                             "config_override": {"d_model": 128}})
+    assert again.training.batch_tokens == 4096 and again.model.config_overrides == {
+        "d_model": 128}
+    with pytest.raises(ConfigError, match="--task"):  # prepare's decisions still bind
+        options.resolve({"model_dir": str(tmp_path), "task": "multi30k_ende"})
+    assert run.training.batch_tokens == 25_000
 
 
 def test_decoding_flags_need_override_saved(tmp_path):
