@@ -55,6 +55,15 @@ FLAG_NAMES = {"model_dir": "model_dir", "export_dir": "export_dir", "version": "
               "jit_compile": "export_jit_compile", "check_ops": "check_ops"}
 
 
+def _own_flag_names(message: str) -> str:
+    """A message of the shared code with this CLI's flag names (--version, not
+    --export_version)."""
+    for name, shared in FLAG_NAMES.items():
+        if name != shared:
+            message = message.replace(f"--{shared}", f"--{name}")
+    return message
+
+
 def main(argv):
     def log(message):
         print(message, file=sys.stderr, flush=True)
@@ -80,7 +89,7 @@ def main(argv):
         with contextlib.redirect_stdout(sys.stderr):
             path = stages.run_export(options_lib.resolve(given), log=log)
     except (UserError, ExportError) as e:
-        log(f"export/run.py: error: {e}")
+        log(f"export/run.py: error: {_own_flag_names(str(e))}")
         return 2
     except stages.OpCheckError as e:
         log(f"export/run.py: error: {e}")
@@ -90,4 +99,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    from pipelines.errors import parse_flags
+
+    app.run(main, flags_parser=parse_flags)

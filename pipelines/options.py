@@ -278,6 +278,10 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
         paper_steps = TransformerConfig.preset(model.preset).train_steps
     except ValueError as e:
         raise ConfigError(f"--config: {e}") from None
+    unknown = set(model.config_overrides) - {f.name for f in dataclasses.fields(TransformerConfig)}
+    if unknown:
+        raise ConfigError(f"--config_override: {', '.join(sorted(unknown))} is not a "
+                          f"TransformerConfig field (see keras_transformer/config.py)")
     defaults = {"train_steps": paper_steps, **TRAINING_DEFAULTS,
                 **TASK_TRAINING_DEFAULTS.get(task.name, {}), "mixed_precision": native_bfloat16}
     training = TrainingOptions(**{f.name: pick(f.name, defaults[f.name])

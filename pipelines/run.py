@@ -188,4 +188,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    from pipelines.errors import parse_flags
+
+    app.run(main, flags_parser=parse_flags)

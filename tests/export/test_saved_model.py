@@ -234,8 +234,11 @@ def test_odd_inputs_translate_to_bounded_strings(translator):
     sources = tf.constant(ODD_INPUTS)
     out = translator.translate(sources)
     assert out["translation"].shape == [len(ODD_INPUTS)] and out["score"].shape == [len(ODD_INPUTS)]
-    assert len(_strings(out["translation"])) == len(ODD_INPUTS)
-    assert np.all(np.isfinite(out["score"].numpy()))
+    translations = _strings(out["translation"])
+    assert len(translations) == len(ODD_INPUTS)
+    for translation in translations:
+        translation.decode("utf-8")  # valid UTF-8, whatever came in
+    assert np.all(np.isfinite(out["score"].numpy())) and np.all(out["score"].numpy() <= 0)
 
     source_ids = _tokenize(translator, ODD_INPUTS)
     # The 1,000-word sentence is cut to max_length tokens, the last one EOS.

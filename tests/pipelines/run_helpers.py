@@ -12,9 +12,15 @@ TINY_MODEL = ["--config_override=num_layers=1", "--config_override=d_model=32",
               "--vocab_size=1000", "--batch_tokens=1024", "--warmup_steps=50"]
 
 
-def run_command(args, data_dir, timeout=600, wait=True):
-    """Starts run.py with `args`; returns the CompletedProcess (or the Popen if not wait)."""
-    env = dict(os.environ, KT_DATA_DIR=str(data_dir), TF_CPP_MIN_LOG_LEVEL="3")
+def run_command(args, data_dir, timeout=600, wait=True, env_data_dir=True, env=None):
+    """Starts run.py with `args`; returns the CompletedProcess (or the Popen if not wait).
+
+    `env_data_dir`: point $KT_DATA_DIR at `data_dir` (else remove it from the environment).
+    """
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
+    env.pop("KT_DATA_DIR", None)
+    if env_data_dir:
+        env["KT_DATA_DIR"] = str(data_dir)
     command = [sys.executable, str(RUN), *args]
     if not wait:
         return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,

@@ -41,3 +41,41 @@ def test_two_workers_train_to_identical_weights(tmp_path):
     assert len(weights) > 10
     for key in weights:
         np.testing.assert_array_equal(first[key], second[key])
+
+
+def test_two_workers_through_run_py(prepared, tmp_path, shared_data):
+    """`pipelines/run.py --mode train,average` on 2 workers: token buckets, checkpoints in the
+    model dir (chief) and workers/ (the other), identical weights that moved, and only the
+    chief goes on to the later stages."""
+    import tensorflow as tf
+
+    from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
+
+    model_dir = copy_prepared(prepared, tmp_path / "model")
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes = [
+        run_command([f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=6",
+                     "--checkpoint_every=3", "--average_last=2", "--mode=train,average"],
+                    shared_data, wait=False, env={"TF_CONFIG": json.dumps(
+                        {"cluster": {"worker": workers},
+                         "task": {"type": "worker", "index": index}})})
+        for index in range(2)]
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output[-3000:]
+    assert "the chief runs the later stages" in outputs[1]
+    assert "average:" in outputs[0] and "average:" not in outputs[1]
+    assert (model_dir / "final.weights.h5").is_file()
+
+    def weights(path):
+        reader = tf.train.load_checkpoint(str(path))
+        names = sorted(n for n in reader.get_variable_to_shape_map() if n.startswith("model/"))
+        return {n: reader.get_tensor(n) for n in names}
+
+    chief = weights(model_dir / "checkpoints" / "ckpt-6")
+    other = weights(model_dir / "workers" / "worker-1" / "checkpoints" / "ckpt-6")
+    earlier = weights(model_dir / "checkpoints" / "ckpt-3")
+    assert len(chief) > 10 and chief.keys() == other.keys()
+    for name in chief:
+        np.testing.assert_array_equal(chief[name], other[name])
+    assert any(not np.array_equal(chief[n], earlier[n]) for n in chief)  # training moved them

@@ -104,3 +104,21 @@ def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):
             options.resolve({"model_dir": str(tmp_path / "new"), name: 0})
     with pytest.raises(ConfigError, match="--config: Unknown preset 'tiny'"):
         options.resolve({"model_dir": str(tmp_path / "new"), "config": "tiny"})
+
+
+@pytest.mark.parametrize("given, message", [
+    ({"checkpoint_every": 100, "dev_metric_every": 150},
+     "--dev_metric_every 150 is not a multiple of --checkpoint_every 100"),
+    ({"checkpoint_every": 10, "steps_per_execution": 3}, "--steps_per_execution 3 must divide"),
+    ({"checkpoint_every": 10, "train_steps": 25, "steps_per_execution": 2},
+     "--steps_per_execution 2 must divide"),
+    ({"keep_checkpoints": 2, "average_last": 5}, "--keep_checkpoints 2 is below --average_last 5"),
+    ({"config_override": {"dmodel": 64}}, "--config_override: dmodel is not a TransformerConfig"),
+])
+def test_training_flags_that_would_not_do_what_they_say(tmp_path, given, message):
+    with pytest.raises(ConfigError, match=message):
+        options.resolve({"model_dir": str(tmp_path), **given})
+    # Steps per execution that divide both are fine.
+    run = options.resolve({"model_dir": str(tmp_path), "checkpoint_every": 10,
+                           "train_steps": 40, "steps_per_execution": 5})
+    assert run.training.steps_per_execution == 5

@@ -13,17 +13,6 @@ LONG_SENTENCE = " ".join(["A man in a blue shirt is standing on a ladder ."] * 3
 
 
 @pytest.fixture(scope="module")
-def prepared(tmp_path_factory, shared_data):
-    model_dir = tmp_path_factory.mktemp("prepared") / "model"
-    result = run_command(["--mode=prepare", f"--model_dir={model_dir}", *TINY_MODEL],
-                         shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "padding" in result.stderr  # the bucket table, a log
-    assert result.stdout == ""  # prepare has no results
-    return model_dir
-
-
-@pytest.fixture(scope="module")
 def trained(prepared, tmp_path_factory, shared_data):
     """A tiny model trained for 40 steps and averaged (the flags are given only here)."""
     model_dir = copy_prepared(prepared, tmp_path_factory.mktemp("trained") / "model")
