@@ -61,6 +61,9 @@ def run_train(options: RunOptions, strategy, log: Log = print):
     from pipelines import train as train_lib
 
     task = options.make_task()
+    if options.training.dev_metric_every and not task.has_split("dev"):
+        raise ConfigError("--dev_metric_every needs a dev split: give its files (e.g. "
+                          "--dev_src/--dev_tgt, --dev_trees) or drop the flag")
     proto = prepare.ensure_vocab(task, options.model_dir, options.data.vocab_size, log=log)
     if md.has_weights(options.model_dir):  # resuming: the config the weights were made with
         config = md.load_config(options.model_dir)
@@ -74,9 +77,6 @@ def run_train(options: RunOptions, strategy, log: Log = print):
     log(f"train: {'mixed_bfloat16' if training.mixed_precision else 'float32'} compute")
     log(f"train: config {config.to_dict()}")
     log(f"train: {training}")
-    if training.dev_metric_every and not task.has_split("dev"):
-        raise ConfigError("--dev_metric_every needs a dev split: give its files (e.g. "
-                          "--dev_src/--dev_tgt, --dev_trees) or drop the flag")
     dev_metric = (dev_metric_evaluator(options, task, config.max_length, log)
                   if training.dev_metric_every else None)
     try:

@@ -145,3 +145,19 @@ def test_xla_with_several_cpu_devices_is_refused_clearly(prepared, tmp_path, sha
                           "--num_cpu_devices=2", "--jit_compile", "--mode=train"], shared_data)
     assert result.returncode == 2
     assert "--jit_compile is not supported with several CPU devices" in result.stderr
+
+
+def test_a_budget_that_does_not_fit_stops_before_training(prepared, tmp_path, shared_data):
+    model_dir = copy_prepared(prepared, tmp_path / "model")
+    args = [f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=2", "--checkpoint_every=1",
+            "--mode=train"]
+    result = run_command([*args, "--memory_limit_mb=50"], shared_data)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: --batch_tokens: one step on the largest batch (8 x 128 / 128 "
+                           "tokens) needs ") and "over the 50 MB of --memory_limit_mb" in last
+    assert not (model_dir / "checkpoints").exists()
+    result = run_command([*args, "--memory_limit_mb=20000"], shared_data)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "memory: the largest batch (8 x 128 / 128 tokens) peaks at" in result.stderr
+    assert (model_dir / "checkpoints" / "ckpt-2.index").is_file()

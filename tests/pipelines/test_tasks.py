@@ -261,3 +261,24 @@ def test_host_probe_is_bounded_and_real(tmp_path):
         server.bind(("127.0.0.1", 0))
         server.listen(1)
         assert downloads.host_reachable("127.0.0.1", server.getsockname()[1]) == (True, "")
+
+
+def test_text_task_prepares_without_a_test_split(tmp_path):
+    """prepare and train need only train (and dev); only evaluate needs a test split."""
+    from pipelines import prepare
+
+    lines = {"src": [f"the house number {i} is red" for i in range(300)],
+             "tgt": [f"das haus nummer {i} ist rot" for i in range(300)]}
+    paths = {}
+    for split in ("train", "dev"):
+        for side, text in lines.items():
+            paths[f"{split}_{side}"] = tmp_path / f"{split}.{side}"
+            paths[f"{split}_{side}"].write_text("\n".join(text) + "\n", encoding="utf-8")
+    task = get_task("text", **{k: str(v) for k, v in paths.items()})
+    assert task.has_split("dev") and not task.has_split("test")
+    report = prepare.prepare(task, tmp_path / "work", vocab_size=400, batch_tokens=1024,
+                             log=lambda _: None)
+    assert sorted(report["splits"]) == ["dev", "train"]
+    assert report["splits"]["train"]["pairs_kept"] == 300
+    with pytest.raises(DataError, match="no files for split 'test'; pass --test_src"):
+        task.split_files("test", tmp_path / "work")
