@@ -32,11 +32,13 @@ from typing import Any
 
 import tensorflow as tf
 
-from export.translator import ExportError, Translator
-from keras_transformer.search import DecodingSettings
+from export.translator import MAX_BEAM_SIZE, ExportError, Translator
+from keras_transformer.search import DecodingSettings, alignment_layer
 
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
+OPTIONS_SIGNATURE = "translate_with_options"
+IDS_OPTIONS_SIGNATURE = "translate_ids_with_options"
 EXTRA_DIR = "assets.extra"  # files beside the SavedModel that TensorFlow never loads
 EXPORT_INFO_FILE = "export.json"
 VOCAB_COPY_FILE = "spm.model"
@@ -75,7 +77,7 @@ def _refuse_existing(final: pathlib.Path, version: int, export_dir: pathlib.Path
 
 # ---------------------------------------------------------------------- export
 def build_archive(translator: Translator):
-    """A `keras.export.ExportArchive` with the two signatures (not yet written)."""
+    """A `keras.export.ExportArchive` with the four signatures (not yet written)."""
     import keras
 
     archive = keras.export.ExportArchive()
@@ -86,6 +88,8 @@ def build_archive(translator: Translator):
     # The first endpoint is also registered as serving_default; naming it so keeps one copy.
     archive.add_endpoint(SERVING_SIGNATURE, translator.translate)
     archive.add_endpoint(IDS_SIGNATURE, translator.translate_ids)
+    archive.add_endpoint(OPTIONS_SIGNATURE, translator.translate_with_options)
+    archive.add_endpoint(IDS_OPTIONS_SIGNATURE, translator.translate_ids_with_options)
     return archive
 
 
@@ -93,6 +97,13 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
     import keras
     import tensorflow_text as tf_text
 
+    options = {"beam_size": f"int32 scalar in [1, {MAX_BEAM_SIZE}]",
+               "alpha": "float32 scalar >= 0",
+               "num_results": "int32 scalar in [1, beam_size]",
+               "max_extra_length": "int32 scalar >= 0"}
+    per_token = {
+        "token_log_probs": "float32 [batch, num_results, length] (0 = padding)",
+        "alignment": "int32 [batch, num_results, length]: source position (-1 = padding)"}
     return {
         "version": version,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -103,7 +114,23 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
             IDS_SIGNATURE: {"inputs": {"source_ids": "int32 [batch, length]"},
                             "outputs": {"ids": "int32 [batch, length]",
                                         "score": "float32 [batch]"}},
+            OPTIONS_SIGNATURE: {
+                "inputs": {"source": "string [batch]", **options,
+                           "target_prefix": "string [batch] (empty: none)"},
+                "outputs": {"translations": "string [batch, num_results]",
+                            "scores": "float32 [batch, num_results], best first",
+                            "tokens": "string [batch, num_results, length] ('' = padding)",
+                            **per_token}},
+            IDS_OPTIONS_SIGNATURE: {
+                "inputs": {"source_ids": "int32 [batch, length]", **options,
+                           "target_prefix_ids": "int32 [batch, length] 0-padded (0: none)"},
+                "outputs": {"ids": "int32 [batch, num_results, length] 0-padded",
+                            "scores": "float32 [batch, num_results], best first",
+                            **per_token}},
         },
+        "options_limits": {"max_beam_size": MAX_BEAM_SIZE,
+                           "alignment_layer": alignment_layer(
+                               translator.model.config.num_layers)},
         "decoding": translator.settings(),
         "model_config": translator.model.config.to_dict(),
         "spm_sha256": hashlib.sha256(translator.spm_proto).hexdigest(),
@@ -153,7 +180,8 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     d = translator.decoding
-    log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}; beam "
+    log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}, "
+        f"{OPTIONS_SIGNATURE}, {IDS_OPTIONS_SIGNATURE}; default beam "
         f"{d.beam_size}, alpha {d.alpha}, extra length {d.extra_length}, max input length "
         f"{translator.max_length}, {d.precision})")
     return final

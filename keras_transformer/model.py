@@ -143,7 +143,7 @@ class Transformer(keras.Model):
         return cache, {"memory_kv": self.decoder.project_memory(memory), "mask": memory_mask}
 
     def decode_step(self, token_ids, position, cache, memory_state,
-                    return_attention_scores=False):
+                    return_attention_scores=False, attention_layer=-1):
         """Logits for the next token of every hypothesis, one position at a time.
 
         Reproduces `decode` position by position without recomputing the prefix.
@@ -153,14 +153,16 @@ class Transformer(keras.Model):
             position: scalar int.
             cache, memory_state: from `initial_decode_state` or the previous step.
         Returns:
-            (logits [batch, rows, vocab] float32, new cache) (and the last layer's
-            cross-attention weights [batch, heads, rows, source_len] if asked).
+            (logits [batch, rows, vocab] float32, new cache) (and the cross-attention
+            weights [batch, heads, rows, source_len] of decoder layer `attention_layer`,
+            default the last, if asked).
         """
         x = self.target_embedding(token_ids)
         # Axis 1 holds hypotheses, all at `position`: one positional vector for every row.
         x = x + self.target_positions(x[:, :1], start=position)
         out = self.decoder.step(x, position, cache, memory_state["memory_kv"],
-                                memory_state["mask"], return_attention_scores)
+                                memory_state["mask"], return_attention_scores,
+                                attention_layer)
         logits = self.project(out[0])
         return (logits,) + tuple(out[1:])
 

@@ -158,15 +158,21 @@ class Decoder(LayerStack):
                 for layer in self.blocks]
 
     def step(self, x, position, cache, memory_kv, memory_mask=None,
-             return_attention_scores=False):
-        """x [batch, rows, d_model] at `position` -> (output, new cache[, weights])."""
+             return_attention_scores=False, attention_layer=-1):
+        """x [batch, rows, d_model] at `position` -> (output, new cache[, weights]).
+
+        The weights are the cross-attention of layer `attention_layer` (default: the last).
+        """
         new_cache = []
         weights = None
-        for layer, layer_cache, layer_kv in zip(self.blocks, cache, memory_kv):
+        wanted = range(len(self.blocks))[attention_layer]
+        for index, (layer, layer_cache, layer_kv) in enumerate(
+                zip(self.blocks, cache, memory_kv)):
             out = layer.step(x, position, layer_cache, layer_kv, memory_mask,
-                             return_attention_scores)
+                             return_attention_scores and index == wanted)
             x, layer_cache = out[0], out[1]
-            weights = out[2] if return_attention_scores else None
+            if return_attention_scores and index == wanted:
+                weights = out[2]
             new_cache.append(layer_cache)
         if return_attention_scores:
             return self._finish(x), new_cache, weights
