@@ -105,16 +105,17 @@ class Transformer(keras.Model):
         return self.encoder(x, padding_mask=mask, training=training), mask
 
     def decode(self, target_in_ids, memory, memory_mask, return_attention_scores=False,
-               training=None):
+               training=None, attention_layer=-1):
         """Teacher-forced decoder over whole target prefixes -> logits [batch, tgt_len, vocab].
 
-        With `return_attention_scores`, also the last layer's cross-attention weights
-        [batch, heads, target_len, source_len].
+        With `return_attention_scores`, also the cross-attention weights [batch, heads,
+        target_len, source_len] of decoder layer `attention_layer` (default: the last).
         """
         x = self._embed(target_in_ids, self.target_embedding, self.target_positions,
                         training=training)
         out = self.decoder(x, memory, memory_mask=memory_mask,
-                           return_attention_scores=return_attention_scores, training=training)
+                           return_attention_scores=return_attention_scores, training=training,
+                           attention_layer=attention_layer)
         if return_attention_scores:
             return self.project(out[0]), out[1]
         return self.project(out)

@@ -341,8 +341,8 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
     Returns:
         (ids int32 [batch, num_results, length] 0-padded, scores float32 [batch, num_results])
         as before when neither `return_token_scores` nor `return_alignment` is set;
-        otherwise the dict of `beam_search` ("ids", "scores", "token_log_probs",
-        "alignment").
+        otherwise a dict as `beam_search` returns ("ids", "scores", "token_log_probs",
+        "alignment"; without a constraint the length axis is cut to the longest hypothesis).
     """
     if not model.built:
         model.build()
@@ -364,10 +364,15 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
     memory, mask = model.encode(source_ids, training=False)
     cache, memory_state = model.initial_decode_state(
         memory, mask, num_rows=beam_size, max_length=max_steps)
+    layer = alignment_layer(model.config.num_layers)
+    # Without a constraint, per-token scores and alignments come from one teacher-forced
+    # pass over the final hypotheses (`_token_details`): the search itself then runs exactly
+    # as without them, which keeps per-step work (and time) unchanged. A constraint
+    # renormalises the distribution step by step, which only the search sees: it tracks them.
+    track = constraint is not None
+    post_pass = (return_token_scores or return_alignment) and not track
 
-    if return_alignment:
-        layer = alignment_layer(model.config.num_layers)
-
+    if return_alignment and track:
         def symbols_to_logits_fn(ids, step, cache):
             logits, cache, weights = model.decode_step(
                 ids, step, cache, memory_state, return_attention_scores=True,
@@ -392,12 +397,55 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
             return (logits, {"model": out[1], "constraint": state}) + tuple(out[2:])
 
     start = tf.fill([tf.shape(source_ids)[0]], bos_id)
-    return beam_search(symbols_to_logits_fn, start, cache, beam_size, max_lengths, eos_id,
-                       alpha=alpha, num_results=num_results, early_finish=early_finish,
-                       max_steps=max_steps,
-                       forced_ids=None if target_prefix_ids is None else prefix,
-                       return_token_scores=return_token_scores,
-                       return_alignment=return_alignment)
+    result = beam_search(symbols_to_logits_fn, start, cache, beam_size, max_lengths, eos_id,
+                         alpha=alpha, num_results=num_results, early_finish=early_finish,
+                         max_steps=max_steps,
+                         forced_ids=None if target_prefix_ids is None else prefix,
+                         return_token_scores=return_token_scores and track,
+                         return_alignment=return_alignment and track)
+    if not post_pass:
+        return result
+    ids, scores = result
+    # Only up to the longest hypothesis: the rest of the search's storage is padding.
+    ids = ids[:, :, :tf.reduce_max(tf.math.count_nonzero(ids, axis=2, dtype=tf.int32))]
+    details = _token_details(model, memory, mask, ids, bos_id, layer)
+    out = {"ids": ids, "scores": scores}
+    if return_token_scores:
+        out["token_log_probs"] = details["token_log_probs"]
+    if return_alignment:
+        out["alignment"] = details["alignment"]
+    return out
+
+
+def _token_details(model, memory, mask, ids, bos_id, layer):
+    """Per-token log-probabilities and alignments of finished hypotheses, teacher-forced.
+
+    The same numbers the search computes step by step (the full and the cached decoder agree
+    to float precision; the end token forced at the length limit keeps its model
+    log-probability in both), from one decoder pass over [batch * n, length].
+
+    Args:
+        memory, mask: `model.encode` of the sources [batch, ...].
+        ids: int32 [batch, n, length] from `beam_search`, 0-padded after the end token.
+    Returns:
+        {"token_log_probs": float32 [batch, n, length] (0 at padding), "alignment": int32
+        [batch, n, length] (-1 at padding)}.
+    """
+    shape = tf.shape(ids)
+    batch, n, length = shape[0], shape[1], shape[2]
+    flat = tf.reshape(ids, [batch * n, length])
+    target_in = tf.concat([tf.fill([batch * n, 1], bos_id), flat[:, :-1]], axis=1)
+    logits, weights = model.decode(target_in, tf.repeat(memory, n, axis=0),
+                                   tf.repeat(mask, n, axis=0), return_attention_scores=True,
+                                   training=False, attention_layer=layer)
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    token_log_probs = tf.gather(log_probs, flat, axis=2, batch_dims=2)
+    # weights [batch * n, heads, length, source_len]: head average, then the argmax.
+    alignment = tf.argmax(tf.reduce_mean(tf.cast(weights, tf.float32), axis=1), axis=-1,
+                          output_type=tf.int32)
+    padding = tf.equal(flat, PAD_ID)
+    return {"token_log_probs": tf.reshape(tf.where(padding, 0.0, token_log_probs), shape),
+            "alignment": tf.reshape(tf.where(padding, -1, alignment), shape)}
 
 
 def score_ids(model, source_ids, target_ids, alpha=PAPER_DECODING.alpha, bos_id=BOS_ID):

@@ -177,3 +177,31 @@ def test_alignment_layer_is_the_penultimate():
     from keras_transformer.search import alignment_layer
 
     assert [alignment_layer(n) for n in (1, 2, 6)] == [0, 0, 4]
+
+
+def test_token_details_tracked_in_the_search_equal_the_teacher_forced_pass(model, source):
+    """With a constraint the search tracks token scores and alignments step by step;
+    without one they come from a teacher-forced pass. An allow-all constraint must give
+    the same numbers as no constraint."""
+    from keras_transformer.search import DecodingConstraint
+
+    class AllowAll(DecodingConstraint):
+        def initial_state(self, source_ids, beam_size, max_steps):
+            return {"unused": tf.zeros([tf.shape(source_ids)[0], beam_size, 1])}
+
+        def allowed(self, ids, step, state, max_lengths, vocab_size):
+            shape = tf.concat([tf.shape(ids), [vocab_size]], 0)
+            return tf.ones(shape, tf.bool), state
+
+    args = dict(beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS, num_results=2,
+                return_token_scores=True, return_alignment=True,
+                target_prefix_ids=np.array([[5], [0], [6], [0]], np.int32))
+    tracked = translate_ids(model, source, constraint=AllowAll(), **args)
+    forced = translate_ids(model, source, **args)
+    width = forced["ids"].shape[2]
+    np.testing.assert_array_equal(tracked["ids"].numpy()[:, :, :width], forced["ids"].numpy())
+    assert not np.any(tracked["ids"].numpy()[:, :, width:])
+    np.testing.assert_allclose(tracked["token_log_probs"].numpy()[:, :, :width],
+                               forced["token_log_probs"].numpy(), atol=1e-4)
+    np.testing.assert_array_equal(tracked["alignment"].numpy()[:, :, :width],
+                                  forced["alignment"].numpy())
