@@ -43,9 +43,16 @@ class Translator:
     """The serving functions, callable in-process: exactly what the SavedModel runs.
 
     `translate` (tf.string [batch] -> {"translation", "score"}) and `translate_ids` (int32
-    [batch, length] -> {"ids", "score"}) are `tf.function`s with fixed input signatures; the
-    export registers these very functions as the two signatures, so calling them here and
-    calling the loaded SavedModel give the same results.
+    [batch, length] -> {"ids", "score"}) decode with `settings`;
+    `translate_with_options(source, beam_size, alpha, num_results, max_extra_length,
+    target_prefix)` -> {"translations", "scores", "tokens", "token_log_probs", "alignment"}
+    and `translate_ids_with_options(source_ids, ..., target_prefix_ids)` -> {"ids", "scores",
+    "token_log_probs", "alignment"} take the options per call (checked in the graph:
+    InvalidArgumentError for beam_size outside [1, MAX_BEAM_SIZE], num_results outside
+    [1, beam_size], alpha negative or not finite, max_extra_length negative, a prefix with
+    another batch size or ids outside the vocabulary). All four are `tf.function`s with fixed
+    input signatures; the export registers these very functions as its four signatures, so
+    calling them here and calling the loaded SavedModel give the same results.
 
     Example:
         >>> translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6))
