@@ -1,11 +1,14 @@
 """SavedModel export: versions TensorFlow Serving watches, written atomically, with export.json.
 
 The SavedModel written by `export_saved_model` serves a `export.translator.Translator`'s
-functions as two signatures, ``serving_default`` (sentences in, translations out) and
-``translate_ids`` (ids in, ids out). Beam size, alpha, extra length and maximum input length
-are fixed at export time: TensorFlow Serving requires every input of a signature in every
-request, so optional decoding inputs would make the plain ``{"instances": [{"source": ...}]}``
-request fail.
+functions as four signatures: ``serving_default`` (sentences in, translations out) and
+``translate_ids`` (ids in, ids out), whose beam size, alpha and extra length are fixed at
+export time, and ``translate_with_options`` / ``translate_ids_with_options``, which take beam
+size, alpha, n-best size, extra length and a target prefix with every request and also return
+pieces, token log-probabilities and alignments. Options cannot be optional inputs of
+``serving_default``: TensorFlow Serving requires every input of a signature in every request,
+so the plain ``{"instances": [{"source": ...}]}`` request would fail. The maximum input
+length is fixed for all four.
 
 The SavedModel is written with `keras.export.ExportArchive`, whose variable tracking gives
 one saved variable per weight: a plain `tf.Module` holding Keras 3 variables was measured to

@@ -1,6 +1,6 @@
 """The serving functions: raw sentences in, translations out, everything in the graph.
 
-`Translator` holds the two functions an exported SavedModel serves, callable in-process as
+`Translator` holds the four functions an exported SavedModel serves, callable in-process as
 well (the translate stage uses them, so it answers exactly as the served model does):
 
 * ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
