@@ -8,10 +8,12 @@ model directory is `pipelines.stages.run_export`, which both CLIs call. Serving
 instructions: export/README.md.
 """
 from export.op_check import FORBIDDEN_OPS, OpReport, check_ops, graph_op_types
-from export.saved_model import (IDS_SIGNATURE, SERVING_SIGNATURE, existing_versions,
-                                export_saved_model, next_version, write_translator)
-from export.translator import ExportError, Translator
+from export.saved_model import (IDS_OPTIONS_SIGNATURE, IDS_SIGNATURE, OPTIONS_SIGNATURE,
+                                SERVING_SIGNATURE, existing_versions, export_saved_model,
+                                next_version, write_translator)
+from export.translator import MAX_BEAM_SIZE, ExportError, Translator
 
 __all__ = ["FORBIDDEN_OPS", "OpReport", "check_ops", "graph_op_types", "IDS_SIGNATURE",
-           "SERVING_SIGNATURE", "ExportError", "Translator", "existing_versions",
+           "SERVING_SIGNATURE", "OPTIONS_SIGNATURE", "IDS_OPTIONS_SIGNATURE", "MAX_BEAM_SIZE",
+           "ExportError", "Translator", "existing_versions",
            "export_saved_model", "next_version", "write_translator"]

@@ -1,11 +1,14 @@
 """SavedModel export: versions TensorFlow Serving watches, written atomically, with export.json.
 
 The SavedModel written by `export_saved_model` serves a `export.translator.Translator`'s
-functions as two signatures, ``serving_default`` (sentences in, translations out) and
-``translate_ids`` (ids in, ids out). Beam size, alpha, extra length and maximum input length
-are fixed at export time: TensorFlow Serving requires every input of a signature in every
-request, so optional decoding inputs would make the plain ``{"instances": [{"source": ...}]}``
-request fail.
+functions as four signatures: ``serving_default`` (sentences in, translations out) and
+``translate_ids`` (ids in, ids out), whose beam size, alpha and extra length are fixed at
+export time, and ``translate_with_options`` / ``translate_ids_with_options``, which take beam
+size, alpha, n-best size, extra length and a target prefix with every request and also return
+pieces, token log-probabilities and alignments. Options cannot be optional inputs of
+``serving_default``: TensorFlow Serving requires every input of a signature in every request,
+so the plain ``{"instances": [{"source": ...}]}`` request would fail. The maximum input
+length is fixed for all four.
 
 The SavedModel is written with `keras.export.ExportArchive`, whose variable tracking gives
 one saved variable per weight: a plain `tf.Module` holding Keras 3 variables was measured to
@@ -32,11 +35,13 @@ from typing import Any
 
 import tensorflow as tf
 
-from export.translator import ExportError, Translator
-from keras_transformer.search import DecodingSettings
+from export.translator import MAX_BEAM_SIZE, ExportError, Translator
+from keras_transformer.search import DecodingSettings, alignment_layer
 
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
+OPTIONS_SIGNATURE = "translate_with_options"
+IDS_OPTIONS_SIGNATURE = "translate_ids_with_options"
 EXTRA_DIR = "assets.extra"  # files beside the SavedModel that TensorFlow never loads
 EXPORT_INFO_FILE = "export.json"
 VOCAB_COPY_FILE = "spm.model"
@@ -75,7 +80,7 @@ def _refuse_existing(final: pathlib.Path, version: int, export_dir: pathlib.Path
 
 # ---------------------------------------------------------------------- export
 def build_archive(translator: Translator):
-    """A `keras.export.ExportArchive` with the two signatures (not yet written)."""
+    """A `keras.export.ExportArchive` with the four signatures (not yet written)."""
     import keras
 
     archive = keras.export.ExportArchive()
@@ -86,6 +91,8 @@ def build_archive(translator: Translator):
     # The first endpoint is also registered as serving_default; naming it so keeps one copy.
     archive.add_endpoint(SERVING_SIGNATURE, translator.translate)
     archive.add_endpoint(IDS_SIGNATURE, translator.translate_ids)
+    archive.add_endpoint(OPTIONS_SIGNATURE, translator.translate_with_options)
+    archive.add_endpoint(IDS_OPTIONS_SIGNATURE, translator.translate_ids_with_options)
     return archive
 
 
@@ -93,6 +100,13 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
     import keras
     import tensorflow_text as tf_text
 
+    options = {"beam_size": f"int32 scalar in [1, {MAX_BEAM_SIZE}]",
+               "alpha": "float32 scalar >= 0",
+               "num_results": "int32 scalar in [1, beam_size]",
+               "max_extra_length": "int32 scalar >= 0"}
+    per_token = {
+        "token_log_probs": "float32 [batch, num_results, length] (0 = padding)",
+        "alignment": "int32 [batch, num_results, length]: source position (-1 = padding)"}
     return {
         "version": version,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -103,7 +117,23 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
             IDS_SIGNATURE: {"inputs": {"source_ids": "int32 [batch, length]"},
                             "outputs": {"ids": "int32 [batch, length]",
                                         "score": "float32 [batch]"}},
+            OPTIONS_SIGNATURE: {
+                "inputs": {"source": "string [batch]", **options,
+                           "target_prefix": "string [batch] (empty: none)"},
+                "outputs": {"translations": "string [batch, num_results]",
+                            "scores": "float32 [batch, num_results], best first",
+                            "tokens": "string [batch, num_results, length] ('' = padding)",
+                            **per_token}},
+            IDS_OPTIONS_SIGNATURE: {
+                "inputs": {"source_ids": "int32 [batch, length]", **options,
+                           "target_prefix_ids": "int32 [batch, length] 0-padded (0: none)"},
+                "outputs": {"ids": "int32 [batch, num_results, length] 0-padded",
+                            "scores": "float32 [batch, num_results], best first",
+                            **per_token}},
         },
+        "options_limits": {"max_beam_size": MAX_BEAM_SIZE,
+                           "alignment_layer": alignment_layer(
+                               translator.model.config.num_layers)},
         "decoding": translator.settings(),
         "model_config": translator.model.config.to_dict(),
         "spm_sha256": hashlib.sha256(translator.spm_proto).hexdigest(),
@@ -153,7 +183,8 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     d = translator.decoding
-    log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}; beam "
+    log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}, "
+        f"{OPTIONS_SIGNATURE}, {IDS_OPTIONS_SIGNATURE}; default beam "
         f"{d.beam_size}, alpha {d.alpha}, extra length {d.extra_length}, max input length "
         f"{translator.max_length}, {d.precision})")
     return final

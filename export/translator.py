@@ -1,6 +1,6 @@
 """The serving functions: raw sentences in, translations out, everything in the graph.
 
-`Translator` holds the two functions an exported SavedModel serves, callable in-process as
+`Translator` holds the four functions an exported SavedModel serves, callable in-process as
 well (the translate stage uses them, so it answers exactly as the served model does):
 
 * ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
@@ -9,6 +9,10 @@ well (the translate stage uses them, so it answers exactly as the served model d
   (`keras_transformer.search.translate_ids`), detokenization, post-processing.
 * ``translate_ids``: ``source_ids`` int32 [batch, length] -> ``ids`` int32 [batch, length'],
   ``score`` float32 [batch], for clients that tokenize themselves.
+* ``translate_with_options`` / ``translate_ids_with_options``: the same with decoding options
+  given per request (beam size, alpha, n-best, extra length, a target prefix) and per-token
+  outputs (pieces, log-probabilities, alignment). The two fixed-settings functions are left
+  exactly as they were: their search is built with a Python beam size (static shapes).
 
 This module depends on the library only; what a task adds (a decoding constraint, in-graph
 pre- and post-processing) comes in as arguments.
@@ -24,6 +28,12 @@ from keras_transformer import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.search import DecodingSettings, translate_ids
 
+MAX_BEAM_SIZE = 16  # the largest beam_size the *_with_options functions accept
+OPTION_SPECS = [tf.TensorSpec([], tf.int32, name="beam_size"),
+                tf.TensorSpec([], tf.float32, name="alpha"),
+                tf.TensorSpec([], tf.int32, name="num_results"),
+                tf.TensorSpec([], tf.int32, name="max_extra_length")]
+
 
 class ExportError(ValueError):
     """An export cannot be written as asked (bad settings, existing version, ...)."""
@@ -33,9 +43,16 @@ class Translator:
     """The serving functions, callable in-process: exactly what the SavedModel runs.
 
     `translate` (tf.string [batch] -> {"translation", "score"}) and `translate_ids` (int32
-    [batch, length] -> {"ids", "score"}) are `tf.function`s with fixed input signatures; the
-    export registers these very functions as the two signatures, so calling them here and
-    calling the loaded SavedModel give the same results.
+    [batch, length] -> {"ids", "score"}) decode with `settings`;
+    `translate_with_options(source, beam_size, alpha, num_results, max_extra_length,
+    target_prefix)` -> {"translations", "scores", "tokens", "token_log_probs", "alignment"}
+    and `translate_ids_with_options(source_ids, ..., target_prefix_ids)` -> {"ids", "scores",
+    "token_log_probs", "alignment"} take the options per call (checked in the graph:
+    InvalidArgumentError for beam_size outside [1, MAX_BEAM_SIZE], num_results outside
+    [1, beam_size], alpha negative or not finite, max_extra_length negative, a prefix with
+    another batch size or ids outside the vocabulary). All four are `tf.function`s with fixed
+    input signatures; the export registers these very functions as its four signatures, so
+    calling them here and calling the loaded SavedModel give the same results.
 
     Example:
         >>> translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6))
@@ -91,6 +108,14 @@ class Translator:
                                      autograph=False)
         self.translate_ids = tf.function(self._translate_ids, input_signature=[ids],
                                          autograph=False)
+        self.translate_with_options = tf.function(
+            self._translate_with_options, autograph=False,
+            input_signature=[strings, *OPTION_SPECS,
+                             tf.TensorSpec([None], tf.string, name="target_prefix")])
+        self.translate_ids_with_options = tf.function(
+            self._translate_ids_with_options, autograph=False,
+            input_signature=[ids, *OPTION_SPECS,
+                             tf.TensorSpec([None, None], tf.int32, name="target_prefix_ids")])
 
     # ------------------------------------------------------------------ graph pieces
     def settings(self) -> dict[str, Any]:
@@ -142,3 +167,87 @@ class Translator:
     def _translate_ids(self, source_ids):
         ids, scores = self._search(source_ids[:, :self.max_length])
         return {"ids": ids, "score": scores}
+
+    # ------------------------------------------------------------------ per-request options
+    def _check_options(self, batch, beam_size, alpha, num_results, max_extra_length,
+                       prefix_batch):
+        """In-graph checks (core Assert ops: InvalidArgument, before any decoding)."""
+        def check(condition, *message):
+            return tf.debugging.Assert(condition, list(message), summarize=5)
+
+        return [
+            check((beam_size >= 1) & (beam_size <= MAX_BEAM_SIZE),
+                  f"beam_size must be in [1, {MAX_BEAM_SIZE}], got", beam_size),
+            check((num_results >= 1) & (num_results <= beam_size),
+                  "num_results must be in [1, beam_size], got num_results", num_results,
+                  "beam_size", beam_size),
+            check(tf.math.is_finite(alpha) & (alpha >= 0.0),
+                  "alpha must be a finite number >= 0, got", alpha),
+            check(max_extra_length >= 0, "max_extra_length must be >= 0, got",
+                  max_extra_length),
+            check(tf.equal(prefix_batch, batch),
+                  "the target prefix must have one row per source row: got", prefix_batch,
+                  "prefix rows for", batch, "sources"),
+        ]
+
+    def _search_with_options(self, source_ids, beam_size, alpha, num_results,
+                             max_extra_length, prefix_ids):
+        """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs,
+        alignment [batch, n, len]), also for an empty batch."""
+        checks = self._check_options(tf.shape(source_ids)[0], beam_size, alpha, num_results,
+                                     max_extra_length, tf.shape(prefix_ids)[0])
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all((prefix_ids >= 0) & (prefix_ids < self.vocab_size)),
+            [f"target prefix ids must be in [0, {self.vocab_size})"]))
+        with tf.control_dependencies(checks):
+            beam_size, alpha, num_results = (tf.identity(beam_size), tf.identity(alpha),
+                                             tf.identity(num_results))
+            # The output cap bounds the search anyway; this keeps the sum from overflowing.
+            extra = tf.minimum(max_extra_length, self.output_cap)
+            prefix_ids = tf.identity(prefix_ids)
+
+        def search():
+            out = translate_ids(
+                self.model, source_ids, beam_size=beam_size, alpha=alpha, extra_length=extra,
+                max_length=self.output_cap, num_results=num_results,
+                constraint=self.constraint, return_token_scores=True, return_alignment=True,
+                target_prefix_ids=prefix_ids)
+            ids = out["ids"]
+            width = tf.reduce_max(
+                tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 2))
+            return (ids[:, :, :width], out["scores"], out["token_log_probs"][:, :, :width],
+                    out["alignment"][:, :, :width])
+
+        def empty():
+            return (tf.zeros([0, num_results, 0], tf.int32), tf.zeros([0, num_results]),
+                    tf.zeros([0, num_results, 0]), tf.zeros([0, num_results, 0], tf.int32))
+
+        return tf.cond(tf.shape(source_ids)[0] > 0, search, empty)
+
+    def _translate_with_options(self, source, beam_size, alpha, num_results, max_extra_length,
+                                target_prefix):
+        tokenizer = self._tokenizer()
+        if self.preprocess is not None:
+            source = self.preprocess(source)
+        source_ids = text.sentences_to_ids(tokenizer, source, self.max_length)
+        # The prefix's pieces, no end token; an empty string forces nothing.
+        prefix_ids = tf.cast(tokenizer.tokenize(target_prefix), tf.int32).to_tensor(
+            default_value=PAD_ID)[:, :self.output_cap - 1]
+        ids, scores, token_log_probs, alignment = self._search_with_options(
+            source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids)
+        shape = tf.shape(ids)
+        flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])
+        translations = text.ids_to_sentences(tokenizer, flat)
+        if self.postprocess is not None:
+            translations = self.postprocess(tf.repeat(source, shape[1]), translations)
+        pieces = tf.where(tf.equal(ids, PAD_ID), "", tokenizer.id_to_string(ids))
+        return {"translations": tf.reshape(translations, shape[:2]), "scores": scores,
+                "tokens": pieces, "token_log_probs": token_log_probs, "alignment": alignment}
+
+    def _translate_ids_with_options(self, source_ids, beam_size, alpha, num_results,
+                                    max_extra_length, target_prefix_ids):
+        ids, scores, token_log_probs, alignment = self._search_with_options(
+            source_ids[:, :self.max_length], beam_size, alpha, num_results, max_extra_length,
+            target_prefix_ids[:, :self.output_cap - 1])
+        return {"ids": ids, "scores": scores, "token_log_probs": token_log_probs,
+                "alignment": alignment}

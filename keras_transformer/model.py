@@ -105,16 +105,17 @@ class Transformer(keras.Model):
         return self.encoder(x, padding_mask=mask, training=training), mask
 
     def decode(self, target_in_ids, memory, memory_mask, return_attention_scores=False,
-               training=None):
+               training=None, attention_layer=-1):
         """Teacher-forced decoder over whole target prefixes -> logits [batch, tgt_len, vocab].
 
-        With `return_attention_scores`, also the last layer's cross-attention weights
-        [batch, heads, target_len, source_len].
+        With `return_attention_scores`, also the cross-attention weights [batch, heads,
+        target_len, source_len] of decoder layer `attention_layer` (default: the last).
         """
         x = self._embed(target_in_ids, self.target_embedding, self.target_positions,
                         training=training)
         out = self.decoder(x, memory, memory_mask=memory_mask,
-                           return_attention_scores=return_attention_scores, training=training)
+                           return_attention_scores=return_attention_scores, training=training,
+                           attention_layer=attention_layer)
         if return_attention_scores:
             return self.project(out[0]), out[1]
         return self.project(out)
@@ -143,7 +144,7 @@ class Transformer(keras.Model):
         return cache, {"memory_kv": self.decoder.project_memory(memory), "mask": memory_mask}
 
     def decode_step(self, token_ids, position, cache, memory_state,
-                    return_attention_scores=False):
+                    return_attention_scores=False, attention_layer=-1):
         """Logits for the next token of every hypothesis, one position at a time.
 
         Reproduces `decode` position by position without recomputing the prefix.
@@ -153,14 +154,16 @@ class Transformer(keras.Model):
             position: scalar int.
             cache, memory_state: from `initial_decode_state` or the previous step.
         Returns:
-            (logits [batch, rows, vocab] float32, new cache) (and the last layer's
-            cross-attention weights [batch, heads, rows, source_len] if asked).
+            (logits [batch, rows, vocab] float32, new cache) (and the cross-attention
+            weights [batch, heads, rows, source_len] of decoder layer `attention_layer`,
+            default the last, if asked).
         """
         x = self.target_embedding(token_ids)
         # Axis 1 holds hypotheses, all at `position`: one positional vector for every row.
         x = x + self.target_positions(x[:, :1], start=position)
         out = self.decoder.step(x, position, cache, memory_state["memory_kv"],
-                                memory_state["mask"], return_attention_scores)
+                                memory_state["mask"], return_attention_scores,
+                                attention_layer)
         logits = self.project(out[0])
         return (logits,) + tuple(out[1:])
 

@@ -101,49 +101,90 @@ def _gather_beams(nest, beam_indices):
     return tf.nest.map_structure(gather, nest)
 
 
+def _is_static(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max_lengths,
-                eos_id, alpha, num_results=1, early_finish=True, max_steps=None):
+                eos_id, alpha, num_results=1, early_finish=True, max_steps=None,
+                forced_ids=None, return_token_scores=False, return_alignment=False):
     """Finds high-scoring continuations of `initial_ids` for every sentence of a batch.
 
     Args:
-        symbols_to_logits_fn: see the module docstring.
+        symbols_to_logits_fn: see the module docstring. With `return_alignment` it returns a
+            third value, int32 [batch, beam]: the source position each hypothesis's next
+            token is aligned to.
         initial_ids: int32 [batch], the start token of every sentence.
         initial_cache: nest of [batch, beam_size, ...] tensors (e.g. empty self-attention
             key/value caches with room for max(max_lengths) positions).
-        beam_size: k; 1 with alpha 0 is greedy decoding.
+        beam_size: k; 1 with alpha 0 is greedy decoding. A Python int (static shapes, the
+            exported ``serving_default``), or an int32 scalar tensor: a dynamic beam, the
+            hypotheses axis then has unknown static size (graph mode, no XLA needed).
+            Tensor values are not checked here: the caller asserts 1 <= num_results <= k.
         max_lengths: int32 [batch] (or scalar), the most tokens to generate per sentence,
             end token included; at that length the end token is forced.
         eos_id: the end token.
-        alpha: length-penalty exponent (0.6 in the paper; 0 scores by log-probability).
-        num_results: how many hypotheses to return per sentence (n-best, <= beam_size).
+        alpha: length-penalty exponent (0.6 in the paper; 0 scores by log-probability); a
+            float or a float32 scalar tensor.
+        num_results: how many hypotheses to return per sentence (n-best, <= beam_size); an
+            int or an int32 scalar tensor.
         early_finish: stop a batch as soon as no live hypothesis of any sentence can beat
             its finished ones; False always runs all `max_steps` steps (for benchmarks).
         max_steps: the loop and storage bound (>= max(max_lengths); default that maximum).
             Under XLA pass one that depends on input shapes only, so that a compiled
             search is reused for every batch of the same shape.
+        forced_ids: optional int32 [batch, width]: generated token i must be forced_ids[:, i]
+            where that is not 0 (a target prefix). Unlike a `DecodingConstraint` the
+            distribution is not renormalised: forced tokens keep their model
+            log-probabilities, which count in the score. max_lengths must leave room for
+            the forced tokens and the end token (`translate_ids` sees to it).
+        return_token_scores: also return every token's log-probability.
+        return_alignment: also return every token's alignment (see symbols_to_logits_fn).
     Returns:
         (sequences int32 [batch, num_results, max_steps], 0-padded after the end token;
-        scores float32 [batch, num_results], best first).
+        scores float32 [batch, num_results], best first). With `return_token_scores` or
+        `return_alignment`, a dict instead: "ids", "scores", and "token_log_probs" float32
+        (0 at padding; their sum is score * length_penalty) and/or "alignment" int32 (-1 at
+        padding), both [batch, num_results, max_steps].
     """
-    if not 1 <= num_results <= beam_size:
-        raise ValueError(f"num_results must be in [1, beam_size={beam_size}], got {num_results}")
+    if _is_static(beam_size) and _is_static(num_results):
+        if not 1 <= num_results <= beam_size:
+            raise ValueError(
+                f"num_results must be in [1, beam_size={beam_size}], got {num_results}")
     initial_ids = tf.convert_to_tensor(initial_ids, tf.int32)
     batch = tf.shape(initial_ids)[0]
     max_lengths = tf.broadcast_to(tf.cast(max_lengths, tf.int32), [batch])
     steps = tf.reduce_max(max_lengths) if max_steps is None else tf.cast(max_steps, tf.int32)
-    k = beam_size
-    alpha = float(alpha)
+    k = beam_size if _is_static(beam_size) else tf.convert_to_tensor(beam_size, tf.int32)
+    if not _is_static(num_results):
+        num_results = tf.convert_to_tensor(num_results, tf.int32)
+    alpha = tf.cast(alpha, tf.float32) if tf.is_tensor(alpha) else float(alpha)
+    if forced_ids is not None:
+        # One column per loop step: forced_ids[:, step] is always defined.
+        forced_ids = tf.convert_to_tensor(forced_ids, tf.int32)
+        forced_ids = tf.concat([forced_ids, tf.zeros([batch, steps], tf.int32)], 1)[:, :steps]
 
-    # Sequences hold the start token at position 0 and generated tokens after it.
-    alive_seq = tf.tile(initial_ids[:, None, None], [1, k, 1])
-    alive_seq = tf.concat([alive_seq, tf.zeros([batch, k, steps], tf.int32)], axis=2)
+    # Per-hypothesis storage, reordered together: the tokens (the start token at position 0
+    # and generated tokens after it) and, if asked, what each token cost and attends to.
+    def storage(first, dtype):
+        first = tf.tile(tf.cast(first, dtype)[:, None, None], [1, k, 1])
+        return tf.concat([first, tf.zeros([batch, k, steps], dtype)], axis=2)
+
+    alive = {"ids": storage(initial_ids, tf.int32)}
+    if return_token_scores:
+        alive["token_log_probs"] = storage(tf.zeros([batch]), tf.float32)
+    if return_alignment:
+        alive["alignment"] = storage(tf.fill([batch], -1), tf.int32)
     # Only the first beam is live at the start, or the k beams would be k copies.
-    alive_log_probs = tf.tile(tf.constant([[0.0] + [_NEG] * (k - 1)]), [batch, 1])
-    finished_seq = tf.zeros_like(alive_seq)
+    if _is_static(k):
+        alive_log_probs = tf.tile(tf.constant([[0.0] + [_NEG] * (k - 1)]), [batch, 1])
+    else:
+        alive_log_probs = tf.tile(tf.where(tf.range(k) == 0, 0.0, _NEG)[None], [batch, 1])
+    finished = tf.nest.map_structure(tf.zeros_like, alive)
     finished_scores = tf.fill([batch, k], _NEG)
     positions = tf.range(steps + 1)
 
-    def not_done(step, alive_seq, alive_log_probs, finished_seq, finished_scores, cache):
+    def not_done(step, alive, alive_log_probs, finished, finished_scores, cache):
         # The best a live beam can still reach: its log-probability only falls, and the
         # penalty is largest at the sentence's maximum length.
         best_alive = alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
@@ -152,8 +193,9 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
         keep_going = tf.reduce_any(can_improve) if early_finish else True
         return (step < steps) & keep_going
 
-    def body(step, alive_seq, alive_log_probs, finished_seq, finished_scores, cache):
-        logits, cache = symbols_to_logits_fn(alive_seq[:, :, step], step, cache)
+    def body(step, alive, alive_log_probs, finished, finished_scores, cache):
+        out = symbols_to_logits_fn(alive["ids"][:, :, step], step, cache)
+        logits, cache = out[0], out[1]
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         vocab = tf.shape(log_probs)[-1]
         # Padding is never generated (it marks the end of a sequence's storage), and at a
@@ -162,7 +204,12 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
         last = tf.equal(step + 1, max_lengths)[:, None, None]
         is_eos_column = tf.equal(tf.range(vocab), eos_id)[None, None, :]
         is_pad_column = tf.equal(tf.range(vocab), PAD_ID)[None, None, :]
-        log_probs = tf.where((last & ~is_eos_column) | is_pad_column, _NEG, log_probs)
+        disallowed = (last & ~is_eos_column) | is_pad_column
+        if forced_ids is not None:
+            forced = forced_ids[:, step]
+            disallowed |= ((forced > 0)[:, None, None]
+                           & ~tf.equal(tf.range(vocab)[None, None, :], forced[:, None, None]))
+        log_probs = tf.where(disallowed, _NEG, log_probs)
         candidate_log_probs = alive_log_probs[:, :, None] + log_probs
 
         # 2k candidates: enough that k of them continue even if k end here.
@@ -170,14 +217,21 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
         top_log_probs, top_indices = tf.math.top_k(flat, k=2 * k)
         top_beams = top_indices // vocab
         top_tokens = top_indices % vocab
+        new_values = {"ids": top_tokens}
+        if return_token_scores:
+            new_values["token_log_probs"] = tf.gather(
+                tf.reshape(log_probs, [batch, -1]), top_indices, batch_dims=1)
+        if return_alignment:
+            new_values["alignment"] = _gather_beams(out[2], top_beams)
         write = tf.equal(positions, step + 1)[None, None, :]
-        top_seq = tf.where(write, top_tokens[:, :, None], _gather_beams(alive_seq, top_beams))
+        top = {name: tf.where(write, new_values[name][:, :, None], old)
+               for name, old in _gather_beams(alive, top_beams).items()}
         top_is_eos = tf.equal(top_tokens, eos_id)
 
         # Live beams: the k best candidates that did not end.
         alive_scores = tf.where(top_is_eos, _NEG, top_log_probs)
         new_alive_log_probs, alive_pick = tf.math.top_k(alive_scores, k=k)
-        new_alive_seq = _gather_beams(top_seq, alive_pick)
+        new_alive = _gather_beams(top, alive_pick)
         cache = _gather_beams(cache, _gather_beams(top_beams, alive_pick))
 
         # Finished: the k best of the old finished and the candidates that ended now. As in
@@ -186,27 +240,36 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
         ended = top_is_eos & (tf.range(2 * k) < k)[None, :] & (top_log_probs > _NEG / 2)
         ended_scores = tf.where(ended, top_log_probs / length_penalty(step + 1, alpha), _NEG)
         pool_scores = tf.concat([finished_scores, ended_scores], axis=1)
-        pool_seq = tf.concat([finished_seq, top_seq], axis=1)
+        pool = tf.nest.map_structure(lambda f, t: tf.concat([f, t], axis=1), finished, top)
         new_finished_scores, finished_pick = tf.math.top_k(pool_scores, k=k)
-        new_finished_seq = _gather_beams(pool_seq, finished_pick)
-        new_vars = (step + 1, new_alive_seq, new_alive_log_probs, new_finished_seq,
+        new_finished = _gather_beams(pool, finished_pick)
+        new_vars = (step + 1, new_alive, new_alive_log_probs, new_finished,
                     new_finished_scores, cache)
         # Reshapes with a dynamic batch lose static dimensions; the loop needs them back.
         tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), new_vars, loop_vars)
         return new_vars
 
-    loop_vars = (tf.constant(0), alive_seq, alive_log_probs, finished_seq, finished_scores,
+    loop_vars = (tf.constant(0), alive, alive_log_probs, finished, finished_scores,
                  initial_cache)
-    _, alive_seq, alive_log_probs, finished_seq, finished_scores, _ = tf.while_loop(
+    _, alive, alive_log_probs, finished, finished_scores, _ = tf.while_loop(
         not_done, body, loop_vars, maximum_iterations=steps)
 
     # A sentence with no finished hypothesis (only when early_finish is off and decoding
     # stopped at max(max_lengths) before its own end) returns its live beams instead.
     has_finished = finished_scores[:, :1] > _NEG / 2
     alive_scores = alive_log_probs / length_penalty(steps, alpha)
-    sequences = tf.where(has_finished[:, :, None], finished_seq, alive_seq)[:, :num_results, 1:]
+    outputs = {name: tf.where(has_finished[:, :, None], finished[name],
+                              alive[name])[:, :num_results, 1:]
+               for name in alive}
     scores = tf.where(has_finished, finished_scores, alive_scores)[:, :num_results]
-    return sequences, scores
+    if not (return_token_scores or return_alignment):
+        return outputs["ids"], scores
+    padding = tf.equal(outputs["ids"], PAD_ID)
+    if return_token_scores:
+        outputs["token_log_probs"] = tf.where(padding, 0.0, outputs["token_log_probs"])
+    if return_alignment:
+        outputs["alignment"] = tf.where(padding, -1, outputs["alignment"])
+    return dict(outputs, scores=scores)
 
 
 class DecodingConstraint(abc.ABC):
@@ -232,10 +295,25 @@ class DecodingConstraint(abc.ABC):
 PAPER_DECODING = DecodingSettings()
 
 
+def alignment_layer(num_layers):
+    """The decoder layer whose cross-attention gives word alignments: the penultimate one.
+
+    Garg et al. (2019, "Jointly Learning to Align and Translate with Transformer Models",
+    Section 4) extract alignments from the attention probabilities averaged over all heads of
+    one layer and find the penultimate layer (layer 5 of 6) clearly best (lower alignment
+    error rate than the last layer or any single head); Alkhouli et al. (2018) likewise use
+    the attention weights of a head average rather than a single head. The last layer's
+    attention is less aligned because its output is already shaped for predicting the next
+    token. A 1-layer decoder has only its last layer.
+    """
+    return max(num_layers - 2, 0)
+
+
 def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
                   alpha=PAPER_DECODING.alpha, extra_length=PAPER_DECODING.extra_length,
                   max_length=None, bos_id=BOS_ID, eos_id=EOS_ID, num_results=1,
-                  early_finish=True, constraint=None):
+                  early_finish=True, constraint=None, return_token_scores=False,
+                  return_alignment=False, target_prefix_ids=None):
     """Beam search over a `Transformer`: source ids in, target ids and scores out.
 
     Encodes once; cross-attention keys/values are computed once per sentence and shared by
@@ -244,13 +322,27 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
     Args:
         model: a `keras_transformer.Transformer`.
         source_ids: int [batch, source_len], 0-padded.
-        beam_size, alpha, num_results, early_finish: see `beam_search`.
-        extra_length: each sentence may produce up to its source length + this many tokens.
+        beam_size, alpha, num_results, early_finish: see `beam_search` (beam size, alpha and
+            num_results may be scalar tensors: a dynamic beam).
+        extra_length: each sentence may produce up to its source length + this many tokens
+            (int or int32 scalar tensor).
         max_length: a cap on generated tokens (default: the model's `max_length`).
         bos_id, eos_id: start and end tokens of the target vocabulary.
         constraint: an optional `DecodingConstraint` on the generated tokens.
+        return_token_scores: also return each token's log-probability.
+        return_alignment: also return, for each target token, the source position it attends
+            to most: the argmax of the cross-attention weights of `alignment_layer`
+            averaged over heads, taken at the step that predicts the token.
+        target_prefix_ids: optional int [batch, width], 0-padded: the first tokens of every
+            output are forced to these (no end token; an all-0 row means no prefix) and the
+            search continues from them. Their log-probabilities count in the score. Each
+            sentence may then produce at least its prefix and the end token (within
+            `max_length`; longer prefixes are cut to `max_length - 1`).
     Returns:
-        (ids int32 [batch, num_results, length] 0-padded, scores float32 [batch, num_results]).
+        (ids int32 [batch, num_results, length] 0-padded, scores float32 [batch, num_results])
+        as before when neither `return_token_scores` nor `return_alignment` is set;
+        otherwise a dict as `beam_search` returns ("ids", "scores", "token_log_probs",
+        "alignment"; without a constraint the length axis is cut to the longest hypothesis).
     """
     if not model.built:
         model.build()
@@ -261,12 +353,36 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
     # From the padded width, not the lengths: a value-independent bound keeps one compiled
     # (XLA) search per input shape.
     max_steps = tf.minimum(tf.shape(source_ids)[1] + extra_length, cap)
+    if target_prefix_ids is not None:
+        prefix = tf.convert_to_tensor(target_prefix_ids, tf.int32)[:, :cap - 1]
+        width = tf.shape(prefix)[1]
+        # Up to the last non-padding column: the forced tokens plus the end token must fit.
+        prefix_lengths = tf.reduce_max(
+            tf.where(tf.not_equal(prefix, PAD_ID), tf.range(1, width + 1)[None, :], 0), axis=1)
+        max_lengths = tf.minimum(tf.maximum(max_lengths, prefix_lengths + 1), cap)
+        max_steps = tf.minimum(tf.maximum(max_steps, width + 1), cap)
     memory, mask = model.encode(source_ids, training=False)
     cache, memory_state = model.initial_decode_state(
         memory, mask, num_rows=beam_size, max_length=max_steps)
+    layer = alignment_layer(model.config.num_layers)
+    # Without a constraint, per-token scores and alignments come from one teacher-forced
+    # pass over the final hypotheses (`_token_details`): the search itself then runs exactly
+    # as without them, which keeps per-step work (and time) unchanged. A constraint
+    # renormalises the distribution step by step, which only the search sees: it tracks them.
+    track = constraint is not None
+    post_pass = (return_token_scores or return_alignment) and not track
 
-    def symbols_to_logits_fn(ids, step, cache):
-        return model.decode_step(ids, step, cache, memory_state)
+    if return_alignment and track:
+        def symbols_to_logits_fn(ids, step, cache):
+            logits, cache, weights = model.decode_step(
+                ids, step, cache, memory_state, return_attention_scores=True,
+                attention_layer=layer)
+            # weights [batch, heads, rows, source_len]: head average, then the argmax.
+            average = tf.reduce_mean(tf.cast(weights, tf.float32), axis=1)
+            return logits, cache, tf.argmax(average, axis=-1, output_type=tf.int32)
+    else:
+        def symbols_to_logits_fn(ids, step, cache):
+            return model.decode_step(ids, step, cache, memory_state)
 
     if constraint is not None:
         cache = {"model": cache,
@@ -274,16 +390,62 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
         unconstrained = symbols_to_logits_fn
 
         def symbols_to_logits_fn(ids, step, cache):
-            logits, model_cache = unconstrained(ids, step, cache["model"])
+            out = unconstrained(ids, step, cache["model"])
             allowed, state = constraint.allowed(ids, step, cache["constraint"], max_lengths,
                                                 model.config.vocab_size)
-            logits = tf.where(allowed, logits, _NEG)
-            return logits, {"model": model_cache, "constraint": state}
+            logits = tf.where(allowed, out[0], _NEG)
+            return (logits, {"model": out[1], "constraint": state}) + tuple(out[2:])
 
     start = tf.fill([tf.shape(source_ids)[0]], bos_id)
-    return beam_search(symbols_to_logits_fn, start, cache, beam_size, max_lengths, eos_id,
-                       alpha=alpha, num_results=num_results, early_finish=early_finish,
-                       max_steps=max_steps)
+    result = beam_search(symbols_to_logits_fn, start, cache, beam_size, max_lengths, eos_id,
+                         alpha=alpha, num_results=num_results, early_finish=early_finish,
+                         max_steps=max_steps,
+                         forced_ids=None if target_prefix_ids is None else prefix,
+                         return_token_scores=return_token_scores and track,
+                         return_alignment=return_alignment and track)
+    if not post_pass:
+        return result
+    ids, scores = result
+    # Only up to the longest hypothesis: the rest of the search's storage is padding.
+    ids = ids[:, :, :tf.reduce_max(tf.math.count_nonzero(ids, axis=2, dtype=tf.int32))]
+    details = _token_details(model, memory, mask, ids, bos_id, layer)
+    out = {"ids": ids, "scores": scores}
+    if return_token_scores:
+        out["token_log_probs"] = details["token_log_probs"]
+    if return_alignment:
+        out["alignment"] = details["alignment"]
+    return out
+
+
+def _token_details(model, memory, mask, ids, bos_id, layer):
+    """Per-token log-probabilities and alignments of finished hypotheses, teacher-forced.
+
+    The same numbers the search computes step by step (the full and the cached decoder agree
+    to float precision; the end token forced at the length limit keeps its model
+    log-probability in both), from one decoder pass over [batch * n, length].
+
+    Args:
+        memory, mask: `model.encode` of the sources [batch, ...].
+        ids: int32 [batch, n, length] from `beam_search`, 0-padded after the end token.
+    Returns:
+        {"token_log_probs": float32 [batch, n, length] (0 at padding), "alignment": int32
+        [batch, n, length] (-1 at padding)}.
+    """
+    shape = tf.shape(ids)
+    batch, n, length = shape[0], shape[1], shape[2]
+    flat = tf.reshape(ids, [batch * n, length])
+    target_in = tf.concat([tf.fill([batch * n, 1], bos_id), flat[:, :-1]], axis=1)
+    logits, weights = model.decode(target_in, tf.repeat(memory, n, axis=0),
+                                   tf.repeat(mask, n, axis=0), return_attention_scores=True,
+                                   training=False, attention_layer=layer)
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    token_log_probs = tf.gather(log_probs, flat, axis=2, batch_dims=2)
+    # weights [batch * n, heads, length, source_len]: head average, then the argmax.
+    alignment = tf.argmax(tf.reduce_mean(tf.cast(weights, tf.float32), axis=1), axis=-1,
+                          output_type=tf.int32)
+    padding = tf.equal(flat, PAD_ID)
+    return {"token_log_probs": tf.reshape(tf.where(padding, 0.0, token_log_probs), shape),
+            "alignment": tf.reshape(tf.where(padding, -1, alignment), shape)}
 
 
 def score_ids(model, source_ids, target_ids, alpha=PAPER_DECODING.alpha, bos_id=BOS_ID):

@@ -128,3 +128,80 @@ def test_without_early_finish_runs_every_step(model, source):
                                 early_finish=False)
     assert ids.shape[2] == source.shape[1] + 4
     assert np.all(np.isfinite(scores.numpy()))
+
+
+# ---------------------------------------------------------------------- per-request options
+def test_dynamic_beam_in_a_graph_equals_the_static_beam(model, source):
+    """Beam size, alpha and num_results as tensors (a dynamic beam, no XLA) change nothing."""
+    static_ids, static_scores = translate_ids(model, source, beam_size=3, alpha=0.6,
+                                              extra_length=4, eos_id=EOS, num_results=2)
+    dynamic = tf.function(
+        lambda s, k, a, n: translate_ids(model, s, beam_size=k, alpha=a, extra_length=4,
+                                         eos_id=EOS, num_results=n), autograph=False)
+    ids, scores = dynamic(source, tf.constant(3), tf.constant(0.6), tf.constant(2))
+    np.testing.assert_array_equal(ids.numpy(), static_ids.numpy())
+    np.testing.assert_allclose(scores.numpy(), static_scores.numpy(), atol=1e-5)
+    # The hypotheses axis really is dynamic: one trace serves another beam size.
+    ids4, _ = dynamic(source, tf.constant(4), tf.constant(0.6), tf.constant(4))
+    assert ids4.shape[1] == 4 and dynamic.experimental_get_tracing_count() == 1
+
+
+def test_prefix_is_forced_scored_and_token_scores_add_up(model, source):
+    prefix = np.array([[5, 6], [7, 0], [0, 0], [4, 4]], np.int32)
+    out = translate_ids(model, source, beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS,
+                        num_results=3, target_prefix_ids=prefix, return_token_scores=True,
+                        return_alignment=True)
+    ids, scores = out["ids"].numpy(), out["scores"].numpy()
+    for row, forced in enumerate(prefix):
+        forced = forced[forced != 0]
+        assert np.all(ids[row, :, :len(forced)] == forced)
+    lengths = np.count_nonzero(ids, axis=2)
+    token_log_probs = out["token_log_probs"].numpy()
+    np.testing.assert_allclose(token_log_probs.sum(2), scores * ((5 + lengths) / 6) ** 0.6,
+                               rtol=1e-4, atol=1e-4)
+    for n in range(3):  # the forced pieces' log-probabilities count in the score
+        rescored = score_ids(model, source, ids[:, n], alpha=0.6).numpy()
+        np.testing.assert_allclose(scores[:, n], rescored, rtol=1e-4, atol=1e-4)
+    alignment = out["alignment"].numpy()
+    source_lengths = np.count_nonzero(source, axis=1)
+    assert np.all(alignment[ids == 0] == -1)
+    assert np.all((alignment[ids != 0] >= 0))
+    assert np.all(alignment < source_lengths[:, None, None])
+    # Without the new arguments the call answers as it always did: a pair.
+    plain = translate_ids(model, source, beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS,
+                          num_results=3)
+    assert isinstance(plain, tuple) and len(plain) == 2
+
+
+def test_alignment_layer_is_the_penultimate():
+    from keras_transformer.search import alignment_layer
+
+    assert [alignment_layer(n) for n in (1, 2, 6)] == [0, 0, 4]
+
+
+def test_token_details_tracked_in_the_search_equal_the_teacher_forced_pass(model, source):
+    """With a constraint the search tracks token scores and alignments step by step;
+    without one they come from a teacher-forced pass. An allow-all constraint must give
+    the same numbers as no constraint."""
+    from keras_transformer.search import DecodingConstraint
+
+    class AllowAll(DecodingConstraint):
+        def initial_state(self, source_ids, beam_size, max_steps):
+            return {"unused": tf.zeros([tf.shape(source_ids)[0], beam_size, 1])}
+
+        def allowed(self, ids, step, state, max_lengths, vocab_size):
+            shape = tf.concat([tf.shape(ids), [vocab_size]], 0)
+            return tf.ones(shape, tf.bool), state
+
+    args = dict(beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS, num_results=2,
+                return_token_scores=True, return_alignment=True,
+                target_prefix_ids=np.array([[5], [0], [6], [0]], np.int32))
+    tracked = translate_ids(model, source, constraint=AllowAll(), **args)
+    forced = translate_ids(model, source, **args)
+    width = forced["ids"].shape[2]
+    np.testing.assert_array_equal(tracked["ids"].numpy()[:, :, :width], forced["ids"].numpy())
+    assert not np.any(tracked["ids"].numpy()[:, :, width:])
+    np.testing.assert_allclose(tracked["token_log_probs"].numpy()[:, :, :width],
+                               forced["token_log_probs"].numpy(), atol=1e-4)
+    np.testing.assert_array_equal(tracked["alignment"].numpy()[:, :, :width],
+                                  forced["alignment"].numpy())

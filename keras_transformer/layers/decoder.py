@@ -135,17 +135,21 @@ class Decoder(LayerStack):
 
     layer_class = DecoderLayer
 
-    def call(self, x, memory, memory_mask=None, return_attention_scores=False, training=None):
+    def call(self, x, memory, memory_mask=None, return_attention_scores=False, training=None,
+             attention_layer=-1):
         """x: embedded targets [batch, target_len, d_model] -> [batch, target_len, d_model].
 
-        Returns the last layer's cross-attention weights too if asked.
+        Returns the cross-attention weights of layer `attention_layer` (default: the last)
+        too if asked.
         """
         self_mask = causal_mask(keras.ops.shape(x)[1])
         weights = None
-        for layer in self.blocks:
+        wanted = range(len(self.blocks))[attention_layer]
+        for index, layer in enumerate(self.blocks):
+            asked = return_attention_scores and index == wanted
             out = layer(x, memory, self_mask=self_mask, memory_mask=memory_mask,
-                        return_attention_scores=return_attention_scores, training=training)
-            x, weights = out if return_attention_scores else (out, None)
+                        return_attention_scores=asked, training=training)
+            x, weights = out if asked else (out, weights)
         return (self._finish(x), weights) if return_attention_scores else self._finish(x)
 
     def project_memory(self, memory):
@@ -158,15 +162,21 @@ class Decoder(LayerStack):
                 for layer in self.blocks]
 
     def step(self, x, position, cache, memory_kv, memory_mask=None,
-             return_attention_scores=False):
-        """x [batch, rows, d_model] at `position` -> (output, new cache[, weights])."""
+             return_attention_scores=False, attention_layer=-1):
+        """x [batch, rows, d_model] at `position` -> (output, new cache[, weights]).
+
+        The weights are the cross-attention of layer `attention_layer` (default: the last).
+        """
         new_cache = []
         weights = None
-        for layer, layer_cache, layer_kv in zip(self.blocks, cache, memory_kv):
+        wanted = range(len(self.blocks))[attention_layer]
+        for index, (layer, layer_cache, layer_kv) in enumerate(
+                zip(self.blocks, cache, memory_kv)):
             out = layer.step(x, position, layer_cache, layer_kv, memory_mask,
-                             return_attention_scores)
+                             return_attention_scores and index == wanted)
             x, layer_cache = out[0], out[1]
-            weights = out[2] if return_attention_scores else None
+            if return_attention_scores and index == wanted:
+                weights = out[2]
             new_cache.append(layer_cache)
         if return_attention_scores:
             return self._finish(x), new_cache, weights
