@@ -33,6 +33,9 @@ for _split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{_split}_trees", None, f"task=ptb_parsing: {_split} trees, a "
                         f"bracketed .mrg file or a directory of them (default: the WSJ "
                         f"sections below --data_dir).")
+flags.DEFINE_enum("target_form", None, ["tags", "xx"], "task=ptb_parsing: word symbols of "
+                  "the target, each word's POS tag (default, as the paper's code) or XX "
+                  "(Vinyals et al.).")
 flags.DEFINE_string("config", None, "Preset name (default: the task's).")
 flags.DEFINE_multi_string("config_override", [], "key=value overriding a config field; "
                           "repeatable, e.g. --config_override dropout=0.3.")
@@ -99,7 +102,8 @@ def options_from_flags():
     unknown = [m for m in FLAGS.mode if m not in STAGES]
     if unknown:
         raise app.UsageError(f"--mode {','.join(unknown)}: choose from {', '.join(STAGES)}")
-    task_options = {"data_dir": FLAGS.data_dir, "manual_dir": FLAGS.manual_dir}
+    task_options = {"data_dir": FLAGS.data_dir, "manual_dir": FLAGS.manual_dir,
+                    "target_form": FLAGS.target_form}
     for split in ("train", "dev", "test"):
         for side in ("src", "tgt", "trees"):
             task_options[f"{split}_{side}"] = FLAGS[f"{split}_{side}"].value
