@@ -53,8 +53,11 @@ TASK_PRESET_OVERRIDES: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 TASK_OPTION_FLAGS = ("data_dir", "manual_dir", "train_src", "train_tgt", "dev_src", "dev_tgt",
-                     "test_src", "test_tgt", "train_trees", "dev_trees", "test_trees")
-"""Flags that say where a task's data is: they may change between runs (data moves)."""
+                     "test_src", "test_tgt", "train_trees", "dev_trees", "test_trees",
+                     "target_form")
+"""Flags that become task options. Those saying where the data is may change between runs
+(data moves); the others say what the task is and are fixed once prepared."""
+TASK_CONTENT_OPTIONS = ("target_form",)
 
 FIXED = "fixed"        # what the model is: a different value needs a new model dir
 DECODING = "decoding"  # how it decodes: a different value needs --override_saved
@@ -62,6 +65,7 @@ FREE = "free"          # how this run goes: the flag wins, the saved value is th
 
 SAVED_FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
     "task": (("task",), FIXED),
+    **{name: (("task_options", name), FIXED) for name in TASK_CONTENT_OPTIONS},
     "vocab_size": (("vocab_size",), FIXED),
     "config": (("model", "preset"), FIXED),
     "config_override": (("model", "config_overrides"), FIXED),
@@ -270,7 +274,8 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
     task_options.update({k: given[k] for k in TASK_OPTION_FLAGS if given.get(k) is not None})
     data = DataOptions(task=pick("task", DEFAULT_TASK), task_options=task_options, vocab_size=0)
     task = get_task(data.task, **data.task_options)
-    data = dataclasses.replace(data, vocab_size=pick("vocab_size", task.vocab_size))
+    data = dataclasses.replace(data, vocab_size=pick("vocab_size", task.vocab_size),
+                               task_options={**task_options, **task.content_options()})
 
     model = ModelOptions(preset=pick("config", task.preset),
                          config_overrides=dict(pick("config_override", {})))

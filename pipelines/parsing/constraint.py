@@ -7,17 +7,20 @@ symbols that keep it a prefix of a well-formed tree over the sentence's words:
 
 * the first symbol opens the root constituent, and nothing follows the root's closing bracket
   but the end token;
-* `XX` only inside a constituent and only while words are left;
+* a word symbol (a POS tag, or `XX` for the "xx" target form) only inside a constituent and
+  only while words are left;
 * a closing bracket only with the label of the innermost open constituent, never right after
   its opening bracket (no constituent without words), and the root only once every word has
-  its `XX`;
+  its word symbol;
 * an opening bracket only if the tokens still allowed can close it and everything else;
-* the end token only once every word has its `XX` and every bracket is closed.
+* the end token only once every word has its word symbol and every bracket is closed.
 
 The last two rules together guarantee a well-formed tree within the search's length limit.
-Tree symbols must be single vocabulary pieces (`▁(NP`, `▁)NP`, `▁XX`): the ptb_parsing task
-trains its SentencePiece model with them as user-defined symbols (`PtbParsingTask.
-vocab_symbols`). Words are counted from the source pieces that start with `▁`.
+Tree symbols must be single vocabulary pieces (`▁(NP`, `▁)NP`, `▁NN`, `▁XX`): the ptb_parsing
+task trains its SentencePiece model with them as user-defined symbols (`PtbParsingTask.
+vocab_symbols`), and `from_proto` takes the user-defined pieces that are not brackets as the
+word symbols. Any word symbol may fill any word slot. Words are counted from the source pieces
+that start with `▁`.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.search import DecodingConstraint
-from pipelines.parsing.linearize import CLOSE, OPEN, PLACEHOLDER
+from pipelines.parsing.linearize import CLOSE, OPEN, is_word_symbol
 from pipelines.vocab import EOS_ID
 
 WORD_START = "\u2581"
@@ -40,18 +43,23 @@ class TreeConstraint(DecodingConstraint):
 
     Args:
         pieces: the vocabulary, `pieces[i]` the piece of id i.
+        word_symbols: the symbols that stand for a word (`NN`, ...; `XX`), without `▁`.
 
     Raises:
-        ValueError: the vocabulary lacks the `▁XX` piece or any `▁(LABEL`/`▁)LABEL` pair.
+        ValueError: the vocabulary lacks every word symbol's piece, or has no
+            `▁(LABEL`/`▁)LABEL` pair.
     """
 
-    def __init__(self, pieces: Sequence[str]):
+    def __init__(self, pieces: Sequence[str], word_symbols: Sequence[str]):
         index = {piece: i for i, piece in enumerate(pieces)}
-        if WORD_START + PLACEHOLDER not in index:
+        word_ids = sorted({index[WORD_START + symbol] for symbol in word_symbols
+                           if WORD_START + symbol in index})
+        if not word_ids:
             raise ValueError(
-                f"the vocabulary has no {WORD_START + PLACEHOLDER!r} piece: it was not trained "
-                f"with the tree symbols as user-defined symbols (task ptb_parsing does that)")
-        self.placeholder_id = index[WORD_START + PLACEHOLDER]
+                "the vocabulary has no word-symbol piece (POS tag or XX): it was not trained "
+                "with the tree symbols as user-defined symbols (task ptb_parsing does that)")
+        self.is_word = np.zeros(len(pieces), bool)
+        self.is_word[word_ids] = True
         close_of = np.full(len(pieces), -1, np.int32)
         for i, piece in enumerate(pieces):
             if piece.startswith(WORD_START + OPEN) and len(piece) > 2:
@@ -67,11 +75,17 @@ class TreeConstraint(DecodingConstraint):
 
     @classmethod
     def from_proto(cls, spm_proto: bytes) -> "TreeConstraint":
-        """The constraint for a serialized SentencePiece model."""
-        import sentencepiece as spm
+        """The constraint for a serialized SentencePiece model: its user-defined pieces
+        `▁SYMBOL` that are not brackets are the word symbols."""
+        from sentencepiece import sentencepiece_model_pb2
 
-        processor = spm.SentencePieceProcessor(model_proto=spm_proto)
-        return cls([processor.id_to_piece(i) for i in range(processor.get_piece_size())])
+        model = sentencepiece_model_pb2.ModelProto.FromString(spm_proto)
+        pieces = [p.piece for p in model.pieces]
+        user_defined = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
+        words = [p.piece[1:] for p in model.pieces
+                 if p.type == user_defined and p.piece.startswith(WORD_START)
+                 and is_word_symbol(p.piece[1:])]
+        return cls(pieces, words)
 
     def words(self, source_ids):
         """int32 [batch]: the words of each source (pieces that start one)."""
@@ -93,7 +107,8 @@ class TreeConstraint(DecodingConstraint):
         opens = tf.constant(self._padded(self.is_open, vocab_size))
         is_open = tf.gather(opens, ids)
         is_close = tf.gather(tf.constant(self._padded(self.is_close, vocab_size)), ids)
-        is_word = tf.equal(ids, self.placeholder_id)
+        words = tf.constant(self._padded(self.is_word, vocab_size))
+        is_word = tf.gather(words, ids)
         depth, closers = state["depth"], state["closers"]
         at_depth = tf.one_hot(depth, tf.shape(closers)[2], on_value=True, off_value=False)
         closer = tf.gather(tf.constant(self._padded(self.close_of, vocab_size)), ids)
@@ -117,7 +132,7 @@ class TreeConstraint(DecodingConstraint):
 
         column = tf.range(vocab_size)[None, None, :]
         allowed = ((tf.equal(column, EOS_ID) & end_ok[:, :, None])
-                   | (tf.equal(column, self.placeholder_id) & word_ok[:, :, None])
+                   | (words[None, None, :] & word_ok[:, :, None])
                    | (tf.equal(column, expected[:, :, None]) & close_ok[:, :, None])
                    | (opens[None, None, :] & open_ok[:, :, None]))
         # A safety net that the rules above never need within the length limit: a hypothesis

@@ -17,10 +17,10 @@ parameters. This module reproduces that computation in Python:
 - corpus scores sum matched/gold/test counts over sentences: P = matched/test,
   R = matched/gold, F1 = 2PR/(P+R), in percent, as EVALB prints them.
 
-One difference from running EVALB on two files: the test trees here come from `delinearize`,
-whose POS tags are the placeholder `XX`, so the gold tree's tags decide which positions are
-punctuation in both trees (EVALB uses each tree's own tags). With gold POS tags in the test trees
-the two agree.
+One difference from running EVALB on two files: the gold tree's tags decide which positions
+are punctuation in both trees (EVALB uses each tree's own tags), since the test trees from
+`delinearize` carry predicted POS tags (or the placeholder `XX`). With gold POS tags in the test
+trees the two agree.
 """
 from __future__ import annotations
 

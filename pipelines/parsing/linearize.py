@@ -3,11 +3,18 @@
 "Attention Is All You Need", Section 6.3, trains the Transformer on English constituency
 parsing by translating a sentence into a linearized tree, following "Grammar as a Foreign
 Language". The target is the depth-first bracket sequence of the tree with labelled opening
-*and* closing brackets and every POS tag replaced by one placeholder `XX`:
+*and* closing brackets, and one symbol for each word, in one of two forms (`TARGET_FORMS`):
 
     (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
     source: John has a dog .
-    target: (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
+    "tags": (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
+    "xx":   (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
+
+"tags" keeps each word's POS tag, as the paper's own code does (tensor2tensor's wsj_parsing
+problem): the decoder then predicts something word-dependent at every word slot, which gives
+attention a word to align on. "xx" replaces every tag by one placeholder `XX` (Vinyals et al.).
+Either way a word slot is any symbol that is not a bracket, and the rebuilt tree puts the word
+under that symbol as its preterminal; EVALB (COLLINS.prm) ignores predicted preterminals.
 
 The root `TOP` of a preprocessed tree is implicit (left out of the target, added back).
 A decoder can emit any sequence, so `delinearize` rebuilds a tree from *every* sequence, repairs
@@ -22,29 +29,37 @@ import nltk
 from pipelines.parsing.treebank import ROOT_LABEL, is_preterminal
 
 PLACEHOLDER = "XX"
-"""The target symbol for one word; POS tags are not predicted (Vinyals et al. 2014)."""
+"""The word symbol of the "xx" form (Vinyals et al. 2014), and the preterminal `delinearize`
+gives words that the prediction left without a word symbol."""
+
+TARGET_FORMS = ("tags", "xx")
+"""Word symbols of a target: the word's POS tag, or `PLACEHOLDER` for every word."""
 
 OPEN = "("
 CLOSE = ")"
 
 
-def linearize(tree: nltk.Tree) -> tuple[list[str], list[str]]:
+def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], list[str]]:
     """The source words and target symbols of a parse tree.
 
     Args:
         tree: a tree whose words are each the only child of a POS tag, usually the output of
             `treebank.preprocess`. A `TOP` root is implicit and not written to the target; any
             other root is written like every constituent.
+        target_form: "tags" (each word's POS tag) or "xx" (`XX` for each word).
 
     Returns:
         `(source_words, target_symbols)`: the words in order, and the depth-first sequence with
-        `(LABEL` on entering a constituent, `)LABEL` on leaving it, and `XX` for each word.
+        `(LABEL` on entering a constituent, `)LABEL` on leaving it, and the word symbol
+        (`target_form`) for each word.
 
     Raises:
         ValueError: a word that is not the only child of a POS tag or a constituent without
             words (the tree was not preprocessed), or a label that would not survive the
-            space-separated target string.
+            space-separated target string, or an unknown `target_form`.
     """
+    if target_form not in TARGET_FORMS:
+        raise ValueError(f"target_form must be one of {TARGET_FORMS}, got {target_form!r}")
     words: list[str] = []
     symbols: list[str] = []
     roots = list(tree) if tree.label() == ROOT_LABEL else [tree]
@@ -60,8 +75,13 @@ def linearize(tree: nltk.Tree) -> tuple[list[str], list[str]]:
                 f"word {item!r} is not under a POS tag; preprocess the tree before linearizing"
             )
         if is_preterminal(item):
+            if target_form == "xx":
+                symbols.append(PLACEHOLDER)
+            elif is_word_symbol(item.label()):
+                symbols.append(item.label())
+            else:
+                raise ValueError(f"POS tag {item.label()!r} cannot be written as a word symbol")
             words.append(item[0])
-            symbols.append(PLACEHOLDER)
             continue
         label = item.label()
         if not _valid_label(label):
@@ -86,6 +106,11 @@ def _valid_label(label: object) -> bool:
     )
 
 
+def is_word_symbol(symbol: object) -> bool:
+    """True for a symbol that stands for one word: a valid label not starting with a bracket."""
+    return _valid_label(symbol) and symbol[0] not in (OPEN, CLOSE)
+
+
 def to_target_string(symbols: Sequence[str]) -> str:
     """The target sequence as one line of text, symbols separated by single spaces."""
     return " ".join(symbols)
@@ -101,20 +126,22 @@ def delinearize(
     source_words: Sequence[str],
     *,
     labels: Collection[str] | None = None,
+    word_symbols: Collection[str] | None = None,
 ) -> tuple[nltk.Tree, int]:
     """Rebuild a tree from target symbols and the sentence, repairing whatever is ill-formed.
 
     The result always has a `TOP` root, and its words are exactly `source_words` in order,
-    each under an `XX` preterminal, so that every decoder output can be scored. Repairs, each
-    counted once, applied left to right in one pass:
+    each under the word symbol that stood for it (its predicted POS tag, or `XX`) as its
+    preterminal, so that every decoder output can be scored. Repairs, each counted once,
+    applied left to right in one pass:
 
-    - an unknown symbol (not `XX`, `(LABEL` or `)LABEL`, or a label outside `labels` when
-      given) is dropped;
+    - an unknown symbol (neither a word symbol nor `(LABEL` or `)LABEL`; a word symbol outside
+      `word_symbols` or a label outside `labels` when given) is dropped;
     - a closing bracket with no open constituent is dropped;
     - a closing bracket whose label differs from its opener's closes the innermost open
       constituent, which keeps the opener's label;
-    - an `XX` beyond the number of words is dropped;
-    - words left over at the end are attached, one `XX` each, to the innermost constituent
+    - a word symbol beyond the number of words is dropped;
+    - words left over at the end are attached, each under `XX`, to the innermost constituent
       still open, or to the root if none is (so an empty target gives a flat tree);
     - constituents still open at the end are closed;
     - a constituent without any word is dropped.
@@ -124,12 +151,15 @@ def delinearize(
         source_words: the sentence that was parsed.
         labels: if given, the constituent labels allowed; brackets with other labels are
             unknown symbols.
+        word_symbols: if given, the word symbols allowed (`{"XX"}` for the "xx" form); by
+            default every symbol that is not a bracket (`is_word_symbol`) stands for a word.
 
     Returns:
         `(tree, repairs)`: the tree and the number of repairs; 0 exactly when the target was a
         well-formed linearization of a tree over these words.
     """
     allowed = None if labels is None else frozenset(labels)
+    allowed_words = None if word_symbols is None else frozenset(word_symbols)
     root = nltk.Tree(ROOT_LABEL, [])
     open_nodes = [root]  # the root never closes; open_nodes[-1] receives new children
     position = 0
@@ -143,9 +173,9 @@ def delinearize(
         return 0
 
     for symbol in target_symbols:
-        if symbol == PLACEHOLDER:
+        if is_word_symbol(symbol) and (allowed_words is None or symbol in allowed_words):
             if position < len(source_words):
-                open_nodes[-1].append(nltk.Tree(PLACEHOLDER, [source_words[position]]))
+                open_nodes[-1].append(nltk.Tree(symbol, [source_words[position]]))
                 position += 1
             else:
                 repairs += 1
@@ -171,9 +201,15 @@ def delinearize(
     return root, repairs
 
 
-def is_well_formed(tree: nltk.Tree, source_words: Sequence[str]) -> bool:
+def is_well_formed(
+    tree: nltk.Tree,
+    source_words: Sequence[str],
+    *,
+    word_symbols: Collection[str] | None = None,
+) -> bool:
     """True if `tree` is what `delinearize` promises: a `TOP` root, every other constituent
-    labelled and over at least one word, every word alone under `XX`, the words in order."""
+    labelled and over at least one word, every word alone under a word symbol (one of
+    `word_symbols` when given), the words in order."""
     if not isinstance(tree, nltk.Tree) or tree.label() != ROOT_LABEL:
         return False
     words = []
@@ -183,7 +219,8 @@ def is_well_formed(tree: nltk.Tree, source_words: Sequence[str]) -> bool:
         if not isinstance(node, nltk.Tree) or not _valid_label(node.label()) or len(node) == 0:
             return False
         if is_preterminal(node):
-            if node.label() != PLACEHOLDER:
+            if not is_word_symbol(node.label()) or (
+                    word_symbols is not None and node.label() not in word_symbols):
                 return False
             words.append(node[0])
         elif any(not isinstance(child, nltk.Tree) for child in node):

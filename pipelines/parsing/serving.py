@@ -1,17 +1,19 @@
 """In-graph pre- and post-processing that makes the exported parser return bracketed trees.
 
 The SavedModel of the ptb_parsing task takes tokenized sentences (words separated by
-whitespace, as in the Penn Treebank) and returns `(TOP (S (NP (XX John)) (VP (XX runs))))`:
-the decoded linearization with every `XX` replaced by a preterminal over the next word. This
-is `linearize.delinearize` for well-formed input, written with TensorFlow string ops so that
-TensorFlow Serving needs no Python. The constrained search (`constraint.TreeConstraint`)
-only produces well-formed linearizations; should an `XX` have no word left, it is dropped.
+whitespace, as in the Penn Treebank) and returns `(TOP (S (NP (NNP John)) (VP (VBZ runs))))`:
+the decoded linearization with every word symbol (any symbol that is not a bracket: the
+predicted POS tag, or `XX` for a model trained on the "xx" target form) replaced by a
+preterminal with that label over the next word. This is `linearize.delinearize` for
+well-formed input, written with TensorFlow string ops so that TensorFlow Serving needs no
+Python. The constrained search (`constraint.TreeConstraint`) only produces well-formed
+linearizations; should a word symbol have no word left, it is dropped.
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
-from pipelines.parsing.linearize import CLOSE, PLACEHOLDER
+from pipelines.parsing.linearize import CLOSE, OPEN
 from pipelines.parsing.treebank import ROOT_LABEL
 
 
@@ -38,12 +40,13 @@ def trees_from_linearized(sentences, linearized):
     words = tf.concat([words.to_tensor(""), tf.fill([tf.shape(sentences)[0], 1], "")], axis=1)
 
     symbols = tf.strings.split(linearized).to_tensor("")
-    is_word = tf.equal(symbols, PLACEHOLDER)
+    first = tf.strings.substr(symbols, 0, 1)
+    is_close = tf.equal(first, CLOSE)
+    is_word = tf.not_equal(symbols, "") & ~is_close & tf.not_equal(first, OPEN)
     word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1) - 1
     has_word = is_word & (word_index < word_counts[:, None])
     leaves = tf.strings.join(
-        [f"({PLACEHOLDER} ", tf.gather(words, tf.maximum(word_index, 0), batch_dims=1), ")"])
-    is_close = tf.equal(tf.strings.substr(symbols, 0, 1), CLOSE)
+        ["(", symbols, " ", tf.gather(words, tf.maximum(word_index, 0), batch_dims=1), ")"])
     parts = tf.where(has_word, leaves,
                      tf.where(is_close, CLOSE, tf.where(is_word, "", symbols)))
     body = tf.strings.reduce_join(parts, axis=1, separator=" ")

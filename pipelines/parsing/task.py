@@ -9,20 +9,21 @@ The task plugs parsing into the translation pipeline like any corpus: `split_fil
 bracketed `.mrg` trees of a split into two parallel text files,
 
     <work_dir>/data/ptb_parsing/<split>.src     the words, separated by single spaces
-    <work_dir>/data/ptb_parsing/<split>.tgt     the linearized tree, `(S (NP XX )NP ... )S`
+    <work_dir>/data/ptb_parsing/<split>.tgt     the linearized tree, `(S (NP NNP )NP ... )S`
+                                                (`target_form` "tags"; "xx": `(NP XX )NP`)
 
 after the standard preprocessing (`treebank.preprocess`), plus `<split>.trees` with the
 preprocessed gold tree of every line (one bracketed tree a line, POS tags included) and
-`<split>.manifest.json`, which records the input files (path, size, mtime) and marks the split
-complete. Files are written under temporary names and renamed; they are reused while the
-manifest matches the inputs, i.e. no input file was added, removed, replaced or modified
-since (a stricter test than "newer than the inputs", which misses a swap to an older file).
+`<split>.manifest.json`, which records the input files (path, size, mtime) and the target
+form, and marks the split complete. Files are written under temporary names and renamed; they are reused while the
+manifest matches the inputs and the target form, i.e. no input file was added, removed,
+replaced or modified since (a stricter test than "newer than the inputs", which misses a swap to an older file).
 
 `score` replaces BLEU for this task: hypotheses are de-linearized over the source words
 (`linearize.delinearize`, which repairs ill-formed output) and compared with the gold trees by
 `evalb.score_corpus`. The gold trees come from `<split>.trees`, not from the references: the
-linearized references have no POS tags, and EVALB (COLLINS.prm) needs the gold tags to delete
-punctuation before it computes spans.
+references may have no POS tags ("xx"), and EVALB (COLLINS.prm) needs the gold tags to delete
+punctuation before it computes spans; predicted tags are not scored.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from pipelines.parsing import constraint, evalb, linearize, serving, treebank
 from pipelines import Log
 from pipelines.tasks.base import Task, check_split
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 
 WSJ_LAYOUTS = ("", "wsj", "parsed/mrg/wsj", "treebank_3/parsed/mrg/wsj")
 """Where the WSJ section folders 00-24 are looked for below `data_dir`, in order: the folder
@@ -62,10 +63,18 @@ class PtbParsingTask(Task):
     Trees of a split come from its explicit file or directory in `tree_files` (any `.mrg`
     bracketed file, or a directory searched recursively for `*.mrg`), else from the standard
     WSJ sections below `data_dir` (train 02-21, dev 22, test 23; `treebank.wsj_split_files`).
+    `target_form` is how words appear in the target (`linearize.TARGET_FORMS`): "tags", each
+    word's POS tag (the paper's code), or "xx", one placeholder for every word (Vinyals et al.).
     """
 
     data_dir: str | None = None
     tree_files: tuple[tuple[str, str | None], ...] = ()
+    target_form: str = "tags"
+
+    def __post_init__(self):
+        if self.target_form not in linearize.TARGET_FORMS:
+            raise DataError(f"--target_form must be one of {linearize.TARGET_FORMS}, got "
+                            f"{self.target_form!r}")
 
     metric_name: ClassVar[str] = "f1"
 
@@ -96,6 +105,9 @@ class PtbParsingTask(Task):
             f"folder holding the WSJ sections 00-24, e.g. treebank_3/parsed/mrg/wsj of "
             f"LDC99T42) or --{split}_trees FILE (a bracketed .mrg file or a directory of them)."
         )
+
+    def content_options(self) -> dict:
+        return {"target_form": self.target_form}
 
     def has_split(self, split: str) -> bool:
         return bool(dict(self.tree_files).get(split) or self.data_dir)
@@ -165,7 +177,7 @@ class PtbParsingTask(Task):
         """
         paths = self.split_paths(split, work_dir)
         files = self.input_files(split)
-        identity = input_identity(files)
+        identity = {"files": input_identity(files), "target_form": self.target_form}
         reusable = read_manifest(paths["manifest"], MANIFEST_VERSION, identity)
         if reusable is None or not all(paths[k].is_file() for k in ("src", "tgt", "trees")):
             self._write_split(split, files, identity, paths, log)
@@ -183,7 +195,7 @@ class PtbParsingTask(Task):
                     open(temp["trees"], "w", encoding="utf-8", newline="\n") as gold:
                 for path, number, tree in rows:
                     try:
-                        words, symbols = linearize.linearize(tree)
+                        words, symbols = linearize.linearize(tree, self.target_form)
                     except ValueError as error:
                         raise DataError(
                             f"task {self.name}: {path}: tree {number}: {error}; fix that tree"
@@ -222,17 +234,30 @@ class PtbParsingTask(Task):
     # ------------------------------------------------------------------ decoding
 
     def vocab_symbols(self, train_target: pathlib.Path) -> list[str]:
-        """Every tree symbol of the training targets as one piece, `▁` included.
+        """Every tree symbol as one piece, `▁` included: the training targets' symbols and
+        those of the whole standard label inventory.
 
-        A target line `(S (NP XX )NP )S` is then exactly one piece per symbol, about a third
+        A target line `(S (NP NNP )NP )S` is then exactly one piece per symbol, about a third
         of the pieces BPE would split it into, and the constrained search can tell brackets
-        and words apart by id.
+        and word symbols apart by id. Labels are an open class for a small training set (the
+        WSJ sample has no `WHADJP`, its dev split has one): a bracket pair for every standard
+        phrase label (`treebank.PHRASE_LABELS`) and, in the "tags" form, every standard POS tag
+        (`treebank.POS_TAGS`) are pieces too, so that the constraint can produce any standard
+        tree. A label outside the inventory and the training targets has no piece and stays
+        unreachable (the PTB has none after `treebank.preprocess`).
         """
-        symbols = {linearize.PLACEHOLDER}
+        words = treebank.POS_TAGS if self.target_form == "tags" else (linearize.PLACEHOLDER,)
+        symbols = set(words)
+        symbols.update(bracket + label for label in treebank.PHRASE_LABELS
+                       for bracket in (linearize.OPEN, linearize.CLOSE))
         with open(train_target, encoding="utf-8") as handle:
             for line in handle:
                 symbols.update(line.split())
         return [constraint.WORD_START + symbol for symbol in sorted(symbols)]
+
+    def word_symbols(self) -> frozenset[str] | None:
+        """The word symbols `score` accepts: `{XX}` for "xx", any non-bracket for "tags"."""
+        return frozenset([linearize.PLACEHOLDER]) if self.target_form == "xx" else None
 
     def decoding_constraint(self, spm_proto: bytes) -> constraint.TreeConstraint:
         """Beam search that only builds well-formed trees over the sentence's words."""
@@ -277,7 +302,7 @@ class PtbParsingTask(Task):
                     raise
                 reasons.append(f"{candidate}: {error}")
                 continue
-            mismatch = _first_mismatch(trees, sources, references)
+            mismatch = _first_mismatch(trees, sources, references, self.target_form)
             if mismatch is None:
                 return trees[: len(sources)]
             reasons.append(f"{candidate}: {mismatch}")
@@ -326,7 +351,7 @@ class PtbParsingTask(Task):
             gold_trees = self.find_gold_trees(sources, references, split=split,
                                               work_dir=work_dir)
         else:
-            mismatch = _first_mismatch(gold_trees, sources, references)
+            mismatch = _first_mismatch(gold_trees, sources, references, self.target_form)
             if mismatch is not None or len(gold_trees) != len(sources):
                 raise DataError(
                     f"task {self.name}: the gold trees do not match the sentences scored: "
@@ -336,8 +361,8 @@ class PtbParsingTask(Task):
         repaired = 0
         for source, hypothesis in zip(sources, hypotheses):
             tree, repairs = linearize.delinearize(
-                linearize.from_target_string(hypothesis), source.split()
-            )
+                linearize.from_target_string(hypothesis), source.split(),
+                word_symbols=self.word_symbols())
             test_trees.append(tree)
             repaired += repairs > 0
         scores = evalb.score_corpus(gold_trees, test_trees)
@@ -365,7 +390,7 @@ def ptb_parsing(
     21, alpha 0.3, output up to input length + 300. Length limits in tokens: 128 source
     pieces, 512 target symbols (every tree symbol is one piece, `vocab_symbols`: on the WSJ
     sample a tree averages 62 symbols for 34 source pieces); on the sample they drop 6 of
-    3,396 training pairs.
+    3,396 training pairs. `options` may set `target_form` ("tags", the default, or "xx").
     """
     return PtbParsingTask(
         name="ptb_parsing",
@@ -402,13 +427,14 @@ def _explicit_files(path: pathlib.Path, split: str) -> list[pathlib.Path]:
 
 
 def _first_mismatch(
-    trees: Sequence[nltk.Tree], sources: Sequence[str], references: Sequence[str]
+    trees: Sequence[nltk.Tree], sources: Sequence[str], references: Sequence[str],
+    target_form: str,
 ) -> str | None:
     """None if `trees` start with the trees of `sources`/`references`, else what differs."""
     if len(trees) < len(sources):
         return f"{len(trees):,} gold trees for {len(sources):,} sentences"
     for index, (tree, source, reference) in enumerate(zip(trees, sources, references)):
-        words, symbols = linearize.linearize(tree)
+        words, symbols = linearize.linearize(tree, target_form)
         if words != source.split():
             return f"sentence {index}: the words differ from the gold tree's"
         if symbols != linearize.from_target_string(reference):

@@ -39,6 +39,27 @@ WSJ_SPLITS = {
 
 _ROOT_ALIASES = ("", "TOP", "ROOT")
 
+PHRASE_LABELS = (
+    "ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN", "PRT", "QP",
+    "RRC", "S", "SBAR", "SBARQ", "SINV", "SQ", "UCP", "VP", "WHADJP", "WHADVP", "WHNP", "WHPP",
+    "X",
+)
+"""The Penn Treebank's clause and phrase labels (Bies et al. 1995, after `strip_label`)."""
+
+POS_TAGS = (
+    "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NN", "NNS", "NNP",
+    "NNPS", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB",
+    "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
+    "#", "$", ".", ",", ":", "-LRB-", "-RRB-", "``", "''",
+)
+"""The 45 Penn Treebank POS tags (Santorini 1990): 36 word tags and 9 punctuation tags.
+
+With `PHRASE_LABELS` this is the standard label inventory; the parsing vocabulary keeps every
+one of them as a piece, so that a label that the (sample) training trees lack, such as
+`WHADJP`, can still be predicted (`pipelines.parsing.task.PtbParsingTask.vocab_symbols`).
+"""
+
+
 PathLike = str | os.PathLike
 
 

@@ -66,6 +66,11 @@ class Task(abc.ABC):
         a second call reuses them.
         """
 
+    def content_options(self) -> dict:
+        """Options that say what the task is (not where its data is), recorded in the model
+        dir so that a later run cannot change them under a trained model."""
+        return {}
+
     def has_split(self, split: str) -> bool:
         """Whether the task has data for `split`: prepare and train need only "train" (and
         "dev" for a validation loss and the dev metric); evaluate needs its split."""

@@ -11,13 +11,15 @@ from pipelines import vocab as vocab_lib
 from pipelines.parsing import serving, treebank
 from pipelines.parsing.constraint import TreeConstraint
 from pipelines.parsing.linearize import delinearize, linearize, to_target_string
+from pipelines.vocab import BOS_ID, EOS_ID
 from pipelines.parsing.task import ptb_parsing, tree_to_line
 from tests.helpers import tiny_config
 
 
 @pytest.fixture(scope="module")
 def sample(shared_data, tmp_path_factory):
-    """Linearized WSJ sample trees and a small vocabulary trained with the tree symbols."""
+    """Linearized WSJ sample trees (POS tags kept) and a small vocabulary trained with the
+    tree symbols."""
     path = shared_data / "ptb_sample"
     pairs = {split: [linearize(tree) for tree in treebank.read_trees(path / f"{split}.mrg",
                                                                        preprocessed=True)]
@@ -73,6 +75,50 @@ def test_untrained_model_under_the_constraint_only_builds_well_formed_trees(samp
         tree, repairs = delinearize(symbols, sentence.split())
         assert repairs == 0, (sentence, symbols)
         assert len(tree) == 1  # one root constituent under TOP
+        assert {tag for _, tag in tree.pos()} <= set(treebank.POS_TAGS)
+
+
+def admits(constraint, tokenizer, sentence, target):
+    """True if the constraint allows every token of `target` after its prefix (beam 1),
+    without its fallback of allowing everything."""
+    source = tokenizer.tokenize([sentence]).to_list()[0] + [EOS_ID]
+    target_ids = tokenizer.tokenize([target]).to_list()[0] + [EOS_ID]
+    vocab_size = tokenizer.vocab_size().numpy().item()
+    state = constraint.initial_state(tf.constant([source]), 1, len(source) + 300)
+    previous = BOS_ID
+    for step, token in enumerate(target_ids):
+        allowed, state = constraint.allowed(tf.constant([[previous]]), step, state,
+                                            tf.constant([len(source) + 300]), vocab_size)
+        allowed = allowed.numpy()[0, 0]
+        if not allowed[token] or allowed.all():
+            return False
+        previous = token
+    return True
+
+
+def test_the_constraint_admits_gold_trees_with_tags(sample):
+    pairs, proto = sample
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    constraint = TreeConstraint.from_proto(proto)
+    assert constraint.is_word.sum() == len(treebank.POS_TAGS)  # every tag is a word slot
+    for words, target in pairs["dev"][:25]:
+        assert admits(constraint, tokenizer, " ".join(words), to_target_string(target))
+    words, target = pairs["dev"][0]
+    wrong = list(target)
+    wrong[wrong.index(")NP")] = ")VP"  # closes the innermost NP with the wrong label
+    assert not admits(constraint, tokenizer, " ".join(words), to_target_string(wrong))
+
+
+def test_a_label_unseen_in_training_stays_reachable(sample):
+    """The WSJ sample's training trees have no WHADJP; one dev tree does. The vocabulary
+    holds every standard label, so the constraint can still produce that gold tree."""
+    pairs, proto = sample
+    assert not any("(WHADJP" in target for _, target in pairs["train"])
+    words, target = next((w, t) for w, t in pairs["dev"] if "(WHADJP" in t)
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    text = to_target_string(target)
+    assert tokenizer.tokenize([text]).row_lengths().numpy()[0] == len(target)
+    assert admits(TreeConstraint.from_proto(proto), tokenizer, " ".join(words), text)
 
 
 def test_without_tree_symbols_the_constraint_is_refused(shared_data):
@@ -88,7 +134,7 @@ def test_in_graph_trees_equal_python_delinearization(sample):
     targets = [to_target_string(target) for _, target in pairs["dev"]]
     # Round brackets in words become -LRB-/-RRB-; an empty sentence gives an empty tree.
     sentences += ["f ( x )", ""]
-    targets += ["(S XX (PRN XX XX XX )PRN )S", ""]
+    targets += ["(S XX (PRN -LRB- NN -RRB- )PRN )S", ""]
     got = serving.trees_from_linearized(tf.constant(sentences), tf.constant(targets))
     for sentence, target, tree in zip(sentences, targets, got.numpy()):
         words = sentence.replace("(", "-LRB-").replace(")", "-RRB-").split()
@@ -96,6 +142,16 @@ def test_in_graph_trees_equal_python_delinearization(sample):
         assert tree.decode() == expected
     assert nltk.Tree.fromstring(got.numpy()[-2].decode()).leaves() == [
         "f", "-LRB-", "x", "-RRB-"]
+
+
+def test_in_graph_trees_carry_the_predicted_pos_tags():
+    got = serving.trees_from_linearized(
+        tf.constant(["John runs .", "a b", "a"]),
+        tf.constant(["(S (NP NNP )NP (VP VBZ )VP . )S", "(NP XX XX )NP", "(NP DT NN )NP"]))
+    assert [g.decode() for g in got.numpy()] == [
+        "(TOP (S (NP (NNP John)) (VP (VBZ runs)) (. .)))",
+        "(TOP (NP (XX a) (XX b)))",
+        "(TOP (NP (DT a)))"]  # a word symbol without a word left is dropped
 
 
 def test_serving_input_squeezes_whitespace():

@@ -1,4 +1,5 @@
-"""Linearized trees (Vinyals et al. 2014) and the repairing inverse, on the real WSJ sample."""
+"""Linearized trees (POS tags kept, or Vinyals et al.'s XX) and the repairing inverse, on the
+real WSJ sample."""
 import random
 
 import nltk
@@ -39,14 +40,24 @@ def tree(text):
 
 def test_linearize_example_from_vinyals():
     gold = tree("(TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))")
-    words, symbols = linearize(gold)
+    words, symbols = linearize(gold, "xx")
     assert words == ["John", "has", "a", "dog", "."]
     assert to_target_string(symbols) == "(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"
     assert from_target_string(" (S  (NP XX )NP\t)S \n") == ["(S", "(NP", "XX", ")NP", ")S"]
 
 
+def test_linearize_keeps_pos_tags_by_default():
+    gold = tree("(TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))")
+    words, symbols = linearize(gold)
+    assert words == ["John", "has", "a", "dog", "."]
+    assert to_target_string(symbols) == "(S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S"
+    assert delinearize(symbols, words) == (gold, 0)
+    with pytest.raises(ValueError, match="target_form"):
+        linearize(gold, "tagged")
+
+
 def test_linearize_without_top_root_writes_the_root():
-    words, symbols = linearize(tree("(NP (DT the) (NN dog))"))
+    words, symbols = linearize(tree("(NP (DT the) (NN dog))"), "xx")
     assert (words, symbols) == (["the", "dog"], ["(NP", "XX", "XX", ")NP"])
     rebuilt, repairs = delinearize(symbols, words)
     assert rebuilt == tree("(TOP (NP (XX the) (XX dog)))") and repairs == 0
@@ -61,18 +72,22 @@ def test_linearize_rejects_unpreprocessed_trees():
         linearize(nltk.Tree("TOP", [nltk.Tree("S", [nltk.Tree("NP", [])])]))
 
 
+@pytest.mark.parametrize("target_form", ["tags", "xx"])
 @pytest.mark.parametrize("name", sorted(SAMPLE_FILES))
-def test_every_sample_tree_round_trips(sample, name):
+def test_every_sample_tree_round_trips(sample, name, target_form):
+    """With tags the gold tree comes back exactly; with XX, with every tag replaced."""
     trees = sample[name]
     assert len(trees) == SAMPLE_FILES[name]
     round_tripped = 0
     for gold in trees:
-        words, symbols = linearize(gold)
+        words, symbols = linearize(gold, target_form)
         assert words == gold.leaves()
+        assert len(symbols) == len(words) + 2 * (len(list(gold.subtrees())) - len(words) - 1)
         text = to_target_string(symbols)
         rebuilt, repairs = delinearize(from_target_string(text), words)
         assert repairs == 0, text
-        assert rebuilt == with_placeholder_tags(gold), text
+        expected = gold if target_form == "tags" else with_placeholder_tags(gold)
+        assert rebuilt == expected, text
         round_tripped += 1
     assert round_tripped == SAMPLE_FILES[name]
 
@@ -103,10 +118,19 @@ def test_every_sample_tree_round_trips(sample, name):
     ],
 )
 def test_delinearize_repairs(target, words, expected, repairs):
-    rebuilt, count = delinearize(from_target_string(target), words.split())
+    rebuilt, count = delinearize(from_target_string(target), words.split(), word_symbols={"XX"})
     assert rebuilt == tree(expected)
     assert count == repairs
-    assert is_well_formed(rebuilt, words.split())
+    assert is_well_formed(rebuilt, words.split(), word_symbols={"XX"})
+
+
+def test_delinearize_takes_any_non_bracket_symbol_as_a_word_by_default():
+    rebuilt, count = delinearize("(S (NP DT NN )NP foo VBZ )S".split(), "a b c".split())
+    assert rebuilt == tree("(TOP (S (NP (DT a) (NN b)) (foo c)))")
+    assert count == 1  # VBZ has no word left
+    rebuilt, count = delinearize("(S DT NN VBZ )S".split(), "a b".split(), word_symbols={"XX"})
+    assert rebuilt == tree("(TOP (S (XX a) (XX b)))")
+    assert count == 3 + 2  # three unknown symbols, two words left over
 
 
 def test_delinearize_with_a_label_set_drops_unknown_labels():
@@ -158,19 +182,19 @@ def test_random_corruptions_always_give_a_tree_over_the_words(sample):
     count = repaired = 0
     for _ in range(400):
         gold = rng.choice(trees)
-        words, symbols = linearize(gold)
+        words, symbols = linearize(gold, "xx")
         corrupted = corrupt(symbols, rng, vocabulary)
-        rebuilt, repairs = delinearize(corrupted, words)
+        rebuilt, repairs = delinearize(corrupted, words, word_symbols={"XX"})
         check_valid(rebuilt, words)
-        assert is_well_formed(rebuilt, words)
-        _, clean = linearize(rebuilt)
+        assert is_well_formed(rebuilt, words, word_symbols={"XX"})
+        _, clean = linearize(rebuilt, "xx")
         if repairs == 0:
             # no repair means the corrupted sequence was itself a well-formed tree
             assert clean == corrupted
         else:
             repaired += 1
         # the repaired tree is a fixed point
-        assert delinearize(clean, words) == (rebuilt, 0)
+        assert delinearize(clean, words, word_symbols={"XX"}) == (rebuilt, 0)
         count += 1
     assert count == 400
     assert repaired > 300  # almost every corruption needs a repair
@@ -191,6 +215,7 @@ def test_is_well_formed_rejects_bad_trees():
     assert is_well_formed(tree("(TOP (S (XX a) (XX b)))"), words)
     assert not is_well_formed(tree("(TOP (S (XX a) (XX b)))"), ["b", "a"])
     assert not is_well_formed(tree("(S (XX a) (XX b))"), words)
-    assert not is_well_formed(tree("(TOP (S (NN a) (XX b)))"), words)
+    assert is_well_formed(tree("(TOP (S (NN a) (XX b)))"), words)
+    assert not is_well_formed(tree("(TOP (S (NN a) (XX b)))"), words, word_symbols={"XX"})
     assert not is_well_formed(tree("(TOP (S (XX a) (XX b) (NP )))"), words)
     assert not is_well_formed(tree("(TOP (S a (XX b)))"), words)

@@ -5,6 +5,7 @@ import nltk
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel uses)
 
+from pipelines.parsing import treebank
 from tests.pipelines.run_helpers import TINY_MODEL, run_command
 
 
@@ -48,4 +49,5 @@ def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_d
         assert tree.label() == "TOP" and len(tree) == 1
         words = sentence.replace("(", "-LRB-").replace(")", "-RRB-").split()
         assert tree.leaves() == words
-        assert {label for _, label in tree.pos()} == {"XX"}
+        # Trained on POS-tag targets (the default), the parser labels every word with one.
+        assert {label for _, label in tree.pos()} <= set(treebank.POS_TAGS)

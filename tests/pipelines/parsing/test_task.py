@@ -80,12 +80,49 @@ def test_split_files_write_aligned_words_targets_and_gold_trees(task, written):
         gold = task.gold_trees(split, work_dir)
         assert len(sources) == len(targets) == len(gold) == count
         for words, target, tree in zip(sources, targets, gold):
-            assert words and len(words.split()) == target.split().count(linearize.PLACEHOLDER)
+            word_symbols = [s for s in target.split() if linearize.is_word_symbol(s)]
+            assert words and len(words.split()) == len(word_symbols)
+            assert set(word_symbols) <= set(treebank.POS_TAGS)
             assert linearize.linearize(tree) == (words.split(), target.split())
         assert any(f"{split}: {count:,} trees from 1 file(s)" in line for line in log)
     assert not list(out.glob("*.tmp")) and not list(out.glob(".*"))
     first = read_lines(out / "train.tgt")[0]
-    assert first.startswith("(S (NP (NP XX XX )NP XX (ADJP (NP XX XX )NP XX )ADJP XX )NP")
+    assert first.startswith("(S (NP (NP NNP NNP )NP , (ADJP (NP CD NNS )NP JJ )ADJP , )NP")
+
+
+def test_target_form_xx_writes_placeholders_and_scores(sample, tmp_path):
+    """The "xx" form (Vinyals et al.): one XX per word; switching the form rewrites the files,
+    and gold XX targets still score 100 (scoring uses the gold trees' tags)."""
+    with pytest.raises(DataError, match="target_form"):
+        get_task("ptb_parsing", target_form="tagged")
+    tags = get_task("ptb_parsing", dev_trees=str(sample / "dev.mrg"))
+    xx = get_task("ptb_parsing", dev_trees=str(sample / "dev.mrg"), target_form="xx")
+    src, tgt = tags.split_files("dev", tmp_path, log=print)
+    assert "NN" in read_lines(tgt)[0].split()
+    lines = []
+    src, tgt = xx.split_files("dev", tmp_path, log=lines.append)
+    sources, references = read_lines(src), read_lines(tgt)
+    assert len(lines) == 1  # written again, not reused from the tags form
+    assert {s for t in references for s in t.split() if linearize.is_word_symbol(s)} == {"XX"}
+    scores = xx.score(sources, references, references)
+    assert (scores["f1"], scores["repaired"]) == (100.0, 0)
+    # A POS tag is not a word symbol of the xx form: dropped and repaired.
+    tagged = read_lines(tags.split_paths("dev", tmp_path)["tgt"])
+    assert xx.score(sources, tagged, references)["repaired"] == DEV_TREES - sum(
+        not words for words in sources)
+
+
+def test_vocab_symbols_hold_the_standard_label_inventory(sample, tmp_path):
+    targets = tmp_path / "train.tgt"
+    targets.write_text("(S (NP NNP )NP (VP VBZ )VP . )S\n")
+    tags = set(get_task("ptb_parsing").vocab_symbols(targets))
+    xx = set(get_task("ptb_parsing", target_form="xx").vocab_symbols(targets))
+    brackets = {f"\u2581{b}{label}" for label in treebank.PHRASE_LABELS for b in "()"}
+    assert brackets <= tags and brackets <= xx
+    assert {"\u2581(WHADJP", "\u2581)WHADJP", "\u2581(FRAG"} <= tags
+    assert {f"\u2581{tag}" for tag in treebank.POS_TAGS} <= tags
+    assert "\u2581XX" in xx and "\u2581NN" not in xx and "\u2581XX" not in tags
+    assert "\u2581NNP" in xx  # what the training targets hold is kept whatever the form
 
 
 def test_split_files_are_reused_until_an_input_changes(sample, tmp_path):
@@ -128,7 +165,7 @@ def test_corrupted_hypotheses_are_repaired_and_score_lower(task, written, dev_te
             hypotheses[index] = " ".join(symbols)
             corrupted += 1
     hypotheses[50] = ""  # nothing decoded: a flat tree
-    hypotheses[51] = "XX )S (BOGUS"  # unmatched close, an unclosed bracket, missing words
+    hypotheses[51] = "NN )S (BOGUS"  # unmatched close, an unclosed bracket, missing words
     scores = task.score(sources, hypotheses, references, split="dev", work_dir=written[0])
     assert corrupted > 30
     assert scores["repaired"] == corrupted + 2
@@ -140,9 +177,9 @@ def test_corrupted_hypotheses_are_repaired_and_score_lower(task, written, dev_te
 def test_score_uses_gold_pos_tags_for_punctuation(task, dev_text):
     """Moving a final period in or out of a constituent is not an error (COLLINS.prm)."""
     sources, references = dev_text
-    index = next(i for i, t in enumerate(references) if t.endswith("XX )S"))
+    index = next(i for i, t in enumerate(references) if t.endswith(". )S"))
     moved = references[index].split()
-    moved[-2:] = [")S", "XX"]  # the period attached to the root instead of S
+    moved[-2:] = [")S", "."]  # the period attached to the root instead of S
     hypotheses = list(references)
     hypotheses[index] = " ".join(moved)
     scores = task.score(sources, hypotheses, references)
@@ -180,7 +217,7 @@ def test_wsj_sections_below_data_dir(tmp_path):
     assert counts == {"train": 21, "dev": 1, "test": 1}
     src, tgt = task.split_files("test", tmp_path / "w")
     assert read_lines(src) == ["John has a dog ."]
-    assert read_lines(tgt) == ["(S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S"]
+    assert read_lines(tgt) == ["(S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S"]
     # An explicit file wins over the sections for its split.
     mixed = get_task("ptb_parsing", data_dir=str(root), test_trees=str(root / "x.mrg"))
     with pytest.raises(DataError, match="--test_trees"):
