@@ -1,6 +1,6 @@
 """Speed of `translate_with_options` against `serving_default` (not a test: run by hand).
 
-    PYTHONPATH=. taskset -c 0 python tests/export/bench_options.py [--d_model 32] [--layers 1]
+    python benchmarks/serving_options_speed.py [--d_model 32] [--layers 1]
 
 Builds the export fixtures' vocabulary and model (600 SentencePiece pieces from 2,000 lines
 of Multi30k train; a Transformer trained for 2 epochs, 124 steps, as tests/export/conftest.py
@@ -20,7 +20,7 @@ import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 
 def main():
