@@ -20,6 +20,7 @@ import dataclasses
 import os
 from typing import Any, Mapping
 
+from export.translator import MAX_BEAM_SIZE
 from keras_transformer import TransformerConfig
 from keras_transformer.search import DecodingSettings
 from pipelines import model_dir as md
@@ -87,7 +88,7 @@ SAVED_FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
 AT_LEAST = {**{name: 1 for name in (
     "vocab_size", "train_steps", "batch_tokens", "accumulate_steps", "warmup_steps",
     "checkpoint_every", "keep_checkpoints", "average_last", "steps_per_execution",
-    "num_cpu_devices", "beam_size", "max_input_length", "memory_limit_mb")},
+    "num_cpu_devices", "beam_size", "max_input_length", "memory_limit_mb", "n_best")},
     **{name: 0 for name in ("lr_scale", "alpha", "extra_length", "dev_metric_every",
                             "dev_metric_sentences", "eval_sentences", "export_version", "seed")}}
 """Lower bounds of numeric flags, checked before anything runs (both CLIs)."""
@@ -168,6 +169,16 @@ class IOOptions:
     output: str | None = None
     target: str | None = None  # score: the translations to score, line by line with input
     plot_attention: str | None = None
+    n_best: int = 1            # translate: hypotheses per input line (JSON lines when > 1)
+    with_scores: bool = False  # translate: pieces and their log-probabilities (JSON lines)
+    with_alignment: bool = False  # translate: source piece of each target piece (JSON lines)
+    prefix_file: str | None = None  # translate: forced target prefixes, line by line
+
+    @property
+    def detailed(self) -> bool:
+        """Whether translate writes JSON lines (anything beyond one translation a line)."""
+        return (self.n_best > 1 or self.with_scores or self.with_alignment
+                or self.prefix_file is not None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,6 +304,9 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
                                   for f in dataclasses.fields(TrainingOptions)})
 
     _check_training(training)
+    if (given.get("n_best") or 1) > MAX_BEAM_SIZE:
+        raise ConfigError(f"--n_best {given['n_best']}: at most {MAX_BEAM_SIZE}, the largest "
+                          f"beam the translate_with_options function accepts")
     task_decoding = task.decoding_defaults()
     decoding = DecodingSettings(
         beam_size=pick("beam_size", task_decoding.beam_size),
@@ -315,7 +329,11 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
                              jit_compile=bool(given.get("export_jit_compile")),
                              check_ops=given.get("check_ops", True)),
         io=IOOptions(input=given.get("input"), output=given.get("output"),
-                     target=given.get("target"), plot_attention=given.get("plot_attention")),
+                     target=given.get("target"), plot_attention=given.get("plot_attention"),
+                     n_best=given.get("n_best") or 1,
+                     with_scores=bool(given.get("with_scores")),
+                     with_alignment=bool(given.get("with_alignment")),
+                     prefix_file=given.get("prefix_file")),
         verbose=given.get("verbose", 1))
 
 

@@ -96,6 +96,14 @@ flags.DEFINE_bool("overwrite_export", False, "Replace an existing export version
 flags.DEFINE_bool("export_jit_compile", False, "XLA-compile the exported beam search.")
 flags.DEFINE_string("input", None, "translate: file of source sentences (default stdin).")
 flags.DEFINE_string("output", None, "translate: output file (default stdout).")
+flags.DEFINE_integer("n_best", None, "translate: the N best hypotheses of each line, as JSON "
+                     "lines (the beam is widened to N if smaller).")
+flags.DEFINE_bool("with_scores", False, "translate: add each hypothesis's pieces and their "
+                  "log-probabilities (JSON lines).")
+flags.DEFINE_bool("with_alignment", False, "translate: add, for each target piece, the source "
+                  "piece it attends to most (JSON lines).")
+flags.DEFINE_string("prefix_file", None, "translate: target prefixes, line by line with the "
+                    "input (empty line: none); every hypothesis starts with its prefix.")
 flags.DEFINE_string("target", None, "score: file of translations, line by line with "
                     "--input.")
 flags.DEFINE_string("checkpoint", None, "evaluate, translate, score, export: decode this "
@@ -104,7 +112,8 @@ flags.DEFINE_string("plot_attention", None, "translate: save the first sentence'
                     "encoder-decoder attention heat map to this PNG.")
 
 NOT_OPTIONS = ("mode", "num_cpu_devices", "dev_bleu_every", "dev_bleu_sentences")
-ONLY_WHEN_PRESENT = ("override_saved", "overwrite_export", "export_jit_compile")
+ONLY_WHEN_PRESENT = ("override_saved", "overwrite_export", "export_jit_compile",
+                     "with_scores", "with_alignment")
 
 
 def parse_overrides(items) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import pathlib
 import sys
 import time
@@ -195,22 +196,63 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
     return path
 
 
+def _translate_lines(translator: Translator, options: RunOptions, chunk: list[str],
+                     prefixes: list[str] | None) -> list[str]:
+    """Output lines for `chunk`: the translations, or with n-best, scores, alignments or
+    prefixes asked for, one JSON object per line (the `translate_with_options` signature's
+    outputs for that input line, padding dropped)."""
+    sources = tf.constant(chunk, tf.string)
+    if not options.io.detailed:
+        return [t.decode("utf-8") for t in translator.translate(sources)["translation"].numpy()]
+    io, decoding = options.io, options.decoding
+    out = translator.translate_with_options(
+        sources, tf.constant(max(decoding.beam_size, io.n_best)), tf.constant(decoding.alpha),
+        tf.constant(io.n_best), tf.constant(decoding.extra_length),
+        tf.constant(prefixes or [""] * len(chunk), tf.string))
+    out = {name: value.numpy() for name, value in out.items()}
+    lines = []
+    for row in range(len(chunk)):
+        record = {"translations": [t.decode("utf-8") for t in out["translations"][row]],
+                  "scores": [round(float(v), 6) for v in out["scores"][row]]}
+        lengths = [int((pieces != b"").sum()) for pieces in out["tokens"][row]]
+        if io.with_scores:
+            record["tokens"] = [[p.decode("utf-8") for p in pieces[:n]]
+                                for pieces, n in zip(out["tokens"][row], lengths)]
+            record["token_log_probs"] = [[round(float(v), 6) for v in values[:n]]
+                                         for values, n in zip(out["token_log_probs"][row],
+                                                              lengths)]
+        if io.with_alignment:
+            record["alignment"] = [[int(v) for v in values[:n]]
+                                   for values, n in zip(out["alignment"][row], lengths)]
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return lines
+
+
 def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = None) -> int:
     """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
     one output line per input line, streamed in chunks, exactly as the exported model
-    answers."""
+    answers: the translation, or a JSON object with the n-best hypotheses, their scores,
+    pieces and log-probabilities, and alignments when asked for (`IOOptions.detailed`)."""
     translator = make_translator(options, options.make_task(), log)
     lines = (line for _, line in iter_lines(options.io.input))
+    prefixes = (None if options.io.prefix_file is None
+                else (line for _, line in iter_lines(options.io.prefix_file)))
     count, first = 0, None
 
     def translations():
         nonlocal count, first
         while chunk := list(itertools.islice(lines, TRANSLATE_CHUNK)):
-            answers = translator.translate(tf.constant(chunk, tf.string))["translation"]
+            chunk_prefixes = None
+            if prefixes is not None:
+                chunk_prefixes = list(itertools.islice(prefixes, len(chunk)))
+                if len(chunk_prefixes) != len(chunk):
+                    raise DataError(f"{options.io.prefix_file} has fewer lines than the input "
+                                    f"({count + len(chunk_prefixes)} for at least "
+                                    f"{count + len(chunk)}); give one prefix per input line")
             first = chunk[0] if first is None else first
             count += len(chunk)
-            for answer in answers.numpy():
-                yield answer.decode("utf-8") + "\n"
+            for line in _translate_lines(translator, options, chunk, chunk_prefixes):
+                yield line + "\n"
             print(f"\rtranslate: {count:,} lines", end="", file=sys.stderr, flush=True)
 
     if options.io.output:

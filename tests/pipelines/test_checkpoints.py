@@ -85,3 +85,29 @@ def test_decoding_loads_the_average_else_the_latest_or_a_named_checkpoint(tmp_pa
     data.write_bytes(data.read_bytes()[:100])
     with pytest.raises(ModelDirError, match="ckpt-20: cannot restore this checkpoint"):
         md.load_final_model(tmp_path, checkpoint="ckpt-20")
+
+
+def test_no_untrained_checkpoint_under_accumulation():
+    """With --accumulate_steps 2 the update counter is still 0 after the first micro-batch:
+    no ckpt-0 (averaging could mix the initial weights in), one save per update."""
+    import types
+
+    import tensorflow as tf
+
+    from pipelines.callbacks import StepCheckpoint
+
+    saved = []
+    manager = types.SimpleNamespace(
+        save=lambda checkpoint_number, check_interval: saved.append(checkpoint_number))
+    model = types.SimpleNamespace(optimizer=types.SimpleNamespace(iterations=tf.Variable(0)))
+    callback = StepCheckpoint(manager, every=2)
+    callback.set_model(model)
+    for micro_batch in range(8):  # updates after micro-batches 2, 4, 6, 8
+        model.optimizer.iterations.assign((micro_batch + 1) // 2)
+        callback.on_train_batch_end(micro_batch)
+    callback.on_train_end()
+    assert saved == [2, 4]
+    resumed = StepCheckpoint(manager, every=2, start_step=4)  # already saved at 4
+    resumed.set_model(model)
+    resumed.on_train_end()
+    assert saved == [2, 4]

@@ -134,3 +134,36 @@ def test_translate_writes_one_line_per_input_line_on_stdout(model_dir, tmp_path,
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("\n") == 4
     assert "translate: 4 lines" in result.stderr
+
+
+def test_translate_n_best_scores_alignment_and_prefix_as_json_lines(model_dir, tmp_path,
+                                                                     shared_data):
+    import json
+
+    source = tmp_path / "input.en"
+    source.write_text("A dog runs.\nTwo men work on a roof.\n", encoding="utf-8")
+    prefixes = tmp_path / "prefix.de"
+    prefixes.write_text("Ein Hund\n\n", encoding="utf-8")
+    result = run_command([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}",
+                          "--n_best=3", "--with_scores", "--with_alignment",
+                          f"--prefix_file={prefixes}"], shared_data)
+    assert result.returncode == 0, result.stderr[-3000:]
+    from pipelines import vocab
+
+    tokenizer = vocab.load_tokenizer(model_dir / "spm.model")
+    source_lengths = [len(p) + 1 for p in tokenizer.tokenize(  # + EOS
+        ["A dog runs.", "Two men work on a roof."]).to_list()]
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(records) == 2
+    for record, source_length in zip(records, source_lengths):
+        assert len(record["translations"]) == len(record["scores"]) == 3
+        assert record["scores"] == sorted(record["scores"], reverse=True)
+        for tokens, log_probs, alignment in zip(record["tokens"], record["token_log_probs"],
+                                                record["alignment"]):
+            assert len(tokens) == len(log_probs) == len(alignment) >= 1
+            assert all(lp <= 0 for lp in log_probs)
+            assert all(0 <= a < source_length for a in alignment)  # a piece of the source
+    assert all(t.startswith("Ein Hund") for t in records[0]["translations"])
+    assert len({tuple(tokens) for tokens in records[1]["tokens"]}) == 3  # distinct hypotheses
+    refused([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}",
+             "--n_best=17"], "--n_best 17: at most 16", shared_data, model_dir)

@@ -66,6 +66,36 @@ def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shar
     assert "every op is registered" in result.stderr  # the op check ran
 
 
+def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, shared_data):
+    import numpy as np
+
+    from keras_transformer import text
+    from keras_transformer.search import score_ids
+    from pipelines import model_dir as md
+    from pipelines import vocab
+
+    sources = ["A man rides a bike.", "Two dogs play in the snow.", "A child."]
+    targets = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Kind."]
+    (tmp_path / "src").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
+    (tmp_path / "tgt").write_text("".join(t + "\n" for t in targets), encoding="utf-8")
+    result = run_command([f"--model_dir={trained}", "--mode=score", f"--input={tmp_path / 'src'}",
+                          f"--target={tmp_path / 'tgt'}"], shared_data)
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed = [float(line) for line in result.stdout.splitlines()]
+    model, tokenizer = md.load_final_model(trained), vocab.load_tokenizer(trained / "spm.model")
+    expected = score_ids(model, text.sentences_to_ids(tokenizer, sources, 128),
+                         text.sentences_to_ids(tokenizer, targets, model.config.max_length),
+                         alpha=0.6).numpy()
+    assert len(printed) == 3 and np.all(np.array(printed) < 0)
+    np.testing.assert_allclose(printed, expected, atol=1e-4)
+    # A different length penalty is a decoding setting: it needs --override_saved.
+    result = run_command([f"--model_dir={trained}", "--mode=score", f"--input={tmp_path / 'src'}",
+                          f"--target={tmp_path / 'tgt'}", "--alpha=0", "--override_saved"],
+                         shared_data)
+    unpenalised = [float(line) for line in result.stdout.splitlines()]
+    assert all(u < p for u, p in zip(unpenalised, printed))  # the penalty divides by > 1
+
+
 def test_dev_metric_scores_exactly_the_first_n_dev_sentences(trained, shared_data, monkeypatch):
     from pipelines import model_dir as md
     from pipelines import options, stages

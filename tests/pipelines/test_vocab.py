@@ -110,3 +110,21 @@ def test_too_large_vocab_is_a_clear_error(tmp_path):
     small.write_text("a b c\nd e f\n", encoding="utf-8")
     with pytest.raises(DataError, match="smaller vocab_size"):
         vocab.build_vocab([small], tmp_path, 5000, log=lambda m: None)
+
+
+def test_a_vocabulary_with_other_special_ids_is_refused(tmp_path):
+    import io
+
+    import sentencepiece as spm
+
+    writer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(["a dog runs in the snow", "two men play"] * 50),
+        model_writer=writer, vocab_size=40, minloglevel=2)  # sentencepiece's own ids
+    path = tmp_path / "spm.model"
+    path.write_bytes(writer.getvalue())
+    with pytest.raises(DataError, match=r"special ids pad/unk/bos/eos are \(-1, 0, 1, 2\)"):
+        vocab.read_model_proto(path)
+    path.write_bytes(b"not a model")
+    with pytest.raises(DataError, match="not a SentencePiece model"):
+        vocab.read_model_proto(path)

@@ -129,8 +129,10 @@ def test_delinearize_takes_any_non_bracket_symbol_as_a_word_by_default():
     assert rebuilt == tree("(TOP (S (NP (DT a) (NN b)) (foo c)))")
     assert count == 1  # VBZ has no word left
     rebuilt, count = delinearize("(S DT NN VBZ )S".split(), "a b".split(), word_symbols={"XX"})
-    assert rebuilt == tree("(TOP (S (XX a) (XX b)))")
-    assert count == 3 + 2  # three unknown symbols, two words left over
+    # Tags are unknown symbols when only XX is a word: S closes with no word and is dropped,
+    # and the words left over go to the root.
+    assert rebuilt == tree("(TOP (XX a) (XX b))")
+    assert count == 3 + 1 + 2  # three unknown symbols, an empty S, two words left over
 
 
 def test_delinearize_with_a_label_set_drops_unknown_labels():
