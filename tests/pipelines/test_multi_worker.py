@@ -45,9 +45,8 @@ def test_two_workers_train_to_identical_weights(tmp_path):
 
 def test_two_workers_through_run_py(prepared, tmp_path, shared_data):
     """`pipelines/run.py --mode train,average` on 2 workers: token buckets, checkpoints in the
-    model dir (chief) and workers/ (the other), identical weights that moved, equal to one
-    process training on the same global batches, and only the chief goes on to the later
-    stages."""
+    model dir (chief) and workers/ (the other), identical weights that moved, and only the
+    chief goes on to the later stages."""
     import tensorflow as tf
 
     from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
@@ -82,11 +81,3 @@ def test_two_workers_through_run_py(prepared, tmp_path, shared_data):
         np.testing.assert_array_equal(chief[name], other[name])
     assert any(not np.array_equal(chief[n], earlier[n]) for n in chief)  # training moved them
 
-    # One process with two replicas sees the same global batches (no dropout: no randomness).
-    single_dir = copy_prepared(prepared, tmp_path / "single")
-    result = run_command([f"--model_dir={single_dir}", *args, "--num_cpu_devices=2",
-                          "--mode=train"], shared_data)
-    assert result.returncode == 0, result.stderr[-3000:]
-    single = weights(single_dir / "checkpoints" / "ckpt-6")
-    for name in chief:
-        np.testing.assert_allclose(chief[name], single[name], rtol=1e-4, atol=1e-5)
