@@ -35,12 +35,10 @@ def main():
     args = parser.parse_args()
 
     import keras
-    import numpy as np
     import tensorflow as tf
 
     from export.translator import Translator
-    from keras_transformer import (DecodingSettings, LabelSmoothedCrossEntropy, Transformer,
-                                   TransformerConfig)
+    from keras_transformer import DecodingSettings, Transformer, TransformerConfig
     from pipelines import vocab
     from tests.conftest import data_dir
     from tests.export import conftest as fx
@@ -62,24 +60,7 @@ def main():
         "base", vocab_size=fx.VOCAB_SIZE, num_layers=args.layers, d_model=args.d_model,
         d_ff=2 * args.d_model, num_heads=2, dropout=0.0, max_length=fx.MAX_LENGTH)
     model = Transformer(config)
-    model.build()
-    optimizer = keras.optimizers.Adam(3e-3)
-    optimizer.build(model.trainable_variables)
-    loss_fn = LabelSmoothedCrossEntropy(0.1)
-
-    @tf.function
-    def train_step(source, target_in, target_out):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(target_out, model((source, target_in), training=True))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    source, target_in, target_out = fx._encode_pairs(spm_proto, corpus)
-    for _ in range(2):
-        for start in range(0, fx.NUM_LINES - fx.BATCH_SIZE + 1, fx.BATCH_SIZE):
-            rows = slice(start, start + fx.BATCH_SIZE)
-            train_step(source[rows], target_in[rows], target_out[rows])
+    fx.train_briefly(model, spm_proto, corpus)
 
     translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6,
                                                                extra_length=50))

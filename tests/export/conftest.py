@@ -61,9 +61,8 @@ def _encode_pairs(spm_proto, corpus):
     return arrays
 
 
-@pytest.fixture(scope="session")
-def trained_model(spm_proto, corpus):
-    """A 1-layer, d_model 32 Transformer trained for 2 epochs (124 steps) on the pairs.
+def train_briefly(model, spm_proto, corpus) -> list[float]:
+    """Trains `model` for 2 epochs (124 steps) on the pairs; returns the step losses.
 
     A plain `tf.function` step rather than `fit`: tracing Keras' train function would cost
     more than the training itself.
@@ -71,12 +70,8 @@ def trained_model(spm_proto, corpus):
     import keras
     import tensorflow as tf
 
-    from keras_transformer import LabelSmoothedCrossEntropy, Transformer, TransformerConfig
+    from keras_transformer import LabelSmoothedCrossEntropy
 
-    keras.utils.set_random_seed(1234)
-    config = TransformerConfig.preset("base", vocab_size=VOCAB_SIZE, num_layers=1, d_model=32,
-                                      d_ff=64, num_heads=2, dropout=0.0, max_length=MAX_LENGTH)
-    model = Transformer(config)
     model.build()
     optimizer = keras.optimizers.Adam(3e-3)
     optimizer.build(model.trainable_variables)
@@ -97,6 +92,21 @@ def trained_model(spm_proto, corpus):
         for start in range(0, NUM_LINES - BATCH_SIZE + 1, BATCH_SIZE):
             rows = slice(start, start + BATCH_SIZE)
             losses.append(float(train_step(source[rows], target_in[rows], target_out[rows])))
+    return losses
+
+
+@pytest.fixture(scope="session")
+def trained_model(spm_proto, corpus):
+    """A 1-layer, d_model 32 Transformer trained for 2 epochs (124 steps) on the pairs."""
+    import keras
+
+    from keras_transformer import Transformer, TransformerConfig
+
+    keras.utils.set_random_seed(1234)
+    config = TransformerConfig.preset("base", vocab_size=VOCAB_SIZE, num_layers=1, d_model=32,
+                                      d_ff=64, num_heads=2, dropout=0.0, max_length=MAX_LENGTH)
+    model = Transformer(config)
+    losses = train_briefly(model, spm_proto, corpus)
     assert losses[-1] < losses[0] - 1.0, losses[::20]  # it did learn something
     return model
 
