@@ -295,7 +295,8 @@ def test_command_line_export(model_dir, tmp_path):
                       "--beam_size=2", cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines()[-1] == (
-        f"export/run.py: error: --beam_size 2 differs from 3, what {model_dir}/settings.json "
+        f"export/run.py: error: --beam_size 2 differs from {SETTINGS['beam_size']}, what "
+        f"{model_dir}/settings.json "
         "says this model was trained with; pass --override_saved to decode differently, or "
         "drop the flag")
     assert not export_dir.exists()
