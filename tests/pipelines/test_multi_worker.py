@@ -45,8 +45,9 @@ def test_two_workers_train_to_identical_weights(tmp_path):
 
 def test_two_workers_through_run_py(prepared, tmp_path, shared_data):
     """`pipelines/run.py --mode train,average` on 2 workers: token buckets, checkpoints in the
-    model dir (chief) and workers/ (the other), identical weights that moved, and only the
-    chief goes on to the later stages."""
+    model dir (chief) and workers/ (the other), identical weights that moved, equal to one
+    process with 2 replicas on the same global batch, and only the chief goes on to the later
+    stages."""
     import tensorflow as tf
 
     from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
@@ -80,4 +81,24 @@ def test_two_workers_through_run_py(prepared, tmp_path, shared_data):
     for name in chief:
         np.testing.assert_array_equal(chief[name], other[name])
     assert any(not np.array_equal(chief[n], earlier[n]) for n in chief)  # training moved them
+
+    # One process, 2 CPU replicas, the same global batches: the same weights, up to float
+    # summation order, except the attention's key biases. Their gradient is zero in exact
+    # arithmetic (a key bias adds the same q.b to every logit of a query, which the softmax
+    # cancels), so each step's gradient there is rounding noise, and Adam, dividing by its
+    # own running magnitude, turns noise of either sign into steps of the learning rate.
+    single_dir = copy_prepared(prepared, tmp_path / "single")
+    single = run_command([f"--model_dir={single_dir}", *args, "--mode=train",
+                          "--num_cpu_devices=2"], shared_data)
+    assert single.returncode == 0, single.stderr[-3000:]
+    alone = weights(single_dir / "checkpoints" / "ckpt-6")
+    assert alone.keys() == chief.keys()
+    keys = 32  # d_model of TINY_MODEL: the key part of the fused projections' biases
+    key_bias = {".Sqkv.Sbias/": slice(keys, 2 * keys), ".Skv.Sbias/": slice(0, keys)}
+    for name in chief:
+        want, got = alone[name], chief[name]
+        for marker, key_part in key_bias.items():
+            if marker in name:
+                want, got = np.delete(want, key_part), np.delete(got, key_part)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6, err_msg=name)
 
