@@ -30,5 +30,10 @@ setup(
         "nltk",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={
+        # sacremoses: Moses tokenization for benchmarks/multi30k_published_protocol.py (and
+        # its test); not needed to train, evaluate or serve.
+        "bench": ["sacremoses"],
+        "test": ["pytest", "sacremoses"],
+    },
 )
