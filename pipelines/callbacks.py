@@ -1,9 +1,12 @@
-"""Keras callbacks of the training stage: checkpoints, exact step count, throughput, dev metric."""
+"""Keras callbacks of the training stage: checkpoints, exact step count, throughput, dev
+metric and early stopping."""
 from __future__ import annotations
 
 import time
 
 import keras
+
+from pipelines import checkpoints
 
 
 class StepCheckpoint(keras.callbacks.Callback):
@@ -75,20 +78,40 @@ class Throughput(keras.callbacks.Callback):
 
 
 class DevMetric(keras.callbacks.Callback):
-    """Every `every_epochs` epochs, decodes the dev sample with beam search and logs its score.
+    """Every `every_epochs` epochs, decodes the dev sample with beam search, logs its score,
+    records it for the checkpoint of this step, and stops training on a plateau.
 
     Args:
         evaluate_fn: `model -> float`, the task's metric (`pipelines.stages.
             dev_metric_evaluator`: sacreBLEU, or F1 for parsing), logged (TensorBoard, progress
             bar) as its `metric_name` attribute.
-        every_epochs: how often, in `fit` epochs.
+        every_epochs: how often, in `fit` epochs (each ends with a checkpoint).
+        checkpoint_dir: where the value is recorded by step (`checkpoints.record_metric`),
+            for `--keep_best_by dev_metric`, and read back with those of earlier runs.
+        patience: stop when the last `patience` evaluations, earlier runs' included, did not
+            improve on the best (`checkpoints.plateau`); 0: never.
+        log: where the early stop is announced (one line).
     """
 
-    def __init__(self, evaluate_fn, every_epochs=1):
+    def __init__(self, evaluate_fn, every_epochs=1, checkpoint_dir=None, patience=0,
+                 log=print):
         super().__init__()
         self.evaluate_fn = evaluate_fn
         self.every_epochs = max(1, int(every_epochs))
+        self.checkpoint_dir = checkpoint_dir
+        self.patience = int(patience)
+        self.log = log
 
     def on_epoch_end(self, epoch, logs=None):
-        if (epoch + 1) % self.every_epochs == 0 and logs is not None:
-            logs[self.evaluate_fn.metric_name] = self.evaluate_fn(self.model)
+        if (epoch + 1) % self.every_epochs or logs is None:
+            return
+        name = self.evaluate_fn.metric_name
+        logs[name] = value = self.evaluate_fn(self.model)
+        if self.checkpoint_dir is None:
+            return
+        step = int(self.model.optimizer.iterations.numpy())
+        metrics = checkpoints.record_metric(self.checkpoint_dir, step, name, value)
+        reason = checkpoints.plateau(metrics, self.patience) if self.patience else None
+        if reason:
+            self.log(f"train: early stop at step {step:,}: {reason}")
+            self.model.stop_training = True

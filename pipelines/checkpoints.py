@@ -5,16 +5,26 @@ step counter), written by `tf.train.CheckpointManager`: data files first, then t
 `checkpoint` index file is replaced atomically. A process killed mid-write leaves files the
 index does not name, which are never restored, so the same command resumes at the last
 complete checkpoint's step.
+
+Beside them, `dev_metric.jsonl` records the dev metric of each evaluated checkpoint, so that
+`--keep_best_by dev_metric` (which checkpoints are kept and averaged) and
+`--early_stop_patience` see the same history in a resumed run and in a later `--mode average`.
+Every task's metric (BLEU, F1) is better when higher.
 """
 from __future__ import annotations
 
+import json
 import pathlib
 
 import numpy as np
 import tensorflow as tf
 
 from pipelines.errors import ModelDirError
-from pipelines.files import atomic_files
+from pipelines.files import atomic_files, write_atomic
+
+METRIC_LOG = "dev_metric.jsonl"
+"""In the checkpoint dir: one JSON object a line, `{"step": 400, "metric": "dev_f1", "value":
+13.1}`, in step order; rewritten whole (atomically) at each evaluation."""
 
 
 def _by_path(variables) -> dict:
@@ -38,14 +48,116 @@ def _checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
                                optimizer=_by_path(optimizer.variables))
 
 
-def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20):
-    """The manager of `checkpoint_dir`, numbering checkpoints by optimizer update.
+def _step(path) -> int:
+    """The update a checkpoint was written at ("<dir>/ckpt-400" -> 400)."""
+    return int(str(path).rsplit("-", 1)[1])
+
+
+def _read_records(checkpoint_dir) -> list[dict]:
+    path = pathlib.Path(checkpoint_dir) / METRIC_LOG
+    if not path.is_file():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            record = json.loads(line)
+            records.append({**record, "step": int(record["step"]),
+                            "value": float(record["value"])})
+        except (ValueError, KeyError, TypeError):
+            raise ModelDirError(f"{path}:{number}: not a dev-metric record ({line[:60]!r}); "
+                                f"delete the line (that checkpoint loses its dev metric)"
+                                ) from None
+    return records
+
+
+def read_metrics(checkpoint_dir) -> dict[int, float]:
+    """The recorded dev metric by checkpoint step, in step order ({} if none)."""
+    return {r["step"]: r["value"] for r in sorted(_read_records(checkpoint_dir),
+                                                  key=lambda r: r["step"])}
+
+
+def record_metric(checkpoint_dir, step: int, name: str, value: float) -> dict[int, float]:
+    """Records (or replaces) the dev metric `name` of checkpoint `step` in `METRIC_LOG`;
+    returns every recorded value by step (`read_metrics`)."""
+    records = [r for r in _read_records(checkpoint_dir) if r["step"] != step]
+    records.append({"step": int(step), "metric": name, "value": float(value)})
+    records.sort(key=lambda r: r["step"])
+    write_atomic(pathlib.Path(checkpoint_dir) / METRIC_LOG,
+                 "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    return read_metrics(checkpoint_dir)
+
+
+def select_checkpoints(paths, count: int, metrics: dict[int, float] | None = None) -> list[str]:
+    """The `count` checkpoints to average (and keep), oldest first.
+
+    Args:
+        paths: checkpoint paths, oldest first (`checkpoint_paths`).
+        metrics: None for the last `count` (`--keep_best_by last`); else the dev metric by
+            step (`read_metrics`) for the `count` with the best metric, the later step
+            winning a tie (`--keep_best_by dev_metric`). Checkpoints without a recorded
+            metric are not candidates, so fewer than `count` may come back.
+    """
+    if metrics is None:
+        return list(paths)[-count:] if count > 0 else []
+    ranked = sorted((p for p in paths if _step(p) in metrics),
+                    key=lambda p: (metrics[_step(p)], _step(p)), reverse=True)
+    return sorted(ranked[:count], key=_step)
+
+
+def plateau(metrics: dict[int, float], patience: int) -> str | None:
+    """Why training should stop early, or None: the last `patience` (>= 1) evaluations of
+    `metrics` (step -> value, step order) did not improve on the best before them; an equal
+    value is no improvement."""
+    history = list(metrics.items())
+    if not history:
+        return None
+    best = max(range(len(history)), key=lambda i: (history[i][1], -i))  # the first best
+    since = len(history) - 1 - best
+    if since < patience:
+        return None
+    step, value = history[best]
+    return (f"the dev metric has not improved for {since} evaluation(s) "
+            f"(--early_stop_patience {patience}); the best, {value:.2f}, was at step {step:,}")
+
+
+class _Manager(tf.train.CheckpointManager):
+    """Keeps the `max_to_keep` newest checkpoints and, with `keep_best`, the `keep_best`
+    best by the recorded dev metric besides them (at most max_to_keep + keep_best in all).
+
+    `tf.train.CheckpointManager` deletes the oldest beyond `max_to_keep` in `_sweep`, right
+    after each save and before rewriting its index, and lists in the index only what it has
+    not deleted; this overrides that step (a private method, stable since TensorFlow 2.0, and
+    covered by tests/pipelines/test_checkpoints.py) so that the best ones stay on disk and in
+    the index, where averaging finds them.
+    """
+
+    def __init__(self, *args, keep_best: int = 0, **kwargs):
+        self.keep_best = keep_best
+        super().__init__(*args, **kwargs)
+
+    def _sweep(self):
+        if not self.keep_best:
+            return super()._sweep()
+        paths = list(self._maybe_delete)
+        best = set(select_checkpoints(paths, self.keep_best, read_metrics(self.directory)))
+        for path in paths[:-self._max_to_keep]:
+            if path not in best:
+                del self._maybe_delete[path]
+                for name in (tf.io.gfile.glob(f"{path}.index")
+                             + tf.io.gfile.glob(f"{path}.data-?????-of-?????")):
+                    tf.io.gfile.remove(name)
+
+
+def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_best=0):
+    """The manager of `checkpoint_dir`, numbering checkpoints by optimizer update, keeping
+    the `max_to_keep` newest and the `keep_best` best by dev metric (`_Manager`).
 
     The optimizer must be built (its variables exist) before this is called.
     """
     checkpoint = _checkpoint(model, optimizer)
-    return tf.train.CheckpointManager(checkpoint, str(checkpoint_dir), max_to_keep=max_to_keep,
-                                      step_counter=optimizer.iterations, checkpoint_name="ckpt")
+    return _Manager(checkpoint, str(checkpoint_dir), max_to_keep=max_to_keep,
+                    step_counter=optimizer.iterations, checkpoint_name="ckpt",
+                    keep_best=keep_best)
 
 
 def _restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool):
@@ -79,8 +191,11 @@ def restore_weights(model, path: str) -> None:
     _restore(_checkpoint(model), path, partial=True)
 
 
-def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, log=print) -> pathlib.Path:
-    """Averages the model weights of the last `last_n` checkpoints into `out_path` (.weights.h5).
+def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by="last",
+                        log=print) -> pathlib.Path:
+    """Averages the model weights of `last_n` checkpoints into `out_path` (.weights.h5): the
+    last ones, or with `keep_best_by` "dev_metric" those with the best recorded dev metric
+    (`select_checkpoints`).
 
     The paper averages the last 5 (base) or 20 (big) checkpoints, written at 10-minute
     intervals, for its test results. Optimizer state is not averaged (not needed to decode).
@@ -88,9 +203,16 @@ def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, log=print) ->
     paths = checkpoint_paths(checkpoint_dir)
     if not paths:
         raise ModelDirError(f"{checkpoint_dir}: no checkpoints to average. Train first.")
+    metrics = read_metrics(checkpoint_dir) if keep_best_by == "dev_metric" else None
+    paths = select_checkpoints(paths, last_n, metrics)
+    if not paths:
+        raise ModelDirError(f"{checkpoint_dir}: no checkpoint has a dev metric recorded in "
+                            f"{METRIC_LOG} to choose by; train with --dev_metric_every, or "
+                            f"average with --keep_best_by last")
     if len(paths) < last_n:
-        log(f"average: only {len(paths)} checkpoint(s) for --average_last {last_n}")
-    paths = paths[-last_n:]
+        log(f"average: only {len(paths)} checkpoint(s)"
+            f"{' with a recorded dev metric' if metrics is not None else ''} for "
+            f"--average_last {last_n}")
     total = None
     for path in paths:
         restore_weights(model, path)
@@ -100,6 +222,9 @@ def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, log=print) ->
                        zip(total, (v.numpy() for v in model.weights))])
     with atomic_files(out_path) as (tmp,):
         model.save_weights(tmp)
-    log(f"average: {len(paths)} checkpoint(s) ({', '.join(pathlib.Path(p).name for p in paths)})"
+    names = [pathlib.Path(p).name + ("" if metrics is None else f" {metrics[_step(p)]:.2f}")
+             for p in paths]
+    log(f"average: {len(paths)} checkpoint(s)"
+        f"{'' if metrics is None else ', the best by dev metric'} ({', '.join(names)})"
         f" -> {out_path}")
     return pathlib.Path(out_path)

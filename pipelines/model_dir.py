@@ -4,6 +4,7 @@
     <model_dir>/settings.json       task, training and decoding settings (pipelines.options)
     <model_dir>/spm.model           the shared SentencePiece vocabulary
     <model_dir>/checkpoints/        periodic training checkpoints (see pipelines/checkpoints.py)
+                                    and dev_metric.jsonl, their recorded dev metric
     <model_dir>/final.weights.h5    the model used for evaluation and export (averaged)
     <model_dir>/eval/               hypotheses and scores
     <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches

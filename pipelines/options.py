@@ -37,7 +37,8 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "batch_tokens": 25_000, "warmup_steps": 4_000, "lr_scale": 1.0, "checkpoint_every": 1_000,
     "average_last": 5, "accumulate_steps": 1, "keep_checkpoints": 20, "seed": 0,
     "jit_compile": False, "steps_per_execution": 1, "dev_metric_every": 0,
-    "dev_metric_sentences": 200, "memory_limit_mb": None,
+    "dev_metric_sentences": 200, "memory_limit_mb": None, "keep_best_by": "last",
+    "early_stop_patience": 0,
 }
 
 # Departures for corpora far smaller than WMT, so that a CPU run finishes in minutes: the
@@ -77,7 +78,7 @@ SAVED_FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
     **{name: (("training", name), FREE) for name in (
         "train_steps", "checkpoint_every", "keep_checkpoints", "average_last", "seed",
         "jit_compile", "mixed_precision", "steps_per_execution", "dev_metric_every",
-        "dev_metric_sentences")},
+        "dev_metric_sentences", "keep_best_by", "early_stop_patience")},
     **{name: (("decoding", name), DECODING) for name in (
         "beam_size", "alpha", "extra_length", "max_input_length")},
     "decode_precision": (("decoding", "precision"), DECODING),
@@ -90,7 +91,8 @@ AT_LEAST = {**{name: 1 for name in (
     "checkpoint_every", "keep_checkpoints", "average_last", "steps_per_execution",
     "num_cpu_devices", "beam_size", "max_input_length", "memory_limit_mb", "n_best")},
     **{name: 0 for name in ("lr_scale", "alpha", "extra_length", "dev_metric_every",
-                            "dev_metric_sentences", "eval_sentences", "export_version", "seed")}}
+                            "dev_metric_sentences", "eval_sentences", "export_version", "seed",
+                            "early_stop_patience")}}
 """Lower bounds of numeric flags, checked before anything runs (both CLIs)."""
 
 
@@ -138,6 +140,8 @@ class TrainingOptions:
     dev_metric_every: int
     dev_metric_sentences: int
     memory_limit_mb: int | None
+    keep_best_by: str          # "last" or "dev_metric": which checkpoints are averaged
+    early_stop_patience: int   # dev-metric evaluations without improvement; 0: never stop
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,6 +347,13 @@ def _check_training(t: TrainingOptions) -> None:
         raise ConfigError(f"--keep_checkpoints {t.keep_checkpoints} is below --average_last "
                           f"{t.average_last}: averaging could only use {t.keep_checkpoints}; "
                           f"keep at least as many as you average")
+    for name, value, active in (("keep_best_by", t.keep_best_by, t.keep_best_by != "last"),
+                                ("early_stop_patience", t.early_stop_patience,
+                                 t.early_stop_patience > 0)):
+        if active and not t.dev_metric_every:
+            raise ConfigError(f"--{name} {value} needs --dev_metric_every N (steps between "
+                              f"dev-metric evaluations, a multiple of --checkpoint_every): "
+                              f"without it there is no dev metric to go by")
     if t.dev_metric_every % t.checkpoint_every:
         raise ConfigError(f"--dev_metric_every {t.dev_metric_every} is not a multiple of "
                           f"--checkpoint_every {t.checkpoint_every}: the dev metric runs when a "

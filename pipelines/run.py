@@ -54,7 +54,8 @@ flags.DEFINE_integer("warmup_steps", None, "Learning-rate warm-up (Eq. 3; defaul
 flags.DEFINE_float("lr_scale", None, "Constant factor on the Eq. 3 learning rate (default 1).")
 flags.DEFINE_integer("checkpoint_every", None, "Steps between checkpoints (default: the "
                      "task's, else 1,000).")
-flags.DEFINE_integer("keep_checkpoints", None, "Checkpoints kept (default 20).")
+flags.DEFINE_integer("keep_checkpoints", None, "Newest checkpoints kept (default 20; with "
+                     "--keep_best_by dev_metric the best ones are kept too).")
 flags.DEFINE_integer("average_last", None, "Checkpoints averaged for evaluation and export "
                      "(default 5 as for the paper's base; 20 for big).")
 flags.DEFINE_integer("seed", None, "Random seed (weights, data order, dropout; default 0).")
@@ -74,6 +75,13 @@ flags.DEFINE_alias("dev_bleu_every", "dev_metric_every")
 flags.DEFINE_integer("dev_metric_sentences", None, "The first N dev sentences are decoded "
                      "for the dev metric (default 200; 0: all).")
 flags.DEFINE_alias("dev_bleu_sentences", "dev_metric_sentences")
+flags.DEFINE_enum("keep_best_by", None, ["last", "dev_metric"], "Checkpoints the average "
+                  "stage averages (--average_last of them): the last (default), or those with "
+                  "the best recorded dev metric, which are then kept on disk beside the "
+                  "--keep_checkpoints newest (needs --dev_metric_every).")
+flags.DEFINE_integer("early_stop_patience", None, "Stop training when this many dev-metric "
+                     "evaluations in a row have not improved on the best (needs "
+                     "--dev_metric_every; default 0: never). The later stages run as usual.")
 flags.DEFINE_integer("beam_size", None, "Beam size (default: the task's; the paper: 4).")
 flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the task's; paper: 0.6).")
 flags.DEFINE_integer("extra_length", None, "Max output = input length + this (paper: 50).")

@@ -118,7 +118,8 @@ def run_average(options: RunOptions, log: Log = print):
     model = md.build_model(md.load_config(options.model_dir))
     checkpoints.average_checkpoints(model, md.checkpoint_dir(options.model_dir),
                                     md.final_weights(options.model_dir),
-                                    options.training.average_last, log=log)
+                                    options.training.average_last,
+                                    keep_best_by=options.training.keep_best_by, log=log)
     return model
 
 

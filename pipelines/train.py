@@ -113,7 +113,9 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     checkpoint's step. The data order after a resume is re-seeded from the step, so a resumed
     run sees fresh batches rather than the ones already trained on. `dev_metric_fn`
     (`model -> score`) runs every `dev_metric_every` updates (rounded up to whole checkpoint
-    intervals).
+    intervals); its values are recorded beside the checkpoints, and with
+    `early_stop_patience` training ends once that many evaluations in a row have not
+    improved on the best (a resumed run counts the recorded ones too).
 
     Returns:
         The trained model (its last-step weights; averaging is a later stage).
@@ -125,13 +127,21 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
                           accumulate_steps=accumulate_steps, jit_compile=jit_compile,
                           steps_per_execution=t.steps_per_execution)
     own_dir = worker_dir(strategy, model_dir)
-    manager = checkpoints.checkpoint_manager(model, model.optimizer, own_dir / CHECKPOINT_DIR,
-                                             t.keep_checkpoints)
+    checkpoint_dir = own_dir / CHECKPOINT_DIR
+    manager = checkpoints.checkpoint_manager(
+        model, model.optimizer, checkpoint_dir, t.keep_checkpoints,
+        keep_best=t.average_last if t.keep_best_by == "dev_metric" else 0)
     step = checkpoints.restore_latest(manager, model.optimizer)
     if step:
         log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
     if step >= train_steps:
         log(f"train: already at step {step:,} >= --train_steps {train_steps:,}; nothing to do")
+        return model
+    stopped = t.early_stop_patience and step and checkpoints.plateau(
+        checkpoints.read_metrics(checkpoint_dir), t.early_stop_patience)
+    if stopped:
+        log(f"train: stopped early before, at step {step:,}: {stopped}; nothing to do "
+            f"(a larger --early_stop_patience, or 0, trains on)")
         return model
     replicas = strategy.num_replicas_in_sync
     longest = task.max_length  # the largest bucket's boundary
@@ -158,7 +168,8 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
                  cb.StepCheckpoint(manager, checkpoint_every, start_step=step)]
     if dev_metric_fn is not None and t.dev_metric_every:
         callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=max(
-            1, -(-t.dev_metric_every // checkpoint_every))))
+            1, -(-t.dev_metric_every // checkpoint_every)), checkpoint_dir=checkpoint_dir,
+            patience=t.early_stop_patience, log=log))
     callbacks.append(keras.callbacks.TensorBoard(str(own_dir / "logs")))
     model.fit(data.dataset, validation_data=dev and dev.dataset,
               validation_steps=dev and dev.batches_per_epoch,

@@ -111,3 +111,120 @@ def test_no_untrained_checkpoint_under_accumulation():
     resumed.set_model(model)
     resumed.on_train_end()
     assert saved == [2, 4]
+
+
+def test_best_checkpoints_by_recorded_dev_metric(tmp_path):
+    """--keep_best_by dev_metric: the best recorded values, the later step on a tie, only
+    checkpoints with a record; read back from dev_metric.jsonl as a later run sees it."""
+    for step, value in [(100, 10.0), (200, 14.0), (300, 12.5), (400, 14.0), (500, 9.0)]:
+        checkpoints.record_metric(tmp_path, step, "dev_f1", value)
+    checkpoints.record_metric(tmp_path, 300, "dev_f1", 13.0)  # re-evaluated: replaced
+    metrics = checkpoints.read_metrics(tmp_path)
+    assert metrics == {100: 10.0, 200: 14.0, 300: 13.0, 400: 14.0, 500: 9.0}
+    paths = [f"{tmp_path}/ckpt-{step}" for step in (100, 200, 300, 400, 500, 600)]
+    names = lambda chosen: [p.rsplit("/", 1)[1] for p in chosen]  # noqa: E731
+    assert names(checkpoints.select_checkpoints(paths, 2, metrics)) == ["ckpt-200", "ckpt-400"]
+    assert names(checkpoints.select_checkpoints(paths, 1, metrics)) == ["ckpt-400"]  # the tie
+    assert names(checkpoints.select_checkpoints(paths, 3, metrics)) == [
+        "ckpt-200", "ckpt-300", "ckpt-400"]  # oldest first
+    # ckpt-600 has no record: never chosen; ckpt-100 is no longer on disk: not a candidate.
+    assert names(checkpoints.select_checkpoints(paths[1:], 9, metrics)) == [
+        "ckpt-200", "ckpt-300", "ckpt-400", "ckpt-500"]
+    assert names(checkpoints.select_checkpoints(paths, 2)) == ["ckpt-500", "ckpt-600"]  # last
+    lines = (tmp_path / checkpoints.METRIC_LOG).read_text().splitlines()
+    assert lines[2] == '{"metric": "dev_f1", "step": 300, "value": 13.0}'
+    (tmp_path / checkpoints.METRIC_LOG).write_text(lines[0] + "\n{truncated\n")
+    with pytest.raises(ModelDirError, match="dev_metric.jsonl:2: not a dev-metric record"):
+        checkpoints.read_metrics(tmp_path)
+
+
+def test_average_by_dev_metric_takes_the_best_checkpoints(tmp_path):
+    saved = _saved_checkpoints(tmp_path, steps=(10, 20, 30))
+    fresh, out, logged = build_model(tiny_config()), tmp_path / "final.weights.h5", []
+    with pytest.raises(ModelDirError, match="no checkpoint has a dev metric recorded"):
+        checkpoints.average_checkpoints(fresh, tmp_path, out, 2, keep_best_by="dev_metric")
+    for step, value in [(10, 5.0), (20, 3.0), (30, 4.0)]:
+        checkpoints.record_metric(tmp_path, step, "dev_sacrebleu", value)
+    checkpoints.average_checkpoints(fresh, tmp_path, out, 2, keep_best_by="dev_metric",
+                                    log=logged.append)
+    assert logged == [f"average: 2 checkpoint(s), the best by dev metric (ckpt-10 5.00, "
+                      f"ckpt-30 4.00) -> {out}"]
+    loaded = build_model(tiny_config())
+    loaded.load_weights(out)
+    for got, a, b in zip(loaded.weights, saved[0], saved[2]):
+        np.testing.assert_allclose(got.numpy(), (a + b) / 2, rtol=1e-6, atol=1e-7)
+
+
+def test_the_best_checkpoints_outlive_keep_checkpoints(tmp_path):
+    """The manager deletes the oldest beyond --keep_checkpoints except the --average_last best
+    by recorded metric, which stay on disk and in the index, across a restart too."""
+    model = build_model(tiny_config())
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+
+    def train(steps, values):  # what training does: save, then record the dev metric
+        manager = checkpoints.checkpoint_manager(model, optimizer, tmp_path, max_to_keep=2,
+                                                 keep_best=2)
+        for step, value in zip(steps, values):
+            optimizer.iterations.assign(step)
+            manager.save(checkpoint_number=step, check_interval=False)
+            checkpoints.record_metric(tmp_path, step, "dev_f1", value)
+
+    def on_disk():
+        return sorted(int(p.name[5:-6]) for p in tmp_path.glob("ckpt-*.index"))
+
+    train([1, 2, 3, 4], [7.0, 9.0, 8.0, 1.0])
+    assert [int(p.rsplit("-", 1)[1]) for p in checkpoints.checkpoint_paths(tmp_path)] == [
+        2, 3, 4] == on_disk()  # 1 deleted; 2 and 3 are the best
+    train([5, 6, 7], [2.0, 9.5, 3.0])  # a resumed run: a new manager, the recorded metrics
+    assert [int(p.rsplit("-", 1)[1]) for p in checkpoints.checkpoint_paths(tmp_path)] == [
+        2, 6, 7] == on_disk()
+    # Without keep_best the manager is tf.train.CheckpointManager's own: the newest 2.
+    manager = checkpoints.checkpoint_manager(model, optimizer, tmp_path, max_to_keep=2)
+    optimizer.iterations.assign(8)
+    manager.save(checkpoint_number=8, check_interval=False)
+    assert on_disk() == [7, 8]
+
+
+def test_early_stop_after_patience_evaluations_without_improvement(tmp_path):
+    """DevMetric stops `fit` at the `patience`-th evaluation in a row that does not beat the
+    best (a tie does not), saying so once; a resumed run counts the recorded history."""
+    import types
+
+    import tensorflow as tf
+
+    from pipelines.callbacks import DevMetric
+
+    values = iter([10.0, 12.0, 11.0, 12.0, 11.5, 13.0])
+
+    def evaluate(model):
+        return next(values)
+
+    evaluate.metric_name = "dev_f1"
+    model = types.SimpleNamespace(optimizer=types.SimpleNamespace(iterations=tf.Variable(0)),
+                                  stop_training=False)
+    logged = []
+
+    def callback():
+        made = DevMetric(evaluate, every_epochs=1, checkpoint_dir=tmp_path, patience=3,
+                         log=logged.append)
+        made.set_model(model)
+        return made
+
+    dev_metric, stops = callback(), []
+    for epoch in range(4):  # 10, 12 (best), 11, 12 (a tie: no improvement)
+        model.optimizer.iterations.assign(100 * (epoch + 1))
+        logs = {}
+        dev_metric.on_epoch_end(epoch, logs)
+        stops.append(model.stop_training)
+    assert logs == {"dev_f1": 12.0} and stops == [False] * 4 and not logged
+    assert checkpoints.plateau(checkpoints.read_metrics(tmp_path), 3) is None
+    dev_metric = callback()  # resumed: two evaluations without improvement recorded
+    model.optimizer.iterations.assign(500)
+    dev_metric.on_epoch_end(4, {})  # 11.5: the third
+    assert model.stop_training
+    assert logged == ["train: early stop at step 500: the dev metric has not improved for 3 "
+                      "evaluation(s) (--early_stop_patience 3); the best, 12.00, was at step 200"]
+    assert checkpoints.plateau({1: 1.0, 2: 2.0, 3: 2.0}, 2) is None  # 2.0 is still the best
+    assert checkpoints.plateau({1: 1.0, 2: 0.5, 3: 2.0}, 1) is None  # improved at the last
+    assert checkpoints.plateau({}, 1) is None

@@ -114,6 +114,9 @@ def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):
      "--steps_per_execution 2 must divide"),
     ({"keep_checkpoints": 2, "average_last": 5}, "--keep_checkpoints 2 is below --average_last 5"),
     ({"config_override": {"dmodel": 64}}, "--config_override: dmodel is not a TransformerConfig"),
+    ({"keep_best_by": "dev_metric"}, "--keep_best_by dev_metric needs --dev_metric_every N"),
+    ({"early_stop_patience": 2}, "--early_stop_patience 2 needs --dev_metric_every N"),
+    ({"early_stop_patience": -1}, "--early_stop_patience -1: must be >= 0"),
 ])
 def test_training_flags_that_would_not_do_what_they_say(tmp_path, given, message):
     with pytest.raises(ConfigError, match=message):
@@ -122,3 +125,18 @@ def test_training_flags_that_would_not_do_what_they_say(tmp_path, given, message
     run = options.resolve({"model_dir": str(tmp_path), "checkpoint_every": 10,
                            "train_steps": 40, "steps_per_execution": 5})
     assert run.training.steps_per_execution == 5
+
+
+def test_keep_best_by_and_patience_are_saved_run_controls(tmp_path):
+    """Saved with the model, so a later `--mode average` averages the same way; a flag still
+    wins (they change which weights are averaged and when training ends, not the model)."""
+    trained = _trained(tmp_path, checkpoint_every=100, dev_metric_every=200,
+                       keep_best_by="dev_metric", early_stop_patience=3)
+    assert options.resolve({"model_dir": str(tmp_path)}) == trained
+    assert (trained.training.keep_best_by, trained.training.early_stop_patience) == (
+        "dev_metric", 3)
+    run = options.resolve({"model_dir": str(tmp_path), "keep_best_by": "last",
+                           "early_stop_patience": 0})
+    assert (run.training.keep_best_by, run.training.early_stop_patience) == ("last", 0)
+    fresh = options.resolve({"model_dir": str(tmp_path / "new")})
+    assert (fresh.training.keep_best_by, fresh.training.early_stop_patience) == ("last", 0)

@@ -191,3 +191,52 @@ def test_a_budget_that_does_not_fit_stops_before_training(prepared, tmp_path, sh
     assert result.returncode == 0, result.stderr[-3000:]
     assert "memory: the largest batch (8 x 128 / 128 tokens) peaks at" in result.stderr
     assert (model_dir / "checkpoints" / "ckpt-2.index").is_file()
+
+
+def test_early_stop_then_average_of_the_best_by_dev_metric(prepared, tmp_path, shared_data,
+                                                           monkeypatch):
+    """--early_stop_patience and --keep_best_by dev_metric through run.py. With --lr_scale 0
+    the weights never change, so every dev BLEU ties: the second evaluation does not improve
+    (patience 1 stops at step 4), and the tie goes to the later checkpoint."""
+    from pipelines import checkpoints
+
+    model_dir = copy_prepared(prepared, tmp_path / "model")
+    args = [f"--model_dir={model_dir}", *TINY_MODEL, "--lr_scale=0", "--train_steps=40",
+            "--checkpoint_every=2", "--dev_metric_every=2", "--dev_metric_sentences=2",
+            "--beam_size=1", "--extra_length=2", "--keep_checkpoints=1", "--average_last=1",
+            "--keep_best_by=dev_metric", "--early_stop_patience=1"]
+    result = run_command([*args, "--mode=train,average"], shared_data)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    metrics = checkpoints.read_metrics(model_dir / "checkpoints")
+    assert list(metrics) == [2, 4] and metrics[2] == metrics[4]
+    stops = [line for line in result.stderr.splitlines() if "early stop" in line]
+    assert stops == [f"train: early stop at step 4: the dev metric has not improved for 1 "
+                     f"evaluation(s) (--early_stop_patience 1); the best, {metrics[2]:.2f}, "
+                     f"was at step 2"]
+    assert f"average: 1 checkpoint(s), the best by dev metric (ckpt-4 {metrics[4]:.2f})" in (
+        result.stderr)
+    assert (model_dir / "final.weights.h5").is_file()
+    # ckpt-2, the best when ckpt-4 was written, outlived --keep_checkpoints 1.
+    assert [p.name for p in sorted((model_dir / "checkpoints").glob("ckpt-*.index"))] == [
+        "ckpt-2.index", "ckpt-4.index"]
+
+    # Training again (the same command, in-process here) does not go on past the plateau.
+    import keras
+    import tensorflow as tf
+
+    from pipelines import model_dir as md
+    from pipelines import options
+    from pipelines import train as train_lib
+
+    monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
+    # Adam's slot names embed the model's name, which counts the models this process built:
+    # start the count afresh, as the command would, so that the checkpoint restores.
+    keras.backend.clear_session()
+    run, logged = options.resolve({"model_dir": str(model_dir)}), []
+    assert (run.training.keep_best_by, run.training.early_stop_patience) == ("dev_metric", 1)
+    train_lib.train(run.make_task(), str(model_dir), md.load_config(model_dir), run.training,
+                    strategy=tf.distribute.get_strategy(), log=logged.append)
+    assert logged[-1].startswith("train: stopped early before, at step 4: the dev metric has "
+                                 "not improved for 1 evaluation(s)")
+    assert [p.name for p in sorted((model_dir / "checkpoints").glob("ckpt-*.index"))] == [
+        "ckpt-2.index", "ckpt-4.index"]
