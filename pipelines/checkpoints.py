@@ -27,15 +27,24 @@ METRIC_LOG = "dev_metric.jsonl"
 13.1}`, in step order; rewritten whole (atomically) at each evaluation."""
 
 
-def _by_path(variables) -> dict:
+def _by_path(variables, model_name: str | None = None) -> dict:
     """Variables keyed by their Keras path without the owner's (counter-suffixed) name.
 
     `tf.train.Checkpoint(model=keras_model)` does not see variables of layers held in
     lists (measured with Keras 3.15: only the embedding was saved), so checkpoints name
     every variable explicitly. Dropping the first path component ("transformer_3/...",
-    "adam_1/...") makes the names independent of how many models a process built.
+    "adam_1/...") makes the names independent of how many models a process built. Adam's
+    slots also carry the model's name inside theirs ("transformer_3_embedding_..._momentum"):
+    with `model_name`, that prefix is written as the first model of a process names it
+    ("transformer_"), the form every checkpoint written by the command line has.
     """
-    named = {v.path.split("/", 1)[-1]: v.value for v in variables}
+    def key(variable):
+        name = variable.path.split("/", 1)[-1]
+        if model_name and name.startswith(model_name + "_"):
+            name = "transformer_" + name[len(model_name) + 1:]
+        return name
+
+    named = {key(v): v.value for v in variables}
     if len(named) != len(variables):
         raise ValueError("variable paths are not unique; cannot checkpoint by name")
     return named
@@ -45,7 +54,7 @@ def _checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
     if optimizer is None:
         return tf.train.Checkpoint(model=_by_path(model.weights))
     return tf.train.Checkpoint(model=_by_path(model.weights),
-                               optimizer=_by_path(optimizer.variables))
+                               optimizer=_by_path(optimizer.variables, model.name))
 
 
 def _step(path) -> int:

@@ -221,7 +221,6 @@ def test_early_stop_then_average_of_the_best_by_dev_metric(prepared, tmp_path, s
         "ckpt-2.index", "ckpt-4.index"]
 
     # Training again (the same command, in-process here) does not go on past the plateau.
-    import keras
     import tensorflow as tf
 
     from pipelines import model_dir as md
@@ -229,9 +228,6 @@ def test_early_stop_then_average_of_the_best_by_dev_metric(prepared, tmp_path, s
     from pipelines import train as train_lib
 
     monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
-    # Adam's slot names embed the model's name, which counts the models this process built:
-    # start the count afresh, as the command would, so that the checkpoint restores.
-    keras.backend.clear_session()
     run, logged = options.resolve({"model_dir": str(model_dir)}), []
     assert (run.training.keep_best_by, run.training.early_stop_patience) == ("dev_metric", 1)
     train_lib.train(run.make_task(), str(model_dir), md.load_config(model_dir), run.training,
