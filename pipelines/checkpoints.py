@@ -93,7 +93,7 @@ def record_metric(checkpoint_dir, step: int, name: str, value: float) -> dict[in
     records.sort(key=lambda r: r["step"])
     write_atomic(pathlib.Path(checkpoint_dir) / METRIC_LOG,
                  "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-    return read_metrics(checkpoint_dir)
+    return {r["step"]: r["value"] for r in records}
 
 
 def select_checkpoints(paths, count: int, metrics: dict[int, float] | None = None) -> list[str]:

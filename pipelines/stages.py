@@ -216,15 +216,17 @@ def _translate_lines(translator: Translator, options: RunOptions, chunk: list[st
         record = {"translations": [t.decode("utf-8") for t in out["translations"][row]],
                   "scores": [round(float(v), 6) for v in out["scores"][row]]}
         lengths = [int((pieces != b"").sum()) for pieces in out["tokens"][row]]
+
+        def unpadded(name, convert):
+            """Output `name` of this row, each hypothesis cut to its pieces."""
+            return [[convert(v) for v in values[:n]] for values, n in zip(out[name][row],
+                                                                          lengths)]
+
         if io.with_scores:
-            record["tokens"] = [[p.decode("utf-8") for p in pieces[:n]]
-                                for pieces, n in zip(out["tokens"][row], lengths)]
-            record["token_log_probs"] = [[round(float(v), 6) for v in values[:n]]
-                                         for values, n in zip(out["token_log_probs"][row],
-                                                              lengths)]
+            record["tokens"] = unpadded("tokens", lambda p: p.decode("utf-8"))
+            record["token_log_probs"] = unpadded("token_log_probs", lambda v: round(float(v), 6))
         if io.with_alignment:
-            record["alignment"] = [[int(v) for v in values[:n]]
-                                   for values, n in zip(out["alignment"][row], lengths)]
+            record["alignment"] = unpadded("alignment", int)
         lines.append(json.dumps(record, ensure_ascii=False))
     return lines
 
