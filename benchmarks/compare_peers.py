@@ -100,7 +100,10 @@ def main():
         figures = {}
         for name, python, script, cell, flags in cells(implementations, mode, precisions, jits):
             extra = args.ours_extra.split() if name == "keras_transformer" else []
-            out = run(python, script, ["--mode", mode, "--config_name", config,
+            # ct2_anchor.py only decodes and has no --mode (argparse would take it for
+            # --model_dir).
+            mode_flag = [] if name == "ctranslate2" else ["--mode", mode]
+            out = run(python, script, [*mode_flag, "--config_name", config,
                                        *CONFIGS[config], *mode_args, *flags, *extra])
             out.update(implementation=name, config=config, cell=cell)
             print(json.dumps(out), flush=True)
