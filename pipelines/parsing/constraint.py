@@ -10,7 +10,9 @@ symbols that keep it a prefix of a well-formed tree over the sentence's words:
 * a word symbol (a POS tag, or `XX` for the "xx" target form) only inside a constituent and
   only while words are left; with `copy_words` (the "words" form) the word slot takes the next
   source word itself, copied piece by piece: its first piece is the only word allowed there,
-  and its other pieces are forced, nothing else allowed, until the word is complete;
+  ranked by the model's probability of *any* word piece there (`logits`: the model decides
+  where a word comes, the source decides which), and its other pieces are forced, nothing
+  else allowed, until the word is complete;
 * a closing bracket only with the label of the innermost open constituent, never right after
   its opening bracket (no constituent without words), and the root only once every word has
   its word symbol;
@@ -31,7 +33,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.constants import PAD_ID
+from keras_transformer.constants import BOS_ID, PAD_ID, UNK_ID
 from keras_transformer.search import DecodingConstraint
 from pipelines.parsing.linearize import CLOSE, OPEN, is_word_symbol
 from pipelines.vocab import EOS_ID
@@ -78,6 +80,8 @@ class TreeConstraint(DecodingConstraint):
         self.is_close = np.zeros(len(pieces), bool)
         self.is_close[close_of[self.is_open]] = True
         self.word_start = np.array([piece.startswith(WORD_START) for piece in pieces])
+        self.is_text = ~(self.is_open | self.is_close)
+        self.is_text[[PAD_ID, UNK_ID, BOS_ID, EOS_ID]] = False
 
     @classmethod
     def from_proto(cls, spm_proto: bytes, copy_words: bool = False) -> "TreeConstraint":
@@ -113,6 +117,7 @@ class TreeConstraint(DecodingConstraint):
             pieces = tf.where(tf.equal(source_ids, EOS_ID), PAD_ID, source_ids)
             state["source"] = tf.tile(pieces[:, None, :], [1, beam_size, 1])
             state["copied"] = tf.zeros_like(words)  # source pieces copied so far
+            state["copy_id"] = tf.zeros_like(words)  # the source piece a word slot takes
         return state
 
     def allowed(self, ids, step, state, max_lengths, vocab_size):
@@ -171,15 +176,29 @@ class TreeConstraint(DecodingConstraint):
         copied_now = ~is_bracket & tf.not_equal(ids, EOS_ID) & (step > 0)
         word_start = tf.constant(self._padded(self.word_start, vocab_size))
         copied = state["copied"] + tf.cast(copied_now, tf.int32)
-        new_state.update(source=source, copied=copied)
         length = tf.shape(source)[2]
         copy = tf.gather(tf.concat([source, tf.zeros_like(source[:, :, :1])], axis=2),
                          tf.minimum(copied, length), axis=2, batch_dims=2)
+        new_state.update(source=source, copied=copied, copy_id=copy)
         forced = ~tf.gather(word_start, copy) & tf.not_equal(copy, PAD_ID)
         pieces_left = tf.reduce_sum(tf.cast(tf.not_equal(source, PAD_ID), tf.int32), axis=2)
         pieces_left -= copied
         starts_word = copied_now & tf.gather(word_start, ids)
         return copy, forced, pieces_left, starts_word
+
+    def logits(self, logits, state):
+        """In the "words" form, the source piece a word slot takes gets the log-probability
+        of all word pieces together: an untrained or unsure model spreads a word's
+        probability over many pieces, and ranking the one allowed piece by its own share
+        would make opening yet another bracket look better than writing the word."""
+        if not self.copy_words:
+            return logits
+        vocab_size = logits.shape[-1]
+        text = tf.constant(self._padded(self.is_text, vocab_size))
+        mass = tf.reduce_logsumexp(tf.where(text, logits, tf.float32.min), axis=-1,
+                                   keepdims=True)
+        at_copy = tf.equal(tf.range(vocab_size), state["copy_id"][:, :, None])
+        return tf.where(at_copy, tf.cast(mass, logits.dtype), logits)
 
     @staticmethod
     def _padded(table: np.ndarray, vocab_size: int) -> np.ndarray:

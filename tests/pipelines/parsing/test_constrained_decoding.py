@@ -210,3 +210,28 @@ def test_untrained_model_copies_every_word_into_a_well_formed_tree(words_sample,
         tree, repairs = delinearize(symbols, sentence.split(), word_label="XX")
         assert repairs == 0, (sentence, symbols)
         assert len(tree) == 1 and {tag for _, tag in tree.pos()} == {"XX"}
+
+
+def test_a_word_slot_is_ranked_by_the_probability_of_any_word(words_sample):
+    """The one source piece a word slot may take is ranked by the model's probability of a
+    word there, not by its own share of it: a model unsure which word comes next must not
+    prefer opening another bracket (an early model opened NPs by the hundred)."""
+    pairs, proto, constraint = words_sample
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    vocab_size = tokenizer.vocab_size().numpy().item()
+    words, _ = pairs["dev"][0]
+    source = tf.constant([tokenizer.tokenize([" ".join(words)]).to_list()[0] + [EOS_ID]])
+    state = constraint.initial_state(source, 1, 300)
+    _, state = constraint.allowed(tf.constant([[BOS_ID]]), 0, state, tf.constant([300]),
+                                  vocab_size)
+    _, state = constraint.allowed(tf.constant([[tokenizer.string_to_id("▁(S").numpy()]]), 1,
+                                  state, tf.constant([300]), vocab_size)
+    first_piece = source[0, 0].numpy()
+    assert state["copy_id"].numpy()[0, 0] == first_piece
+    logits = tf.random.stateless_normal([1, 1, vocab_size], seed=[1, 2])
+    pooled = constraint.logits(logits, state).numpy()[0, 0]
+    text = constraint.is_text[:vocab_size]
+    assert pooled[first_piece] == pytest.approx(
+        np.log(np.exp(logits.numpy()[0, 0][text]).sum()), rel=1e-5)
+    others = np.arange(vocab_size) != first_piece
+    np.testing.assert_array_equal(pooled[others], logits.numpy()[0, 0][others])
