@@ -291,6 +291,12 @@ class DecodingConstraint(abc.ABC):
         """`ids` [batch, beam] were just chosen at position `step`; returns (bool [batch,
         beam, vocab_size] of the tokens allowed at position `step + 1`, the new state)."""
 
+    def logits(self, logits, state):
+        """The logits [batch, beam, vocab] the allowed tokens are ranked by, given the model's
+        and the new state: the model's own unless a constraint pools them (a token that
+        stands for a class of tokens takes the class's probability)."""
+        return logits
+
 
 PAPER_DECODING = DecodingSettings()
 
@@ -393,7 +399,7 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
             out = unconstrained(ids, step, cache["model"])
             allowed, state = constraint.allowed(ids, step, cache["constraint"], max_lengths,
                                                 model.config.vocab_size)
-            logits = tf.where(allowed, out[0], _NEG)
+            logits = tf.where(allowed, constraint.logits(out[0], state), _NEG)
             return (logits, {"model": out[1], "constraint": state}) + tuple(out[2:])
 
     start = tf.fill([tf.shape(source_ids)[0]], bos_id)

@@ -36,9 +36,9 @@ for _split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{_split}_trees", None, f"task=ptb_parsing: {_split} trees, a "
                         f"bracketed .mrg file or a directory of them (default: the WSJ "
                         f"sections below --data_dir).")
-flags.DEFINE_enum("target_form", None, ["tags", "xx"], "task=ptb_parsing: word symbols of "
-                  "the target, each word's POS tag (default, as the paper's code) or XX "
-                  "(Vinyals et al.).")
+flags.DEFINE_enum("target_form", None, ["tags", "xx", "words"], "task=ptb_parsing: word "
+                  "symbols of the target, each word's POS tag (default, as the paper's code), "
+                  "XX (Vinyals et al.), or the word itself (copied from the source).")
 flags.DEFINE_string("config", None, "Preset name (default: the task's).")
 flags.DEFINE_multi_string("config_override", None, "key=value overriding a config field; "
                           "repeatable, e.g. --config_override dropout=0.3.")

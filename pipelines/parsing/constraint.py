@@ -8,7 +8,11 @@ symbols that keep it a prefix of a well-formed tree over the sentence's words:
 * the first symbol opens the root constituent, and nothing follows the root's closing bracket
   but the end token;
 * a word symbol (a POS tag, or `XX` for the "xx" target form) only inside a constituent and
-  only while words are left;
+  only while words are left; with `copy_words` (the "words" form) the word slot takes the next
+  source word itself, copied piece by piece: its first piece is the only word allowed there,
+  ranked by the model's probability of *any* word piece there (`logits`: the model decides
+  where a word comes, the source decides which), and its other pieces are forced, nothing
+  else allowed, until the word is complete;
 * a closing bracket only with the label of the innermost open constituent, never right after
   its opening bracket (no constituent without words), and the root only once every word has
   its word symbol;
@@ -29,7 +33,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.constants import PAD_ID
+from keras_transformer.constants import BOS_ID, PAD_ID, UNK_ID
 from keras_transformer.search import DecodingConstraint
 from pipelines.parsing.linearize import CLOSE, OPEN, is_word_symbol
 from pipelines.vocab import EOS_ID
@@ -44,17 +48,21 @@ class TreeConstraint(DecodingConstraint):
     Args:
         pieces: the vocabulary, `pieces[i]` the piece of id i.
         word_symbols: the symbols that stand for a word (`NN`, ...; `XX`), without `▁`.
+        copy_words: the words stand for themselves ("words" target form): each word slot
+            copies the next source word's pieces; `word_symbols` is then unused.
 
     Raises:
-        ValueError: the vocabulary lacks every word symbol's piece, or has no
-            `▁(LABEL`/`▁)LABEL` pair.
+        ValueError: the vocabulary lacks every word symbol's piece (unless `copy_words`), or
+            has no `▁(LABEL`/`▁)LABEL` pair.
     """
 
-    def __init__(self, pieces: Sequence[str], word_symbols: Sequence[str]):
+    def __init__(self, pieces: Sequence[str], word_symbols: Sequence[str] = (),
+                 copy_words: bool = False):
         index = {piece: i for i, piece in enumerate(pieces)}
         word_ids = sorted({index[WORD_START + symbol] for symbol in word_symbols
                            if WORD_START + symbol in index})
-        if not word_ids:
+        self.copy_words = copy_words
+        if not word_ids and not copy_words:
             raise ValueError(
                 "the vocabulary has no word-symbol piece (POS tag or XX): it was not trained "
                 "with the tree symbols as user-defined symbols (task ptb_parsing does that)")
@@ -72,11 +80,13 @@ class TreeConstraint(DecodingConstraint):
         self.is_close = np.zeros(len(pieces), bool)
         self.is_close[close_of[self.is_open]] = True
         self.word_start = np.array([piece.startswith(WORD_START) for piece in pieces])
+        self.is_text = ~(self.is_open | self.is_close)
+        self.is_text[[PAD_ID, UNK_ID, BOS_ID, EOS_ID]] = False
 
     @classmethod
-    def from_proto(cls, spm_proto: bytes) -> "TreeConstraint":
+    def from_proto(cls, spm_proto: bytes, copy_words: bool = False) -> "TreeConstraint":
         """The constraint for a serialized SentencePiece model: its user-defined pieces
-        `▁SYMBOL` that are not brackets are the word symbols."""
+        `▁SYMBOL` that are not brackets are the word symbols (`copy_words`: see the class)."""
         from sentencepiece import sentencepiece_model_pb2
 
         model = sentencepiece_model_pb2.ModelProto.FromString(spm_proto)
@@ -85,7 +95,7 @@ class TreeConstraint(DecodingConstraint):
         words = [p.piece[1:] for p in model.pieces
                  if p.type == user_defined and p.piece.startswith(WORD_START)
                  and is_word_symbol(p.piece[1:])]
-        return cls(pieces, words)
+        return cls(pieces, words, copy_words)
 
     def words(self, source_ids):
         """int32 [batch]: the words of each source (pieces that start one)."""
@@ -96,12 +106,19 @@ class TreeConstraint(DecodingConstraint):
 
     def initial_state(self, source_ids, beam_size, max_steps):
         words = tf.tile(self.words(source_ids)[:, None], [1, beam_size])
-        return {
+        state = {
             "words_left": words,
             "depth": tf.zeros_like(words),
             # The closing piece each open constituent expects, by depth.
             "closers": tf.zeros(tf.concat([tf.shape(words), [max_steps + 1]], 0), tf.int32),
         }
+        if self.copy_words:
+            source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+            pieces = tf.where(tf.equal(source_ids, EOS_ID), PAD_ID, source_ids)
+            state["source"] = tf.tile(pieces[:, None, :], [1, beam_size, 1])
+            state["copied"] = tf.zeros_like(words)  # source pieces copied so far
+            state["copy_id"] = tf.zeros_like(words)  # the source piece a word slot takes
+        return state
 
     def allowed(self, ids, step, state, max_lengths, vocab_size):
         opens = tf.constant(self._padded(self.is_open, vocab_size))
@@ -114,8 +131,12 @@ class TreeConstraint(DecodingConstraint):
         closer = tf.gather(tf.constant(self._padded(self.close_of, vocab_size)), ids)
         closers = tf.where(at_depth & is_open[:, :, None], closer[:, :, None], closers)
         depth += tf.cast(is_open, tf.int32) - tf.cast(is_close, tf.int32)
+        new_state = {"depth": depth, "closers": closers}
+        if self.copy_words:
+            copy, forced, pieces_left, is_word = self._copy(
+                ids, step, state, new_state, is_open | is_close, vocab_size)
         words_left = state["words_left"] - tf.cast(is_word, tf.int32)
-        new_state = {"words_left": words_left, "depth": depth, "closers": closers}
+        new_state["words_left"] = words_left
 
         # Tokens that may still be generated, this one included.
         remaining = tf.cast(max_lengths, tf.int32)[:, None] - step
@@ -126,19 +147,58 @@ class TreeConstraint(DecodingConstraint):
         close_ok = inside & ~is_open & ((depth > 1) | tf.equal(words_left, 0))
         # Opening one more needs room for it, its closing bracket, the words left, every
         # open constituent's closing bracket and the end token.
-        open_ok = ((words_left > 0) & (words_left + depth + 3 <= remaining)
+        tokens_left = pieces_left if self.copy_words else words_left
+        open_ok = ((words_left > 0) & (tokens_left + depth + 3 <= remaining)
                    & (inside | tf.equal(step, 0)))
         expected = tf.gather(closers, tf.maximum(depth - 1, 0), axis=2, batch_dims=2)
 
         column = tf.range(vocab_size)[None, None, :]
+        word_column = (tf.equal(column, copy[:, :, None]) if self.copy_words
+                       else words[None, None, :])
         allowed = ((tf.equal(column, EOS_ID) & end_ok[:, :, None])
-                   | (words[None, None, :] & word_ok[:, :, None])
+                   | (word_column & word_ok[:, :, None])
                    | (tf.equal(column, expected[:, :, None]) & close_ok[:, :, None])
                    | (opens[None, None, :] & open_ok[:, :, None]))
+        if self.copy_words:  # inside a word, its next piece and nothing else
+            allowed = tf.where(forced[:, :, None], word_column, allowed)
         # A safety net that the rules above never need within the length limit: a hypothesis
         # with nothing allowed may continue freely (and is repaired afterwards).
         stuck = ~tf.reduce_any(allowed, axis=2, keepdims=True)
         return allowed | stuck, new_state
+
+    def _copy(self, ids, step, state, new_state, is_bracket, vocab_size):
+        """The "words" form's copying: (the source piece a word slot may take next, whether
+        it must be taken now (the rest of a word), the source pieces left, whether `ids`
+        started a word); records the source pieces copied in `new_state`."""
+        source = state["source"]
+        # The step-0 token is the start token; after it, every token that is not a bracket
+        # (nor the end token, after which nothing is read) is a copied piece.
+        copied_now = ~is_bracket & tf.not_equal(ids, EOS_ID) & (step > 0)
+        word_start = tf.constant(self._padded(self.word_start, vocab_size))
+        copied = state["copied"] + tf.cast(copied_now, tf.int32)
+        length = tf.shape(source)[2]
+        copy = tf.gather(tf.concat([source, tf.zeros_like(source[:, :, :1])], axis=2),
+                         tf.minimum(copied, length), axis=2, batch_dims=2)
+        new_state.update(source=source, copied=copied, copy_id=copy)
+        forced = ~tf.gather(word_start, copy) & tf.not_equal(copy, PAD_ID)
+        pieces_left = tf.reduce_sum(tf.cast(tf.not_equal(source, PAD_ID), tf.int32), axis=2)
+        pieces_left -= copied
+        starts_word = copied_now & tf.gather(word_start, ids)
+        return copy, forced, pieces_left, starts_word
+
+    def logits(self, logits, state):
+        """In the "words" form, the source piece a word slot takes gets the log-probability
+        of all word pieces together: an untrained or unsure model spreads a word's
+        probability over many pieces, and ranking the one allowed piece by its own share
+        would make opening yet another bracket look better than writing the word."""
+        if not self.copy_words:
+            return logits
+        vocab_size = logits.shape[-1]
+        text = tf.constant(self._padded(self.is_text, vocab_size))
+        mass = tf.reduce_logsumexp(tf.where(text, logits, tf.float32.min), axis=-1,
+                                   keepdims=True)
+        at_copy = tf.equal(tf.range(vocab_size), state["copy_id"][:, :, None])
+        return tf.where(at_copy, tf.cast(mass, logits.dtype), logits)
 
     @staticmethod
     def _padded(table: np.ndarray, vocab_size: int) -> np.ndarray:

@@ -3,18 +3,23 @@
 "Attention Is All You Need", Section 6.3, trains the Transformer on English constituency
 parsing by translating a sentence into a linearized tree, following "Grammar as a Foreign
 Language". The target is the depth-first bracket sequence of the tree with labelled opening
-*and* closing brackets, and one symbol for each word, in one of two forms (`TARGET_FORMS`):
+*and* closing brackets, and one symbol for each word, in one of three forms (`TARGET_FORMS`):
 
     (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
     source: John has a dog .
     "tags": (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
     "xx":   (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
+    "words": (S (NP John )NP (VP has (NP a dog )NP )VP . )S
 
 "tags" keeps each word's POS tag, as the paper's own code does (tensor2tensor's wsj_parsing
 problem): the decoder then predicts something word-dependent at every word slot, which gives
 attention a word to align on. "xx" replaces every tag by one placeholder `XX` (Vinyals et al.).
-Either way a word slot is any symbol that is not a bracket, and the rebuilt tree puts the word
-under that symbol as its preterminal; EVALB (COLLINS.prm) ignores predicted preterminals.
+"words" writes the word itself: the decoder then reads, in its own input, which word it has
+reached, instead of counting its word symbols, and the constrained search copies each word
+from the source (`constraint.TreeConstraint`, `copy_words`), so the model only chooses the
+brackets. Any form's word slot is a symbol that is not a bracket; the rebuilt tree puts the
+word under that symbol as its preterminal (under `XX` in the "words" form, which predicts no
+tags); EVALB (COLLINS.prm) ignores predicted preterminals.
 
 The root `TOP` of a preprocessed tree is implicit (left out of the target, added back).
 A decoder can emit any sequence, so `delinearize` rebuilds a tree from *every* sequence, repairs
@@ -32,8 +37,8 @@ PLACEHOLDER = "XX"
 """The word symbol of the "xx" form (Vinyals et al. 2014), and the preterminal `delinearize`
 gives words that the prediction left without a word symbol."""
 
-TARGET_FORMS = ("tags", "xx")
-"""Word symbols of a target: the word's POS tag, or `PLACEHOLDER` for every word."""
+TARGET_FORMS = ("tags", "xx", "words")
+"""Word symbols of a target: the word's POS tag, `PLACEHOLDER` for every word, or the word."""
 
 OPEN = "("
 CLOSE = ")"
@@ -46,7 +51,8 @@ def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], li
         tree: a tree whose words are each the only child of a POS tag, usually the output of
             `treebank.preprocess`. A `TOP` root is implicit and not written to the target; any
             other root is written like every constituent.
-        target_form: "tags" (each word's POS tag) or "xx" (`XX` for each word).
+        target_form: "tags" (each word's POS tag), "xx" (`XX` for each word) or "words"
+            (the word itself).
 
     Returns:
         `(source_words, target_symbols)`: the words in order, and the depth-first sequence with
@@ -75,12 +81,11 @@ def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], li
                 f"word {item!r} is not under a POS tag; preprocess the tree before linearizing"
             )
         if is_preterminal(item):
-            if target_form == "xx":
-                symbols.append(PLACEHOLDER)
-            elif is_word_symbol(item.label()):
-                symbols.append(item.label())
-            else:
-                raise ValueError(f"POS tag {item.label()!r} cannot be written as a word symbol")
+            symbol = {"xx": PLACEHOLDER, "words": item[0]}.get(target_form, item.label())
+            if not is_word_symbol(symbol):
+                raise ValueError(f"{'word' if target_form == 'words' else 'POS tag'} "
+                                 f"{symbol!r} cannot be written as a word symbol")
+            symbols.append(symbol)
             words.append(item[0])
             continue
         label = item.label()
@@ -127,6 +132,7 @@ def delinearize(
     *,
     labels: Collection[str] | None = None,
     word_symbols: Collection[str] | None = None,
+    word_label: str | None = None,
 ) -> tuple[nltk.Tree, int]:
     """Rebuild a tree from target symbols and the sentence, repairing whatever is ill-formed.
 
@@ -153,6 +159,8 @@ def delinearize(
             unknown symbols.
         word_symbols: if given, the word symbols allowed (`{"XX"}` for the "xx" form); by
             default every symbol that is not a bracket (`is_word_symbol`) stands for a word.
+        word_label: if given, the preterminal of every word (`XX` for the "words" form, whose
+            word symbols are the words themselves); by default its word symbol.
 
     Returns:
         `(tree, repairs)`: the tree and the number of repairs; 0 exactly when the target was a
@@ -175,7 +183,8 @@ def delinearize(
     for symbol in target_symbols:
         if is_word_symbol(symbol) and (allowed_words is None or symbol in allowed_words):
             if position < len(source_words):
-                open_nodes[-1].append(nltk.Tree(symbol, [source_words[position]]))
+                open_nodes[-1].append(nltk.Tree(word_label or symbol,
+                                                [source_words[position]]))
                 position += 1
             else:
                 repairs += 1

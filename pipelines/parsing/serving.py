@@ -3,8 +3,9 @@
 The SavedModel of the ptb_parsing task takes tokenized sentences (words separated by
 whitespace, as in the Penn Treebank) and returns `(TOP (S (NP (NNP John)) (VP (VBZ runs))))`:
 the decoded linearization with every word symbol (any symbol that is not a bracket: the
-predicted POS tag, or `XX` for a model trained on the "xx" target form) replaced by a
-preterminal with that label over the next word. This is `linearize.delinearize` for
+predicted POS tag, `XX` for a model trained on the "xx" target form, or the word itself for
+the "words" form) replaced by a preterminal with that label (`XX` for "words") over the
+next word. This is `linearize.delinearize` for
 well-formed input, written with TensorFlow string ops so that TensorFlow Serving needs no
 Python. The constrained search (`constraint.TreeConstraint`) only produces well-formed
 linearizations; should a word symbol have no word left, it is dropped.
@@ -26,8 +27,11 @@ def normalize_sentences(sentences):
     return tf.strings.reduce_join(tf.strings.split(sentences), axis=1, separator=" ")
 
 
-def trees_from_linearized(sentences, linearized):
+def trees_from_linearized(sentences, linearized, word_label=None):
     """Bracketed trees (tf.string [batch]) from sentences and their linearized parses.
+
+    `word_label`: the preterminal of every word (`XX` for the "words" form, whose word
+    symbols are the words themselves); by default the word symbol.
 
     Words keep their text except round brackets, written `-LRB-`/`-RRB-` as in the Penn
     Treebank so that the result stays a readable bracketing.
@@ -45,8 +49,9 @@ def trees_from_linearized(sentences, linearized):
     is_word = tf.not_equal(symbols, "") & ~is_close & tf.not_equal(first, OPEN)
     word_index = tf.cumsum(tf.cast(is_word, tf.int32), axis=1) - 1
     has_word = is_word & (word_index < word_counts[:, None])
+    labels = symbols if word_label is None else word_label
     leaves = tf.strings.join(
-        ["(", symbols, " ", tf.gather(words, tf.maximum(word_index, 0), batch_dims=1), ")"])
+        ["(", labels, " ", tf.gather(words, tf.maximum(word_index, 0), batch_dims=1), ")"])
     parts = tf.where(has_word, leaves,
                      tf.where(is_close, CLOSE, tf.where(is_word, "", symbols)))
     body = tf.strings.reduce_join(parts, axis=1, separator=" ")

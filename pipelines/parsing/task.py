@@ -10,7 +10,8 @@ bracketed `.mrg` trees of a split into two parallel text files,
 
     <work_dir>/data/ptb_parsing/<split>.src     the words, separated by single spaces
     <work_dir>/data/ptb_parsing/<split>.tgt     the linearized tree, `(S (NP NNP )NP ... )S`
-                                                (`target_form` "tags"; "xx": `(NP XX )NP`)
+                                                (`target_form` "tags"; "xx": `(NP XX )NP`;
+                                                "words": `(NP John )NP`)
 
 after the standard preprocessing (`treebank.preprocess`), plus `<split>.trees` with the
 preprocessed gold tree of every line (one bracketed tree a line, POS tags included) and
@@ -64,7 +65,8 @@ class PtbParsingTask(Task):
     bracketed file, or a directory searched recursively for `*.mrg`), else from the standard
     WSJ sections below `data_dir` (train 02-21, dev 22, test 23; `treebank.wsj_split_files`).
     `target_form` is how words appear in the target (`linearize.TARGET_FORMS`): "tags", each
-    word's POS tag (the paper's code), or "xx", one placeholder for every word (Vinyals et al.).
+    word's POS tag (the paper's code), "xx", one placeholder for every word (Vinyals et al.),
+    or "words", the word itself, which the constrained search copies from the source.
     """
 
     data_dir: str | None = None
@@ -246,29 +248,35 @@ class PtbParsingTask(Task):
         tree. A label outside the inventory and the training targets has no piece and stays
         unreachable (the PTB has none after `treebank.preprocess`).
         """
-        words = treebank.POS_TAGS if self.target_form == "tags" else (linearize.PLACEHOLDER,)
-        symbols = set(words)
+        words = {"tags": treebank.POS_TAGS, "xx": (linearize.PLACEHOLDER,), "words": ()}
+        symbols = set(words[self.target_form])
         symbols.update(bracket + label for label in treebank.PHRASE_LABELS
                        for bracket in (linearize.OPEN, linearize.CLOSE))
         with open(train_target, encoding="utf-8") as handle:
-            for line in handle:
-                symbols.update(line.split())
+            for line in handle:  # the "words" form's words stay ordinary text
+                symbols.update(symbol for symbol in line.split() if self.target_form != "words"
+                               or not linearize.is_word_symbol(symbol))
         return [constraint.WORD_START + symbol for symbol in sorted(symbols)]
 
     def word_symbols(self) -> frozenset[str] | None:
         """The word symbols `score` accepts: `{XX}` for "xx", any non-bracket for "tags"."""
         return frozenset([linearize.PLACEHOLDER]) if self.target_form == "xx" else None
 
+    def word_label(self) -> str | None:
+        """The preterminal of a predicted word: `XX` for "words", else its word symbol."""
+        return linearize.PLACEHOLDER if self.target_form == "words" else None
+
     def decoding_constraint(self, spm_proto: bytes) -> constraint.TreeConstraint:
         """Beam search that only builds well-formed trees over the sentence's words."""
-        return constraint.TreeConstraint.from_proto(spm_proto)
+        return constraint.TreeConstraint.from_proto(
+            spm_proto, copy_words=self.target_form == "words")
 
     def serving_input(self, sentences):
         return serving.normalize_sentences(sentences)
 
     def serving_output(self, sentences, outputs):
         """The exported parser answers with bracketed trees over the words."""
-        return serving.trees_from_linearized(sentences, outputs)
+        return serving.trees_from_linearized(sentences, outputs, word_label=self.word_label())
 
     # ------------------------------------------------------------------ scoring
 
@@ -362,7 +370,7 @@ class PtbParsingTask(Task):
         for source, hypothesis in zip(sources, hypotheses):
             tree, repairs = linearize.delinearize(
                 linearize.from_target_string(hypothesis), source.split(),
-                word_symbols=self.word_symbols())
+                word_symbols=self.word_symbols(), word_label=self.word_label())
             test_trees.append(tree)
             repaired += repairs > 0
         scores = evalb.score_corpus(gold_trees, test_trees)
@@ -390,7 +398,7 @@ def ptb_parsing(
     21, alpha 0.3, output up to input length + 300. Length limits in tokens: 128 source
     pieces, 512 target symbols (every tree symbol is one piece, `vocab_symbols`: on the WSJ
     sample a tree averages 62 symbols for 34 source pieces); on the sample they drop 6 of
-    3,396 training pairs. `options` may set `target_form` ("tags", the default, or "xx").
+    3,396 training pairs. `options` may set `target_form` ("tags", the default, "xx" or "words").
     """
     return PtbParsingTask(
         name="ptb_parsing",

@@ -157,3 +157,81 @@ def test_in_graph_trees_carry_the_predicted_pos_tags():
 def test_serving_input_squeezes_whitespace():
     got = serving.normalize_sentences(tf.constant(["  John  has\ta dog . ", ""]))
     assert [g.decode() for g in got.numpy()] == ["John has a dog .", ""]
+
+
+@pytest.fixture(scope="module")
+def words_sample(shared_data, tmp_path_factory):
+    """The "words" form: the WSJ sample linearized with the words as word symbols, and a
+    vocabulary whose only tree symbols are the brackets."""
+    path = shared_data / "ptb_sample"
+    pairs = {split: [linearize(tree, "words") for tree in
+                     treebank.read_trees(path / f"{split}.mrg", preprocessed=True)]
+             for split in ("train", "dev")}
+    targets = tmp_path_factory.mktemp("ptb_words") / "train.tgt"
+    targets.write_text("".join(to_target_string(t) + "\n" for _, t in pairs["train"]))
+    task = ptb_parsing(target_form="words")
+    symbols = task.vocab_symbols(targets)
+    assert all(symbol[1] in "()" for symbol in symbols)  # words stay ordinary text
+    lines = [" ".join(words) for words, _ in pairs["train"]]
+    lines += [to_target_string(target) for _, target in pairs["train"]]
+    proto = vocab_lib.train_sentencepiece(lines, 1200, user_defined_symbols=symbols)
+    return pairs, proto, task.decoding_constraint(proto)
+
+
+def test_the_copying_constraint_admits_gold_trees_and_only_the_source_words(words_sample):
+    pairs, proto, constraint = words_sample
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    for words, target in pairs["dev"][:25]:
+        assert admits(constraint, tokenizer, " ".join(words), to_target_string(target))
+    words, target = pairs["dev"][0]
+    for wrong_word in ("dog", words[1]):  # a word not in the sentence; the next word too soon
+        wrong = list(target)
+        wrong[wrong.index(words[0])] = wrong_word
+        assert not admits(constraint, tokenizer, " ".join(words), to_target_string(wrong))
+
+
+@pytest.mark.parametrize("extra_length", [2, 40])
+def test_untrained_model_copies_every_word_into_a_well_formed_tree(words_sample, extra_length):
+    """Random weights, the "words" form: the search must still write each source word, piece
+    by piece and in order, into a well-formed tree, however the model scores the pieces."""
+    pairs, proto, constraint = words_sample
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    sentences = dev_sentences(pairs, 12)
+    source = tokenizer.tokenize(sentences)
+    source = tf.concat([source, tf.fill([len(sentences), 1], 3)], axis=1).to_tensor()
+    model = Transformer(tiny_config(vocab_size=tokenizer.vocab_size().numpy().item(),
+                                    max_length=512))
+    ids, _ = translate_ids(model, source, beam_size=3, alpha=0.3, extra_length=extra_length,
+                           constraint=constraint)
+    for sentence, row in zip(sentences, ids[:, 0].numpy()):
+        row = row[: np.flatnonzero(row == 3)[0]]
+        symbols = tokenizer.detokenize([row]).numpy()[0].decode().split()
+        assert [s for s in symbols if s[0] not in "()"] == sentence.split()
+        tree, repairs = delinearize(symbols, sentence.split(), word_label="XX")
+        assert repairs == 0, (sentence, symbols)
+        assert len(tree) == 1 and {tag for _, tag in tree.pos()} == {"XX"}
+
+
+def test_a_word_slot_is_ranked_by_the_probability_of_any_word(words_sample):
+    """The one source piece a word slot may take is ranked by the model's probability of a
+    word there, not by its own share of it: a model unsure which word comes next must not
+    prefer opening another bracket (an early model opened NPs by the hundred)."""
+    pairs, proto, constraint = words_sample
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    vocab_size = tokenizer.vocab_size().numpy().item()
+    words, _ = pairs["dev"][0]
+    source = tf.constant([tokenizer.tokenize([" ".join(words)]).to_list()[0] + [EOS_ID]])
+    state = constraint.initial_state(source, 1, 300)
+    _, state = constraint.allowed(tf.constant([[BOS_ID]]), 0, state, tf.constant([300]),
+                                  vocab_size)
+    _, state = constraint.allowed(tf.constant([[tokenizer.string_to_id("▁(S").numpy()]]), 1,
+                                  state, tf.constant([300]), vocab_size)
+    first_piece = source[0, 0].numpy()
+    assert state["copy_id"].numpy()[0, 0] == first_piece
+    logits = tf.random.stateless_normal([1, 1, vocab_size], seed=[1, 2])
+    pooled = constraint.logits(logits, state).numpy()[0, 0]
+    text = constraint.is_text[:vocab_size]
+    assert pooled[first_piece] == pytest.approx(
+        np.log(np.exp(logits.numpy()[0, 0][text]).sum()), rel=1e-5)
+    others = np.arange(vocab_size) != first_piece
+    np.testing.assert_array_equal(pooled[others], logits.numpy()[0, 0][others])

@@ -56,6 +56,13 @@ def test_linearize_keeps_pos_tags_by_default():
         linearize(gold, "tagged")
 
 
+def test_linearize_can_write_the_words_themselves():
+    gold = tree("(TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))")
+    words, symbols = linearize(gold, "words")
+    assert to_target_string(symbols) == "(S (NP John )NP (VP has (NP a dog )NP )VP . )S"
+    assert delinearize(symbols, words, word_label="XX") == (with_placeholder_tags(gold), 0)
+
+
 def test_linearize_without_top_root_writes_the_root():
     words, symbols = linearize(tree("(NP (DT the) (NN dog))"), "xx")
     assert (words, symbols) == (["the", "dog"], ["(NP", "XX", "XX", ")NP"])
@@ -72,10 +79,11 @@ def test_linearize_rejects_unpreprocessed_trees():
         linearize(nltk.Tree("TOP", [nltk.Tree("S", [nltk.Tree("NP", [])])]))
 
 
-@pytest.mark.parametrize("target_form", ["tags", "xx"])
+@pytest.mark.parametrize("target_form", ["tags", "xx", "words"])
 @pytest.mark.parametrize("name", sorted(SAMPLE_FILES))
 def test_every_sample_tree_round_trips(sample, name, target_form):
-    """With tags the gold tree comes back exactly; with XX, with every tag replaced."""
+    """With tags the gold tree comes back exactly; with XX or the words, with every tag
+    replaced by XX."""
     trees = sample[name]
     assert len(trees) == SAMPLE_FILES[name]
     round_tripped = 0
@@ -84,7 +92,8 @@ def test_every_sample_tree_round_trips(sample, name, target_form):
         assert words == gold.leaves()
         assert len(symbols) == len(words) + 2 * (len(list(gold.subtrees())) - len(words) - 1)
         text = to_target_string(symbols)
-        rebuilt, repairs = delinearize(from_target_string(text), words)
+        rebuilt, repairs = delinearize(from_target_string(text), words,
+                                       word_label="XX" if target_form == "words" else None)
         assert repairs == 0, text
         expected = gold if target_form == "tags" else with_placeholder_tags(gold)
         assert rebuilt == expected, text

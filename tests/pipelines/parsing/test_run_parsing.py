@@ -51,3 +51,39 @@ def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_d
         assert tree.leaves() == words
         # Trained on POS-tag targets (the default), the parser labels every word with one.
         assert {label for _, label in tree.pos()} <= set(treebank.POS_TAGS)
+
+
+def test_a_trained_parser_reads_the_words(tmp_path, shared_data):
+    """Sentences of equal length but different words get different brackets after 400 steps.
+
+    A source-blind model gives every sentence of a length the same tree: the POS-tag and XX
+    parsers of the sample did, for hundreds of steps (and stayed below a right-branching
+    baseline). In the "words" form the decoder reads its place in the sentence from the words
+    it has copied, and the words change the brackets.
+    """
+    sample = shared_data / "ptb_sample"
+    model_dir = tmp_path / "parser"
+    sentences = ["The company said it expects higher sales .",
+                 "Stocks fell sharply in heavy trading yesterday .",
+                 "Analysts expect the bank to report losses ."]
+    assert len({len(s.split()) for s in sentences}) == 1
+    (tmp_path / "input.txt").write_text("".join(s + "\n" for s in sentences))
+    result = run_command(
+        ["--task=ptb_parsing", "--target_form=words", f"--train_trees={sample / 'train.mrg'}",
+         f"--dev_trees={sample / 'dev.mrg'}", f"--model_dir={model_dir}",
+         "--config_override=num_layers=2", "--config_override=d_model=64",
+         "--config_override=d_ff=128", "--config_override=num_heads=2", "--vocab_size=1000",
+         "--batch_tokens=1024", "--warmup_steps=100", "--train_steps=400",
+         "--checkpoint_every=200", "--beam_size=4", f"--input={tmp_path / 'input.txt'}",
+         f"--output={tmp_path / 'trees.txt'}", "--mode=prepare,train,translate"],
+        shared_data, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trees = [nltk.Tree.fromstring(line) for line in
+             (tmp_path / "trees.txt").read_text().splitlines()]
+    assert [t.leaves() for t in trees] == [s.split() for s in sentences]
+    assert all(tag == "XX" for tree in trees for _, tag in tree.pos())
+
+    def brackets(tree):
+        return tuple((s.label(), len(s.leaves())) for s in tree.subtrees() if s.height() > 2)
+
+    assert len({brackets(tree) for tree in trees}) > 1, [str(t) for t in trees]
