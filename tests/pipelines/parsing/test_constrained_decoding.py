@@ -55,23 +55,29 @@ def test_words_are_counted_from_source_pieces(sample):
     assert constraint.words(ids).numpy().tolist() == [len(s.split()) for s in sentences]
 
 
+def untrained_parses(proto, constraint, sentences, extra_length):
+    """The symbols a random-weight model decodes for `sentences` under `constraint` (beam 3);
+    every hypothesis must have ended with the end token."""
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    source = tokenizer.tokenize(sentences)
+    source = tf.concat([source, tf.fill([len(sentences), 1], EOS_ID)], axis=1).to_tensor()
+    model = Transformer(tiny_config(vocab_size=tokenizer.vocab_size().numpy().item(),
+                                    max_length=512))
+    ids, _ = translate_ids(model, source, beam_size=3, alpha=0.3, extra_length=extra_length,
+                           constraint=constraint)
+    rows = [row[: np.flatnonzero(row == EOS_ID)[0]] for row in ids[:, 0].numpy()]
+    return [tokenizer.detokenize([row]).numpy()[0].decode().split() for row in rows]
+
+
 @pytest.mark.parametrize("extra_length", [2, 40])
 def test_untrained_model_under_the_constraint_only_builds_well_formed_trees(sample,
                                                                              extra_length):
     """Random weights choose freely among what the constraint allows: every output must
     still be a tree over exactly the sentence's words, even with almost no spare length."""
     pairs, proto = sample
-    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
     sentences = dev_sentences(pairs, 12)
-    source = tokenizer.tokenize(sentences)
-    source = tf.concat([source, tf.fill([len(sentences), 1], 3)], axis=1).to_tensor()
-    model = Transformer(tiny_config(vocab_size=tokenizer.vocab_size().numpy().item(),
-                                    max_length=256))
-    ids, _ = translate_ids(model, source, beam_size=3, alpha=0.3, extra_length=extra_length,
-                           constraint=TreeConstraint.from_proto(proto))
-    for sentence, row in zip(sentences, ids[:, 0].numpy()):
-        row = row[: np.flatnonzero(row == 3)[0]]  # every hypothesis ended with EOS
-        symbols = tokenizer.detokenize([row]).numpy()[0].decode().split()
+    outputs = untrained_parses(proto, TreeConstraint.from_proto(proto), sentences, extra_length)
+    for sentence, symbols in zip(sentences, outputs):
         tree, repairs = delinearize(symbols, sentence.split())
         assert repairs == 0, (sentence, symbols)
         assert len(tree) == 1  # one root constituent under TOP
@@ -195,17 +201,9 @@ def test_untrained_model_copies_every_word_into_a_well_formed_tree(words_sample,
     """Random weights, the "words" form: the search must still write each source word, piece
     by piece and in order, into a well-formed tree, however the model scores the pieces."""
     pairs, proto, constraint = words_sample
-    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
     sentences = dev_sentences(pairs, 12)
-    source = tokenizer.tokenize(sentences)
-    source = tf.concat([source, tf.fill([len(sentences), 1], 3)], axis=1).to_tensor()
-    model = Transformer(tiny_config(vocab_size=tokenizer.vocab_size().numpy().item(),
-                                    max_length=512))
-    ids, _ = translate_ids(model, source, beam_size=3, alpha=0.3, extra_length=extra_length,
-                           constraint=constraint)
-    for sentence, row in zip(sentences, ids[:, 0].numpy()):
-        row = row[: np.flatnonzero(row == 3)[0]]
-        symbols = tokenizer.detokenize([row]).numpy()[0].decode().split()
+    for sentence, symbols in zip(sentences,
+                                 untrained_parses(proto, constraint, sentences, extra_length)):
         assert [s for s in symbols if s[0] not in "()"] == sentence.split()
         tree, repairs = delinearize(symbols, sentence.split(), word_label="XX")
         assert repairs == 0, (sentence, symbols)
