@@ -47,10 +47,11 @@ def run(python, script, args):
 
 
 def cells(implementations, mode, precisions, jits):
-    """(implementation, python, script, cell name, extra flags) for every cell of a mode.
+    """(implementation, python, script, cell name, flags) for every cell of a mode.
 
     TensorFlow implementations run in each precision x XLA setting; CTranslate2 (decoding
-    only) in each of its compute types, XLA not applying.
+    only) in each of its compute types, XLA not applying, and without --mode, which
+    ct2_anchor.py does not have (argparse would take it for --model_dir).
     """
     for name, python, script in implementations:
         if name == "ctranslate2":
@@ -63,7 +64,7 @@ def cells(implementations, mode, precisions, jits):
         for precision in precisions:
             for jit in jits:
                 yield (name, python, script, f"{PRECISION[precision]},xla{jit}",
-                       ["--mixed_precision", precision, "--jit_compile", jit])
+                       ["--mode", mode, "--mixed_precision", precision, "--jit_compile", jit])
 
 
 def main():
@@ -100,11 +101,8 @@ def main():
         figures = {}
         for name, python, script, cell, flags in cells(implementations, mode, precisions, jits):
             extra = args.ours_extra.split() if name == "keras_transformer" else []
-            # ct2_anchor.py only decodes and has no --mode (argparse would take it for
-            # --model_dir).
-            mode_flag = [] if name == "ctranslate2" else ["--mode", mode]
-            out = run(python, script, [*mode_flag, "--config_name", config,
-                                       *CONFIGS[config], *mode_args, *flags, *extra])
+            out = run(python, script, ["--config_name", config, *CONFIGS[config], *mode_args,
+                                       *flags, *extra])
             out.update(implementation=name, config=config, cell=cell)
             print(json.dumps(out), flush=True)
             figures[(name, cell)] = out.get(FIGURE[mode])

@@ -54,7 +54,8 @@ def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_d
 
 
 def test_a_trained_parser_reads_the_words(tmp_path, shared_data):
-    """Sentences of equal length but different words get different brackets after 400 steps.
+    """Three sentences of equal length but different words do not all get the same brackets
+    after 400 steps.
 
     A source-blind model gives every sentence of a length the same tree: the POS-tag and XX
     parsers of the sample did, for hundreds of steps (and stayed below a right-branching
