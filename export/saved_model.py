@@ -74,7 +74,7 @@ def _version_dir(export_dir: pathlib.Path, version) -> tuple[int, pathlib.Path]:
 
 def _refuse_existing(final: pathlib.Path, version: int, export_dir: pathlib.Path):
     raise ExportError(
-        f"{final} already exists: pass overwrite=True (--overwrite) to replace version "
+        f"{final} already exists: pass overwrite=True (--overwrite_export) to replace version "
         f"{version}, or leave the version unset to write version {next_version(export_dir)}")
 
 

@@ -8,7 +8,9 @@ well (the translate stage uses them, so it answers exactly as the served model d
   in the graph), EOS, truncation and padding (`keras_transformer.text`), beam search
   (`keras_transformer.search.translate_ids`), detokenization, post-processing.
 * ``translate_ids``: ``source_ids`` int32 [batch, length] -> ``ids`` int32 [batch, length'],
-  ``score`` float32 [batch], for clients that tokenize themselves.
+  ``score`` float32 [batch], for clients that tokenize themselves: ids outside the
+  vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
+  keeping its EOS (`keras_transformer.text.truncate_ids`).
 * ``translate_with_options`` / ``translate_ids_with_options``: the same with decoding options
   given per request (beam size, alpha, n-best, extra length, a target prefix) and per-token
   outputs (pieces, log-probabilities, alignment). The two fixed-settings functions are left
@@ -26,6 +28,7 @@ import tensorflow as tf
 
 from keras_transformer import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.errors import UserError
 from keras_transformer.search import DecodingSettings, translate_ids
 
 MAX_BEAM_SIZE = 16  # the largest beam_size the *_with_options functions accept
@@ -35,8 +38,12 @@ OPTION_SPECS = [tf.TensorSpec([], tf.int32, name="beam_size"),
                 tf.TensorSpec([], tf.int32, name="max_extra_length")]
 
 
-class ExportError(ValueError):
-    """An export cannot be written as asked (bad settings, existing version, ...)."""
+class ExportError(UserError):
+    """An export cannot be written as asked (bad settings, existing version, ...).
+
+    A `UserError` (from `keras_transformer.errors`, which `pipelines.errors` re-exports), so
+    each CLI reports it like every other user error, while this package still imports
+    nothing of `pipelines`."""
 
 
 class Translator:
@@ -50,9 +57,10 @@ class Translator:
     "token_log_probs", "alignment"} take the options per call (checked in the graph:
     InvalidArgumentError for beam_size outside [1, MAX_BEAM_SIZE], num_results outside
     [1, beam_size], alpha negative or not finite, max_extra_length negative, a prefix with
-    another batch size or ids outside the vocabulary). All four are `tf.function`s with fixed
-    input signatures; the export registers these very functions as its four signatures, so
-    calling them here and calling the loaded SavedModel give the same results.
+    another batch size, or source or prefix ids outside the vocabulary). All four are
+    `tf.function`s with fixed input signatures; the export registers these very functions as
+    its four signatures, so calling them here and calling the loaded SavedModel give the same
+    results.
 
     Example:
         >>> translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6))
@@ -164,8 +172,18 @@ class Translator:
             translation = self.postprocess(source, translation)
         return {"translation": translation, "score": scores}
 
+    def _client_ids(self, source_ids):
+        """A client's source ids, checked (a core Assert op: InvalidArgument for an id
+        outside [0, vocab_size)) and truncated to `max_length` keeping EOS, as
+        `text.sentences_to_ids` truncates sentences."""
+        check = tf.debugging.Assert(
+            tf.reduce_all((source_ids >= 0) & (source_ids < self.vocab_size)),
+            [f"source ids must be in [0, {self.vocab_size})"])
+        with tf.control_dependencies([check]):
+            return text.truncate_ids(source_ids, self.max_length)
+
     def _translate_ids(self, source_ids):
-        ids, scores = self._search(source_ids[:, :self.max_length])
+        ids, scores = self._search(self._client_ids(source_ids))
         return {"ids": ids, "score": scores}
 
     # ------------------------------------------------------------------ per-request options
@@ -247,7 +265,7 @@ class Translator:
     def _translate_ids_with_options(self, source_ids, beam_size, alpha, num_results,
                                     max_extra_length, target_prefix_ids):
         ids, scores, token_log_probs, alignment = self._search_with_options(
-            source_ids[:, :self.max_length], beam_size, alpha, num_results, max_extra_length,
+            self._client_ids(source_ids), beam_size, alpha, num_results, max_extra_length,
             target_prefix_ids[:, :self.output_cap - 1])
         return {"ids": ids, "scores": scores, "token_log_probs": token_log_probs,
                 "alignment": alignment}

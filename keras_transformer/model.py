@@ -6,16 +6,23 @@ from keras_transformer.config import TransformerConfig
 from keras_transformer.layers.decoder import Decoder
 from keras_transformer.layers.embedding import SharedEmbedding
 from keras_transformer.layers.encoder import Encoder
-from keras_transformer.layers.masks import padding_mask
+from keras_transformer.layers.masks import padding_mask, segment_mask
 from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
                                                  SinusoidalPositionalEncoding)
+
+PACKED_INPUTS = ("source_ids", "target_in_ids", "source_segments", "target_segments",
+                 "source_positions", "target_positions")
+"""The keys of a packed batch's inputs (`Transformer.call`), each int [batch, length]: ids
+0-padded; segments numbering the (source, target) pairs of a row 1, 2, ... (0 on padding);
+positions restarting at 0 with each pair."""
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     """The paper's model: `model((source_ids, target_in_ids))` -> logits.
 
-    Id 0 is padding in both inputs. Logits are float32 whatever the dtype policy.
+    Id 0 is padding in both inputs. Logits are float32 whatever the dtype policy. Training
+    may also pass packed rows, several pairs per row (`PACKED_INPUTS`, see `call`).
 
     Example:
         >>> config = TransformerConfig.preset("base", vocab_size=100, num_layers=1,
@@ -78,10 +85,18 @@ class Transformer(keras.Model):
         self.built = True
 
     # ------------------------------------------------------------------ pieces
-    def _embed(self, ids, embedding, positions, start=0, training=None):
-        """Token embeddings plus positions, with dropout on the sum (Section 5.4)."""
+    def _embed(self, ids, embedding, position_layer, start=0, positions=None, training=None):
+        """Token embeddings plus positions (from `start`, or the given `positions` of a
+        packed row), with dropout on the sum (Section 5.4)."""
         x = embedding(ids)
-        return self.embedding_dropout(x + positions(x, start=start), training=training)
+        return self.embedding_dropout(x + position_layer(x, start=start, positions=positions),
+                                      training=training)
+
+    def _encode(self, source_ids, mask, positions=None, training=None):
+        """The encoder over `source_ids` whose self-attention may see the keys `mask` allows."""
+        x = self._embed(source_ids, self.source_embedding, self.source_positions,
+                        positions=positions, training=training)
+        return self.encoder(x, padding_mask=mask, training=training)
 
     def project(self, x):
         """Decoder output [..., d_model] -> float32 logits [..., vocab_size]."""
@@ -100,20 +115,19 @@ class Transformer(keras.Model):
             (memory [batch, source_len, d_model], source padding mask [batch, 1, 1, source_len]).
         """
         mask = padding_mask(source_ids)
-        x = self._embed(source_ids, self.source_embedding, self.source_positions,
-                        training=training)
-        return self.encoder(x, padding_mask=mask, training=training), mask
+        return self._encode(source_ids, mask, training=training), mask
 
     def decode(self, target_in_ids, memory, memory_mask, return_attention_scores=False,
-               training=None, attention_layer=-1):
+               training=None, attention_layer=-1, self_mask=None, positions=None):
         """Teacher-forced decoder over whole target prefixes -> logits [batch, tgt_len, vocab].
 
         With `return_attention_scores`, also the cross-attention weights [batch, heads,
         target_len, source_len] of decoder layer `attention_layer` (default: the last).
+        `self_mask` (combined with the causal mask) and `positions` serve packed rows.
         """
         x = self._embed(target_in_ids, self.target_embedding, self.target_positions,
-                        training=training)
-        out = self.decoder(x, memory, memory_mask=memory_mask,
+                        positions=positions, training=training)
+        out = self.decoder(x, memory, memory_mask=memory_mask, self_mask=self_mask,
                            return_attention_scores=return_attention_scores, training=training,
                            attention_layer=attention_layer)
         if return_attention_scores:
@@ -121,10 +135,37 @@ class Transformer(keras.Model):
         return self.project(out)
 
     def call(self, inputs, training=None):
-        """inputs = (source_ids [batch, src_len], target_in_ids [batch, tgt_len]) -> logits."""
+        """Logits [batch, tgt_len, vocab] of a batch of pairs, or of packed rows.
+
+        Args:
+            inputs: (source_ids [batch, src_len], target_in_ids [batch, tgt_len]), one pair a
+                row; or a dict of `PACKED_INPUTS`, several pairs a row, for training without
+                padding. In a packed row attention never crosses from one pair to another
+                (encoder and decoder self-attention, cross-attention: `segment_mask`) and
+                positions restart with each pair, so each pair's logits are those it gets
+                alone, and the loss, which skips target id 0, counts every token once.
+        """
+        if isinstance(inputs, dict):
+            return self._call_packed(inputs, training)
         source_ids, target_in_ids = inputs
         memory, mask = self.encode(source_ids, training=training)
         return self.decode(target_in_ids, memory, mask, training=training)
+
+    def _call_packed(self, inputs, training=None):
+        """`call` on packed rows (a dict of `PACKED_INPUTS`)."""
+        missing = [key for key in PACKED_INPUTS if key not in inputs]
+        if missing:
+            raise ValueError(f"a packed batch needs the inputs {PACKED_INPUTS}; "
+                             f"missing: {missing}")
+        source_segments = inputs["source_segments"]
+        target_segments = inputs["target_segments"]
+        memory = self._encode(inputs["source_ids"],
+                              segment_mask(source_segments, source_segments),
+                              positions=inputs["source_positions"], training=training)
+        return self.decode(inputs["target_in_ids"], memory,
+                           segment_mask(target_segments, source_segments), training=training,
+                           self_mask=segment_mask(target_segments, target_segments),
+                           positions=inputs["target_positions"])
 
     # ------------------------------------------------------------------ incremental decoding
     def initial_decode_state(self, memory, memory_mask, num_rows, max_length):

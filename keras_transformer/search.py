@@ -291,6 +291,12 @@ class DecodingConstraint(abc.ABC):
         """`ids` [batch, beam] were just chosen at position `step`; returns (bool [batch,
         beam, vocab_size] of the tokens allowed at position `step + 1`, the new state)."""
 
+    def decoder_inputs(self, ids, state):
+        """The tokens the model reads for the tokens `ids` [batch, beam] just chosen, given
+        the state before them: the tokens themselves unless the decoder was trained to read
+        something else there (a parser reads the word a word symbol stands for)."""
+        return ids
+
     def logits(self, logits, state):
         """The logits [batch, beam, vocab] the allowed tokens are ranked by, given the model's
         and the new state: the model's own unless a constraint pools them (a token that
@@ -396,7 +402,8 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
         unconstrained = symbols_to_logits_fn
 
         def symbols_to_logits_fn(ids, step, cache):
-            out = unconstrained(ids, step, cache["model"])
+            out = unconstrained(constraint.decoder_inputs(ids, cache["constraint"]), step,
+                                cache["model"])
             allowed, state = constraint.allowed(ids, step, cache["constraint"], max_lengths,
                                                 model.config.vocab_size)
             logits = tf.where(allowed, constraint.logits(out[0], state), _NEG)
@@ -454,7 +461,8 @@ def _token_details(model, memory, mask, ids, bos_id, layer):
             "alignment": tf.reshape(tf.where(padding, -1, alignment), shape)}
 
 
-def score_ids(model, source_ids, target_ids, alpha=PAPER_DECODING.alpha, bos_id=BOS_ID):
+def score_ids(model, source_ids, target_ids, alpha=PAPER_DECODING.alpha, bos_id=BOS_ID,
+              teacher_inputs=None):
     """Length-penalised log-probability of given targets under the full forward pass.
 
     The same score `beam_search` reports, computed without the cache: the reference for
@@ -462,10 +470,15 @@ def score_ids(model, source_ids, target_ids, alpha=PAPER_DECODING.alpha, bos_id=
 
     Args:
         target_ids: int [batch, length], each ending with the end token, 0-padded after it.
+        teacher_inputs: optional `f(source_ids, target_in) -> target_in`, what the decoder
+            was trained to read instead of [BOS] + target (see `DecodingConstraint.
+            decoder_inputs`).
     """
     target_ids = tf.convert_to_tensor(target_ids, tf.int32)
     batch = tf.shape(target_ids)[0]
     target_in = tf.concat([tf.fill([batch, 1], bos_id), target_ids[:, :-1]], axis=1)
+    if teacher_inputs is not None:
+        target_in = teacher_inputs(source_ids, target_in)
     log_probs = tf.nn.log_softmax(model((source_ids, target_in), training=False), axis=-1)
     token_log_probs = tf.gather(log_probs, target_ids, axis=2, batch_dims=2)
     mask = tf.cast(tf.not_equal(target_ids, PAD_ID), tf.float32)

@@ -4,7 +4,8 @@ Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that the EOS
 was trained with always fits, EOS appended, rows 0-padded to the longest. Ids -> sentence:
 the pieces before the first EOS or padding, detokenized. The evaluation input, the dev
 metric, the translate stage and the exported SavedModel all call these, so all of them
-truncate and clean up alike.
+truncate and clean up alike; `truncate_ids` applies the same truncation to ids a client
+made itself.
 
 The tokenizer is anything with tensorflow-text's `tokenize(strings) -> RaggedTensor` and
 `detokenize(RaggedTensor) -> strings`, e.g. `tensorflow_text.SentencepieceTokenizer`.
@@ -29,6 +30,21 @@ def sentences_to_ids(tokenizer, sentences, max_length):
     pieces = tf.cast(tokenizer.tokenize(sentences), tf.int32)[:, :max_length - 1]
     eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(sentences)[0], 1], EOS_ID))
     return tf.concat([pieces, eos], axis=1).to_tensor(default_value=PAD_ID)
+
+
+def truncate_ids(ids, max_length):
+    """int32 [batch, length] source ids (pieces, EOS, 0-padding) -> [batch, <= max_length],
+    truncated as `sentences_to_ids` truncates sentences: a longer row keeps its first
+    `max_length - 1` pieces and ends with EOS; shorter rows are unchanged.
+
+    For clients that tokenize themselves (the export's ids signatures): cutting columns alone
+    would drop a long row's EOS, an input the model never saw in training.
+    """
+    ids = tf.convert_to_tensor(ids, tf.int32)
+    kept = ids[:, :max_length]
+    cut = tf.reduce_any(tf.not_equal(ids[:, max_length:], PAD_ID), axis=1, keepdims=True)
+    last = tf.equal(tf.range(tf.shape(kept)[1]), max_length - 1)[None, :]
+    return tf.where(cut & last, EOS_ID, kept)
 
 
 def ids_to_sentences(tokenizer, ids):

@@ -131,8 +131,12 @@ def table_padding(rows: Sequence[dict]) -> float:
     return 1.0 - real / padded if padded else 0.0
 
 
-def format_bucket_table(rows: Sequence[dict]) -> str:
-    """The bucket table as aligned text (empty buckets omitted)."""
+def format_bucket_table(rows: Sequence[dict], packed: dict | None = None) -> str:
+    """The bucket table as aligned text (empty buckets omitted).
+
+    With ``packed`` (``pipelines.packing.packing_table``), a last line gives what packed
+    batches (``--pack``) hold instead: rows per batch, batches, sentences and padding.
+    """
     lines = [f"{'bucket':>7} {'batch':>6} {'batches':>8} {'sentences':>10} {'padding':>8}"]
     for r in rows:
         if r["sentences"]:
@@ -146,4 +150,12 @@ def format_bucket_table(rows: Sequence[dict]) -> str:
         f"{'total':>7} {'':>6} {total_batches:>8,} {total_sentences:>10,} "
         f"{table_padding(rows):>8.1%}"
     )
+    if packed is not None:
+        estimated = ", estimated on a sample" if packed["sampled"] else ""
+        lines.append(
+            f"{'packed':>7} {packed['rows_per_batch']:>6} {packed['batches']:>8,} "
+            f"{packed['sentences']:>10,} {packed['padding']:>8.1%}  (--pack: rows of "
+            f"{packed['rows'].source} source / {packed['rows'].target} target tokens, several "
+            f"pairs each{estimated})"
+        )
     return "\n".join(lines)

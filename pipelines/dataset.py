@@ -6,6 +6,8 @@ Training examples are ``((source, target_in), target_out)`` with ``source = ids 
 grouped by ``pipelines.buckets``. Batches are padded to the bucket boundary when few distinct
 shapes matter (XLA), else each side to its longest. The budget is the GLOBAL batch under
 ``tf.distribute``; ``batch_multiple`` makes every batch size divisible by the replica count.
+``training_examples`` is the part shared with packed batches (``pipelines.packing``), which
+lay several pairs end to end in each row instead of bucketing them.
 Decoding batches tokenize with ``keras_transformer.text.sentences_to_ids``, the rule the
 exported model uses.
 """
@@ -34,6 +36,41 @@ def to_model_example(source: tf.Tensor, target: tf.Tensor):
     return (tf.concat([source, eos], 0), tf.concat([bos, target], 0)), tf.concat([target, eos], 0)
 
 
+def training_examples(
+    pairs: tf.data.Dataset,
+    *,
+    max_source_length: int,
+    max_target_length: int,
+    shuffle: bool = True,
+    shuffle_buffer: int = 100_000,
+    seed: int = 0,
+    repeat: bool = True,
+    teacher_inputs=None,
+) -> tf.data.Dataset:
+    """Unbatched ``((source, target_in), target_out)`` of the pairs within the length limits,
+    shuffled and repeated: what ``training_batches`` buckets and ``pipelines.packing`` packs.
+
+    Args: as ``training_batches``.
+    """
+
+    def within_limits(source, target):
+        return tf.logical_and(
+            tf.size(source) + 1 <= max_source_length, tf.size(target) + 1 <= max_target_length
+        )
+
+    ds = pairs.filter(within_limits)
+    if shuffle:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    ds = ds.map(to_model_example, num_parallel_calls=tf.data.AUTOTUNE)
+    if teacher_inputs is not None:
+        ds = ds.map(lambda inputs, target_out: ((inputs[0], teacher_inputs(*inputs)),
+                                                target_out),
+                    num_parallel_calls=tf.data.AUTOTUNE)
+    return ds
+
+
 def training_batches(
     pairs: tf.data.Dataset,
     *,
@@ -48,6 +85,7 @@ def training_batches(
     repeat: bool = True,
     drop_remainder: bool | None = None,
     pad_to_bucket: bool = True,
+    teacher_inputs=None,
 ) -> tf.data.Dataset:
     """Token-budget batches of ``((source, target_in), target_out)`` from tokenized pairs.
 
@@ -67,6 +105,8 @@ def training_batches(
         shapes (each new shape is a new XLA compilation); False pads each side to its own
         longest sentence, which saves the most where sources and targets differ in length
         (parsing: targets are about twice as long).
+      teacher_inputs: optional ``f(source, target_in) -> target_in`` on each example: what
+        the decoder reads instead of [BOS] + target (``Task.teacher_inputs``).
     Returns:
       A prefetched dataset whose batches are padded with ``PAD_ID``; auto-sharding is by
       DATA for multi-worker training.
@@ -78,21 +118,14 @@ def training_batches(
     if drop_remainder is None:
         drop_remainder = batch_multiple > 1
 
-    def within_limits(source, target):
-        return tf.logical_and(
-            tf.size(source) + 1 <= max_source_length, tf.size(target) + 1 <= max_target_length
-        )
-
     def example_length(inputs, target_out):
         source, target_in = inputs
         return tf.maximum(tf.shape(source)[0], tf.shape(target_in)[0])
 
-    ds = pairs.filter(within_limits)
-    if shuffle:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
-    ds = ds.map(to_model_example, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = training_examples(pairs, max_source_length=max_source_length,
+                           max_target_length=max_target_length, shuffle=shuffle,
+                           shuffle_buffer=shuffle_buffer, seed=seed, repeat=repeat,
+                           teacher_inputs=teacher_inputs)
     # tf buckets are [b_{i-1}, b_i) and pad to b_i - 1: shift by one so bucket i pads to
     # boundaries[i]. The extra last bucket (> the limit) is never used after the filter.
     ds = ds.bucket_by_sequence_length(

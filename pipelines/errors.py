@@ -1,12 +1,13 @@
 """The errors a user can fix: each CLI catches `UserError` once, prints one line, exits 2.
 
 Every message names the file, line or flag at fault and says what to do. Anything else that
-escapes is a bug and keeps its traceback.
+escapes is a bug and keeps its traceback. `UserError` itself is defined in
+`keras_transformer.errors`, so that the exporter's `ExportError` derives from it too without
+importing `pipelines`.
 """
+from keras_transformer.errors import UserError
 
-
-class UserError(ValueError):
-    """Input, flags or a model directory the user must fix; the message says how."""
+__all__ = ["UserError", "DataError", "ModelDirError", "ConfigError", "USAGE_EXIT", "parse_flags"]
 
 
 class DataError(UserError):

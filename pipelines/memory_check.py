@@ -10,6 +10,7 @@ one line naming `--batch_tokens` instead of failing hours in.
 """
 from __future__ import annotations
 
+import os
 import pathlib
 import threading
 
@@ -20,14 +21,16 @@ from keras_transformer.constants import BOS_ID, EOS_ID
 from pipelines import Log
 from pipelines.errors import ConfigError
 
-_PAGE = 4096
 MB = 1 << 20
+STATM = pathlib.Path("/proc/self/statm")
+"""This process's memory in pages (Linux); the second field is the resident set."""
 
 
 def _rss_bytes() -> int:
-    """Resident memory of this process (Linux /proc; 0 where unavailable)."""
+    """Resident memory of this process (Linux /proc; 0 where unavailable). Pages are the
+    kernel's (`SC_PAGE_SIZE`): 4 KiB on x86, 16 or 64 KiB on some ARM machines."""
     try:
-        return int(pathlib.Path("/proc/self/statm").read_text().split()[1]) * _PAGE
+        return int(STATM.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
         return 0
 

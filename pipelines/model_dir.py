@@ -8,6 +8,7 @@
     <model_dir>/final.weights.h5    the model used for evaluation and export (averaged)
     <model_dir>/eval/               hypotheses and scores
     <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches
+    <model_dir>/.lock               held by the run writing the dir (pipelines/lock.py)
 
 This module is the one place that knows the layout; it reads and writes these files and
 builds the model from them.

@@ -1,7 +1,15 @@
 """What a run does, grouped, and the one resolver that decides every value.
 
-Precedence, for every setting: the flag > the model directory's settings.json > the task's
-default > the paper's (or the tool's). After training, the model directory is the truth:
+Precedence, for every setting: the flag > the model directory's settings.json (config.json
+for the model's max_length) > the preset > the task's default > the paper's (or the tool's).
+A preset speaks for the model it describes, so only what it declares counts, and only for
+the model's size: its own `vocab_size` and `max_length` (`keras_transformer.config.PRESETS`;
+`base` and the Table 3 rows declare neither, so the task's vocabulary and lengths apply). The
+task's length limits filter its data; they never shrink a preset's positions. A preset's
+`train_steps` is the paper's length for that model, the last default after the task's. Where
+each value came from is kept (`RunOptions.origins`) and logged (`describe_origins`).
+
+After training, the model directory is the truth:
 a flag that contradicts what the model was trained with stops the run with one line
 (`ConfigError`), never silently wins or loses. Decoding settings may be changed for
 evaluate/translate/export with `--override_saved`; they are never written back.
@@ -21,7 +29,7 @@ import os
 from typing import Any, Mapping
 
 from export.translator import MAX_BEAM_SIZE
-from keras_transformer import TransformerConfig
+from keras_transformer import PRESETS, TransformerConfig
 from keras_transformer.search import DecodingSettings
 from pipelines import model_dir as md
 from pipelines.errors import ConfigError
@@ -38,7 +46,7 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "average_last": 5, "accumulate_steps": 1, "keep_checkpoints": 20, "seed": 0,
     "jit_compile": False, "steps_per_execution": 1, "dev_metric_every": 0,
     "dev_metric_sentences": 200, "memory_limit_mb": None, "keep_best_by": "last",
-    "early_stop_patience": 0,
+    "early_stop_patience": 0, "pack": False,
 }
 
 # Departures for corpora far smaller than WMT, so that a CPU run finishes in minutes: the
@@ -78,7 +86,7 @@ SAVED_FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
     **{name: (("training", name), FREE) for name in (
         "train_steps", "checkpoint_every", "keep_checkpoints", "average_last", "seed",
         "jit_compile", "mixed_precision", "steps_per_execution", "dev_metric_every",
-        "dev_metric_sentences", "keep_best_by", "early_stop_patience")},
+        "dev_metric_sentences", "keep_best_by", "early_stop_patience", "pack")},
     **{name: (("decoding", name), DECODING) for name in (
         "beam_size", "alpha", "extra_length", "max_input_length")},
     "decode_precision": (("decoding", "precision"), DECODING),
@@ -115,10 +123,12 @@ class DataOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ModelOptions:
-    """The preset and the config fields overriding it (before config.json exists)."""
+    """The preset, the config fields overriding it, and the resolved `max_length` of a new
+    model (before config.json exists; after, config.json's)."""
 
     preset: str
     config_overrides: dict
+    max_length: int = TransformerConfig.max_length
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +152,7 @@ class TrainingOptions:
     memory_limit_mb: int | None
     keep_best_by: str          # "last" or "dev_metric": which checkpoints are averaged
     early_stop_patience: int   # dev-metric evaluations without improvement; 0: never stop
+    pack: bool = False         # several pairs per row (pipelines.packing), not buckets
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,6 +209,9 @@ class RunOptions:
     export: ExportOptions = ExportOptions()
     io: IOOptions = IOOptions()
     verbose: int = 1
+    origins: dict = dataclasses.field(default_factory=dict, compare=False)
+    """Option name -> where its value came from: "flag", "settings.json", "config.json",
+    "preset NAME", "task NAME", "this CPU" or "default" (the paper's or the tool's)."""
 
     def make_task(self) -> Task:
         return get_task(self.data.task, **self.data.task_options)
@@ -208,7 +222,8 @@ class RunOptions:
                                  "task_options": self.data.task_options,
                                  "vocab_size": self.data.vocab_size}
         if trained:
-            saved["model"] = dataclasses.asdict(self.model)
+            saved["model"] = {"preset": self.model.preset,  # max_length is config.json's
+                              "config_overrides": self.model.config_overrides}
             saved["training"] = {k: v for k, v in dataclasses.asdict(self.training).items()
                                  if k in SAVED_FLAGS}  # not the machine's memory limit
             saved["decoding"] = dataclasses.asdict(self.decoding)
@@ -275,36 +290,57 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
     check_against_saved(given, saved, model_dir, bool(given.get("override_saved")))
     md.check_vocabulary(model_dir, saved.get("spm_sha256"))
 
-    def pick(name: str, default):
+    origins: dict[str, str] = {}
+
+    def pick(name: str, *defaults: tuple[str, Any]):
+        """The flag, else settings.json's value, else the first of `defaults` ((origin,
+        value), in order of precedence) that is not None; records the value's origin."""
         if given.get(name) is not None:
+            origins[name] = "flag"
             return given[name]
         if name in SAVED_FLAGS:
             try:
-                return _lookup(saved, SAVED_FLAGS[name][0])
+                value = _lookup(saved, SAVED_FLAGS[name][0])
+                origins[name] = md.SETTINGS_FILE
+                return value
             except KeyError:
                 pass
-        return default
+        for origin, value in defaults:
+            if value is not None:
+                break
+        origins[name] = origin
+        return value
 
     task_options = dict(saved.get("task_options") or {})
     task_options.update({k: given[k] for k in TASK_OPTION_FLAGS if given.get(k) is not None})
-    data = DataOptions(task=pick("task", DEFAULT_TASK), task_options=task_options, vocab_size=0)
-    task = get_task(data.task, **data.task_options)
-    data = dataclasses.replace(data, vocab_size=pick("vocab_size", task.vocab_size),
-                               task_options={**task_options, **task.content_options()})
-
-    model = ModelOptions(preset=pick("config", task.preset),
-                         config_overrides=dict(pick("config_override", {})))
+    task = get_task(pick("task", ("default", DEFAULT_TASK)), **task_options)
+    from_task = f"task {task.name}"
+    model = ModelOptions(preset=pick("config", (from_task, task.preset)),
+                         config_overrides=dict(pick("config_override", ("default", {}))))
     try:
-        paper_steps = TransformerConfig.preset(model.preset).train_steps
+        preset = TransformerConfig.preset(model.preset)
     except ValueError as e:
         raise ConfigError(f"--config: {e}") from None
+    declared, from_preset = PRESETS[model.preset], f"preset {model.preset}"
+    data = DataOptions(task=task.name, task_options={**task_options, **task.content_options()},
+                       vocab_size=pick("vocab_size", (from_preset, declared.get("vocab_size")),
+                                       (from_task, task.vocab_size)))
     unknown = set(model.config_overrides) - {f.name for f in dataclasses.fields(TransformerConfig)}
     if unknown:
         raise ConfigError(f"--config_override: {', '.join(sorted(unknown))} is not a "
                           f"TransformerConfig field (see keras_transformer/config.py)")
-    defaults = {"train_steps": paper_steps, **TRAINING_DEFAULTS,
-                **TASK_TRAINING_DEFAULTS.get(task.name, {}), "mixed_precision": native_bfloat16}
-    training = TrainingOptions(**{f.name: pick(f.name, defaults[f.name])
+    task_training = TASK_TRAINING_DEFAULTS.get(task.name, {})
+
+    def training_default(name: str) -> tuple[str, Any]:
+        if name in task_training:
+            return from_task, task_training[name]
+        if name == "train_steps":
+            return from_preset, preset.train_steps
+        if name == "mixed_precision":
+            return "this CPU", native_bfloat16
+        return "default", TRAINING_DEFAULTS[name]
+
+    training = TrainingOptions(**{f.name: pick(f.name, training_default(f.name))
                                   for f in dataclasses.fields(TrainingOptions)})
 
     _check_training(training)
@@ -313,19 +349,22 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
                           f"beam the translate_with_options function accepts")
     task_decoding = task.decoding_defaults()
     decoding = DecodingSettings(
-        beam_size=pick("beam_size", task_decoding.beam_size),
-        alpha=pick("alpha", task_decoding.alpha),
-        extra_length=pick("extra_length", task_decoding.extra_length),
-        max_input_length=pick("max_input_length", task_decoding.max_input_length),
+        beam_size=pick("beam_size", (from_task, task_decoding.beam_size)),
+        alpha=pick("alpha", (from_task, task_decoding.alpha)),
+        extra_length=pick("extra_length", (from_task, task_decoding.extra_length)),
+        max_input_length=pick("max_input_length", (from_task, task_decoding.max_input_length)),
         precision=pick("decode_precision",
-                       "bfloat16" if training.mixed_precision else "float32"))
+                       ("default", "bfloat16" if training.mixed_precision else "float32")))
+    model = dataclasses.replace(model, max_length=_max_length(
+        model, declared, task, decoding, model_dir, origins))
     return RunOptions(
         model_dir=model_dir, data=data, model=model, training=training, decoding=decoding,
         evaluation=EvalOptions(
             split=given.get("eval_split") or "test", sentences=given.get("eval_sentences") or 0,
             # XLA's CPU backend does not use bfloat16 hardware: without it bfloat16 decodes
             # faster (benchmarks/compare_peers.py); float32 decodes faster with it.
-            jit_compile=pick("decode_jit_compile", decoding.precision == "float32"),
+            jit_compile=pick("decode_jit_compile",
+                             ("default", decoding.precision == "float32")),
             checkpoint=given.get("checkpoint")),
         export=ExportOptions(export_dir=given.get("export_dir"),
                              version=given.get("export_version"),
@@ -338,7 +377,37 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
                      with_scores=bool(given.get("with_scores")),
                      with_alignment=bool(given.get("with_alignment")),
                      prefix_file=given.get("prefix_file")),
-        verbose=given.get("verbose", 1))
+        verbose=given.get("verbose", 1), origins=origins)
+
+
+def _max_length(model: ModelOptions, declared: Mapping[str, Any], task: Task,
+                decoding: DecodingSettings, model_dir: str, origins: dict[str, str]) -> int:
+    """The model's positions (`TransformerConfig.max_length`), by the module's precedence:
+    --config_override, a trained model's config.json, the preset's own, else enough for the
+    task's longest sentence and longest output (source + extra_length + EOS)."""
+    trained = (md.has_weights(model_dir)
+               and os.path.isfile(os.path.join(model_dir, md.CONFIG_FILE)))
+    candidates = (
+        (origins["config_override"], model.config_overrides.get("max_length")),
+        (md.CONFIG_FILE, md.load_config(model_dir).max_length if trained else None),
+        (f"preset {model.preset}", declared.get("max_length")),
+        (f"task {task.name}", max(task.max_length,
+                                  task.max_source_length + decoding.extra_length + 1)))
+    origin, value = next((o, v) for o, v in candidates if v is not None)
+    origins["max_length"] = origin
+    return int(value)
+
+
+def describe_origins(options: RunOptions) -> str:
+    """One log line: every resolved value and where it came from (see the module doc)."""
+    values = {"task": options.data.task, "config": options.model.preset,
+              "config_override": options.model.config_overrides,
+              "vocab_size": options.data.vocab_size, "max_length": options.model.max_length,
+              **dataclasses.asdict(options.training), **dataclasses.asdict(options.decoding),
+              "decode_precision": options.decoding.precision,
+              "decode_jit_compile": options.evaluation.jit_compile}
+    return ", ".join(f"{name} {values[name]!r} ({origin})"
+                     for name, origin in options.origins.items() if name in values)
 
 
 def _check_training(t: TrainingOptions) -> None:
@@ -371,13 +440,13 @@ def _check_training(t: TrainingOptions) -> None:
 def config_for(options: RunOptions, task: Task, vocab_size: int) -> TransformerConfig:
     """The model config of a new model dir: preset + the paper's task departures + flags.
 
-    `vocab_size` is the trained SentencePiece model's; positions cover the task's lengths.
+    `vocab_size` is the trained SentencePiece model's; `max_length` the resolver's
+    (`ModelOptions.max_length`: the flag, else the preset's, else the task's lengths).
     """
     overrides = dict(TASK_PRESET_OVERRIDES.get((task.name, options.model.preset), {}))
     overrides.update(options.model.config_overrides)
     overrides["vocab_size"] = vocab_size
-    overrides.setdefault("max_length", max(task.max_length, task.max_source_length
-                                           + options.decoding.extra_length + 1))
+    overrides["max_length"] = options.model.max_length
     try:
         return TransformerConfig.preset(options.model.preset, **overrides)
     except (ValueError, TypeError) as e:

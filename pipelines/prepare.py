@@ -24,6 +24,7 @@ import tensorflow as tf
 from pipelines import Log
 from pipelines import buckets
 from pipelines import dataset as ds_lib
+from pipelines import packing
 from pipelines import token_cache
 from pipelines import vocab as vocab_lib
 from pipelines.errors import DataError
@@ -174,7 +175,8 @@ def prepare(
       log: sink for progress and the report.
     Returns:
       ``{"task", "vocab": {...}, "splits": {split: stats}, "buckets": [rows],
-      "batches_per_epoch", "padding"}``.
+      "batches_per_epoch", "padding", "packed"}`` ("packed": what ``--pack`` gives instead,
+      ``pipelines.packing.packing_table``).
     """
     for split in splits:
         if split not in SPLITS:
@@ -209,14 +211,22 @@ def prepare(
             task.max_source_length,
             task.max_target_length,
         )
+        packed = packing.packing_table(
+            prepared["train"].cache.lengths,
+            task.max_source_length,
+            task.max_target_length,
+            batch_tokens,
+            batch_multiple,
+        )
         result["buckets"] = rows
         result["batches_per_epoch"] = sum(r["batches"] for r in rows)
         result["padding"] = buckets.table_padding(rows)
+        result["packed"] = packed
         log(
             f"train buckets (budget {batch_tokens:,} tokens per side, batch multiple "
             f"{batch_multiple}; padding counts both sides):"
         )
-        log(buckets.format_bucket_table(rows))
+        log(buckets.format_bucket_table(rows, packed))
     return result
 
 
@@ -241,12 +251,15 @@ def training_input(
     repeat: bool = True,
     seed: int = 0,
     pad_to_bucket: bool = True,
+    pack: bool = False,
     log: Log = print,
 ) -> TrainingInput:
     """``((source, target_in), target_out)`` token-budget batches of ``split`` (see dataset.py).
 
     For ``model.fit`` use ``repeat=True`` with ``steps_per_epoch=batches_per_epoch``; for a
-    validation loss use ``split="dev", shuffle=False, repeat=False``.
+    validation loss use ``split="dev", shuffle=False, repeat=False``. With ``pack``, batches
+    of packed rows instead, several pairs a row (``pipelines.packing``; their inputs are a
+    dict, and ``batches_per_epoch`` is estimated).
     """
     proto = ensure_vocab(task, work_dir, log=log)
     prepared = prepare_split(task, split, work_dir, proto, log=log)
@@ -257,12 +270,31 @@ def training_input(
         f"{task.max_source_length}/{task.max_target_length}; dropped {counts['too_long']:,} "
         f"(source too long {counts['too_long_source']:,}, target {counts['too_long_target']:,})"
     )
+    drop = batch_multiple > 1
+    if pack:
+        table = packing.packing_table(lengths, task.max_source_length, task.max_target_length,
+                                      batch_tokens, batch_multiple, seed=seed)
+        log(f"{split}: packed, {packing.describe(table)}")
+        examples = ds_lib.training_examples(
+            prepared.cache.dataset(),
+            max_source_length=task.max_source_length,
+            max_target_length=task.max_target_length,
+            shuffle=shuffle,
+            seed=seed,
+            repeat=repeat,
+            teacher_inputs=task.teacher_inputs(proto),
+        )
+        dataset = packing.packed_batches(examples, table["rows"], batch_tokens=batch_tokens,
+                                         batch_multiple=batch_multiple, shuffle=shuffle,
+                                         seed=seed, drop_remainder=drop)
+        batches = (table["rows_per_pass"] // table["rows_per_batch"] if drop
+                   else table["batches"])
+        return TrainingInput(dataset, batches, counts)
     boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
     sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
     rows = buckets.bucket_table(
         lengths, boundaries, sizes, task.max_source_length, task.max_target_length
     )
-    drop = batch_multiple > 1
     batches = sum(r["sentences"] // r["batch_size"] if drop else r["batches"] for r in rows)
     dataset = ds_lib.training_batches(
         prepared.cache.dataset(),
@@ -276,6 +308,7 @@ def training_input(
         repeat=repeat,
         drop_remainder=drop,
         pad_to_bucket=pad_to_bucket,
+        teacher_inputs=task.teacher_inputs(proto),
     )
     return TrainingInput(dataset, batches, counts)
 

@@ -5,8 +5,10 @@
         --batch_tokens 25000 --model_dir runs/base   # the paper's base model
     python pipelines/run.py --mode evaluate --model_dir runs/base
 
-Flags -> options (`pipelines.options.resolve`: flag > settings.json > task > paper) ->
-stages; nothing else. Results (scores, translations) go to stdout, logs to stderr; a user
+Flags -> options (`pipelines.options.resolve`: flag > settings.json > preset > task >
+paper, logged) -> stages, under the model dir's lock when they write (`pipelines.lock`);
+nothing else. The decoding and export flags are `pipelines/shared_flags.py`'s, shared with
+export/run.py. Results (scores, translations) go to stdout, logs to stderr; a user
 error is one line on stderr and exit status 2. `--helpfull` lists every flag.
 """
 import contextlib
@@ -20,7 +22,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from absl import app, flags, logging  # noqa: E402
 
+from pipelines import shared_flags  # noqa: E402  (the decoding and export flags)
+from pipelines.parsing.forms import TARGET_FORMS  # noqa: E402
+
 FLAGS = flags.FLAGS
+flags.adopt_module_key_flags(shared_flags)
 flags.DEFINE_string("task", None, "Task: multi30k_ende (default), wmt14_ende, wmt14_enfr, "
                     "ptb_parsing or text. After prepare: the model dir's.")
 flags.DEFINE_list("mode", ["prepare", "train", "average", "evaluate", "export"],
@@ -36,13 +42,16 @@ for _split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{_split}_trees", None, f"task=ptb_parsing: {_split} trees, a "
                         f"bracketed .mrg file or a directory of them (default: the WSJ "
                         f"sections below --data_dir).")
-flags.DEFINE_enum("target_form", None, ["tags", "xx", "words"], "task=ptb_parsing: word "
-                  "symbols of the target, each word's POS tag (default, as the paper's code), "
-                  "XX (Vinyals et al.), or the word itself (copied from the source).")
+flags.DEFINE_enum("target_form", None, list(TARGET_FORMS), "task=ptb_parsing: word "
+                  "symbols of the target, each word's POS tag (tags, as the paper's code), "
+                  "XX (xx, Vinyals et al.), the word itself (words, copied from the source), "
+                  "or a tag or XX after which the decoder reads the word (read_tags, "
+                  "read_xx).")
 flags.DEFINE_string("config", None, "Preset name (default: the task's).")
 flags.DEFINE_multi_string("config_override", None, "key=value overriding a config field; "
                           "repeatable, e.g. --config_override dropout=0.3.")
-flags.DEFINE_integer("vocab_size", None, "Shared vocabulary size (default: the task's).")
+flags.DEFINE_integer("vocab_size", None, "Shared vocabulary size (default: the preset's "
+                     "own where it declares one, else the task's).")
 flags.DEFINE_integer("train_steps", None, "Optimizer updates (default: the task's, else the "
                      "preset's; the paper: 100k base, 300k big).")
 flags.DEFINE_integer("batch_tokens", None, "Global batch budget in tokens per side (default: "
@@ -63,6 +72,9 @@ flags.DEFINE_bool("jit_compile", None, "Compile the training step with XLA.")
 flags.DEFINE_bool("mixed_precision", None, "Train in mixed bfloat16 (float32 weights); "
                   "default: on where the CPU multiplies bfloat16 natively (AVX512-BF16 or "
                   "AMX) and there are no GPUs. Sets the decoding precision's default too.")
+flags.DEFINE_bool("pack", None, "Train on packed rows, several pairs end to end in each row "
+                  "with attention kept within each pair, instead of length buckets: almost "
+                  "no padding (prepare's table shows both; default off).")
 flags.DEFINE_integer("steps_per_execution", None, "Training steps per tf.function call.")
 flags.DEFINE_integer("memory_limit_mb", None, "Memory one training step may use; checked "
                      "on the largest batch before training (default: on a CPU the RAM "
@@ -82,26 +94,12 @@ flags.DEFINE_enum("keep_best_by", None, ["last", "dev_metric"], "Checkpoints the
 flags.DEFINE_integer("early_stop_patience", None, "Stop training when this many dev-metric "
                      "evaluations in a row have not improved on the best (needs "
                      "--dev_metric_every; default 0: never). The later stages run as usual.")
-flags.DEFINE_integer("beam_size", None, "Beam size (default: the task's; the paper: 4).")
-flags.DEFINE_float("alpha", None, "Length penalty alpha (default: the task's; paper: 0.6).")
-flags.DEFINE_integer("extra_length", None, "Max output = input length + this (paper: 50).")
-flags.DEFINE_integer("max_input_length", None, "Longest source in tokens (EOS included); "
-                     "longer inputs keep their first pieces (default: the task's limit).")
-flags.DEFINE_enum("decode_precision", None, ["float32", "bfloat16"], "Precision of "
-                  "evaluate, translate and export (default: bfloat16 if trained with mixed "
-                  "precision).")
-flags.DEFINE_bool("override_saved", False, "Let decoding flags differ from the model dir's "
-                  "settings.json for this run (evaluate, translate, export).")
 flags.DEFINE_enum("eval_split", None, ["dev", "test"], "Split the evaluate stage scores "
                   "(default test).")
 flags.DEFINE_integer("eval_sentences", None, "Score only the first N sentences (0: all).")
 flags.DEFINE_bool("decode_jit_compile", None, "Compile evaluation's beam search with XLA "
                   "(default: on in float32, off in bfloat16, which XLA's CPU backend does "
                   "not speed up).")
-flags.DEFINE_string("export_dir", None, "SavedModel base dir (default <model_dir>/export).")
-flags.DEFINE_integer("export_version", None, "Version subdirectory (default: next number).")
-flags.DEFINE_bool("overwrite_export", False, "Replace an existing export version.")
-flags.DEFINE_bool("export_jit_compile", False, "XLA-compile the exported beam search.")
 flags.DEFINE_string("input", None, "translate: file of source sentences (default stdin).")
 flags.DEFINE_string("output", None, "translate: output file (default stdout).")
 flags.DEFINE_integer("n_best", None, "translate: the N best hypotheses of each line, as JSON "
@@ -172,7 +170,6 @@ def main(argv):
     train_lib.configure_cpu_devices(FLAGS.num_cpu_devices)  # before TensorFlow starts
     import keras
 
-    from export.translator import ExportError
     from pipelines import options as options_lib
     from pipelines import stages
 
@@ -182,11 +179,18 @@ def main(argv):
             raise ConfigError(f"--mode {','.join(unknown)}: choose from {', '.join(stages.STAGES)}")
         options = options_lib.resolve(given_flags(),
                                       native_bfloat16=train_lib.native_bfloat16())
+        log(f"options: {options_lib.describe_origins(options)}")
         keras.utils.set_random_seed(options.training.seed)
         results = sys.stdout
+        # One writer per model dir (its lock). Under multi-worker training only the chief
+        # writes it; the other workers only train, into <model_dir>/workers/.
+        chief = train_lib.is_chief()
         # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
-        with contextlib.redirect_stdout(sys.stderr):
+        with stages.model_dir_lock(FLAGS.mode, options), contextlib.redirect_stdout(sys.stderr):
             for stage in FLAGS.mode:
+                if not chief and stage != "train":
+                    log(f"== {stage}: skipped, a worker other than the chief only trains")
+                    continue
                 log(f"== {stage} ({options.data.task}, {options.model_dir})")
                 if stage == "train":
                     strategy = train_lib.make_strategy(options.training.jit_compile)
@@ -198,7 +202,7 @@ def main(argv):
                     getattr(stages, f"run_{stage}")(options, log=log, out=results)
                 else:
                     getattr(stages, f"run_{stage}")(options, log=log)
-    except (UserError, ExportError) as e:
+    except UserError as e:
         log(f"error: {e}")
         return 2
     except stages.OpCheckError as e:

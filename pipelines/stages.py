@@ -7,13 +7,14 @@ post-processing); none tests what kind of task it has.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import pathlib
 import sys
 import time
-from typing import Callable, TextIO
+from typing import Callable, Sequence, TextIO
 
 import keras
 import tensorflow as tf
@@ -27,7 +28,7 @@ from pipelines import Log
 from pipelines import checkpoints, evaluate, prepare
 from pipelines import model_dir as md
 from pipelines import vocab as vocab_lib
-from pipelines.errors import ConfigError, DataError
+from pipelines.errors import ConfigError, DataError, ModelDirError
 from pipelines.files import atomic_files
 from pipelines.options import RunOptions, config_for
 from pipelines.tasks import Task
@@ -37,7 +38,36 @@ STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "sco
 DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
 TRANSLATE_CHUNK = 32
 """Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
+STARTS_MODEL_DIR = ("prepare", "train")
+"""The stages that may start a new model directory; the others need an existing one."""
 
+
+def writes(stage: str, options: RunOptions) -> bool:
+    """Whether `stage` writes files, so that its run must hold the model dir's lock
+    (`pipelines.lock`): every stage but score, and translate only with --output (or
+    --plot_attention); translating to stdout reads the model dir and nothing else."""
+    if stage == "score":
+        return False
+    if stage == "translate":
+        return bool(options.io.output or options.io.plot_attention)
+    return True
+
+
+def model_dir_lock(modes: Sequence[str], options: RunOptions):
+    """The context a run of the stages `modes` runs in: holding the model dir's lock
+    (`pipelines.lock.hold`) when one of them writes and this process is the chief (the only
+    one of a multi-worker cluster that writes the model dir), else nothing.
+
+    Raises (on entering):
+        ModelDirLocked: another run holds the lock.
+    """
+    from pipelines import lock
+    from pipelines import train as train_lib
+
+    if not (train_lib.is_chief() and any(writes(stage, options) for stage in modes)):
+        return contextlib.nullcontext()
+    return lock.hold(options.model_dir,
+                     create=any(stage in STARTS_MODEL_DIR for stage in modes))
 
 
 def _record_settings(options: RunOptions, *, trained: bool) -> None:
@@ -65,13 +95,21 @@ def run_train(options: RunOptions, strategy, log: Log = print):
     if options.training.dev_metric_every and not task.has_split("dev"):
         raise ConfigError("--dev_metric_every needs a dev split: give its files (e.g. "
                           "--dev_src/--dev_tgt, --dev_trees) or drop the flag")
+    # Under MultiWorkerMirroredStrategy only the chief writes the model dir; the other
+    # workers compute the same config and write only below workers/ (their checkpoints).
+    chief = train_lib.is_chief(strategy)
+    if not chief and not prepare.vocab_path(options.model_dir).is_file():
+        raise ModelDirError(f"{options.model_dir} is not prepared: run --mode prepare once "
+                            f"before starting the workers (only the chief writes it)")
     proto = prepare.ensure_vocab(task, options.model_dir, options.data.vocab_size, log=log)
     if md.has_weights(options.model_dir):  # resuming: the config the weights were made with
         config = md.load_config(options.model_dir)
     else:
         config = config_for(options, task, vocab_lib.vocab_size_of(proto))
-        md.save_config(options.model_dir, config)
-    _record_settings(options, trained=True)
+        if chief:
+            md.save_config(options.model_dir, config)
+    if chief:
+        _record_settings(options, trained=True)
     training = options.training
     if training.mixed_precision:
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
@@ -288,7 +326,9 @@ def run_score(options: RunOptions, log: Log = print, out: TextIO | None = None) 
                           "(one sentence a line, the same number of lines)")
     model = md.load_final_model(options.model_dir, options.decoding.precision,
                                 options.evaluation.checkpoint, log=log)
-    tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
+    proto = prepare.vocab_path(options.model_dir).read_bytes()
+    tokenizer = vocab_lib.load_tokenizer(proto)
+    teacher_inputs = options.make_task().teacher_inputs(proto)
     source_length = options.decoding.input_length(model.config.max_length)
     sources, targets = iter_lines(options.io.input), iter_lines(options.io.target)
     out, count = out or sys.stdout, 0
@@ -301,7 +341,8 @@ def run_score(options: RunOptions, log: Log = print, out: TextIO | None = None) 
         source_ids = text.sentences_to_ids(tokenizer, [s for (_, s), _ in chunk], source_length)
         target_ids = text.sentences_to_ids(tokenizer, [t for _, (_, t) in chunk],
                                            model.config.max_length)
-        scores = score_ids(model, source_ids, target_ids, alpha=options.decoding.alpha)
+        scores = score_ids(model, source_ids, target_ids, alpha=options.decoding.alpha,
+                           teacher_inputs=teacher_inputs)
         out.writelines(f"{float(v):.6f}\n" for v in scores.numpy())
         out.flush()
         count += len(chunk)

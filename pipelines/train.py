@@ -65,10 +65,16 @@ def make_strategy(jit_compile: bool = False):
     return strategy
 
 
-def is_chief(strategy) -> bool:
+def is_chief(strategy=None) -> bool:
     """True for a single process, and for the chief of a multi-worker cluster (the "chief"
-    task, else worker 0): the one that writes the model dir and runs the later stages."""
-    resolver = getattr(strategy, "cluster_resolver", None)
+    task, else worker 0): the one that writes the model dir and runs the later stages.
+    Without `strategy` (before one exists) the cluster is read from TF_CONFIG, as
+    `make_strategy` reads it."""
+    if strategy is None:
+        resolver = (tf.distribute.cluster_resolver.TFConfigClusterResolver()
+                    if os.environ.get("TF_CONFIG") else None)
+    else:
+        resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
@@ -152,11 +158,12 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
             min(longest, task.max_target_length), config.vocab_size),
         limit_mb=t.memory_limit_mb, jit_compile=jit_compile, log=log)
     # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
-    # is padded to its own longest sentence.
+    # is padded to its own longest sentence. Packed rows have one shape.
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
-                          seed=seed + step, pad_to_bucket=jit_compile, log=log)
+                          seed=seed + step, pad_to_bucket=jit_compile, pack=t.pack, log=log)
     # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
-    # from one epoch to the next, and a finite one would run dry in the second epoch.
+    # from one epoch to the next, and a finite one would run dry in the second epoch. Never
+    # packed: its per-token loss is the same, and its batches per pass are then exact.
     dev = (training_input(task, model_dir, split="dev", batch_tokens=batch_tokens,
                           batch_multiple=replicas, shuffle=False, repeat=True,
                           pad_to_bucket=jit_compile, log=log)

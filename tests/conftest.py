@@ -10,16 +10,15 @@ import pytest  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def data_dir() -> pathlib.Path:
-    """Real data for tests: $KT_DATA_DIR, else ../shared/data beside the project."""
-    return pathlib.Path(os.environ.get("KT_DATA_DIR") or ROOT.parent / "shared" / "data")
-
-
 @pytest.fixture(scope="session")
 def shared_data() -> pathlib.Path:
-    path = data_dir()
-    if not (path / "multi30k").is_dir():
-        pytest.fail(f"real test data not found at {path}: set $KT_DATA_DIR")
+    """Real data for tests: $KT_DATA_DIR, else ../shared/data beside the project, else
+    Multi30k downloaded (checked) into a cache dir (`tests.helpers.find_test_data`)."""
+    from tests.helpers import find_test_data
+
+    path, failure = find_test_data()
+    if failure:
+        pytest.fail(failure)
     return path
 
 

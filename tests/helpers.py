@@ -1,7 +1,74 @@
-"""Shared test helpers: tiny configurations and random id batches."""
+"""Shared test helpers: where the real data is, tiny configurations and random id batches."""
+import gzip
+import os
+import pathlib
+
 import numpy as np
 
 from keras_transformer import TransformerConfig
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+DATA_CACHE = (pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+              / "keras_transformer" / "test_data")
+"""Where the tests download Multi30k when no local copy is given."""
+
+
+def _multi30k_files():
+    """{name: (url, sha256)} of the Multi30k task-1 files, as the product downloads them."""
+    from pipelines.tasks.multi30k import MULTI30K_SHA256, MULTI30K_URL
+
+    return {name: (MULTI30K_URL.format(name=name), sha) for name, sha in MULTI30K_SHA256.items()}
+
+
+def has_multi30k(root: pathlib.Path) -> bool:
+    """Whether `root/multi30k` holds every task-1 file, gzipped and plain (tests read both)."""
+    return all((root / "multi30k" / f"{name}{ext}").is_file()
+               for name in _multi30k_files() for ext in ("", ".gz"))
+
+
+def fetch_multi30k(root: pathlib.Path) -> bool:
+    """Downloads Multi30k task 1 into `root/multi30k` with the product's checked downloader
+    (`pipelines.tasks.downloads`: a bounded reachability probe, then each file checked
+    against its sha256 before it takes its name), plus a plain copy of each. Returns False,
+    downloading nothing, when the host is unreachable.
+
+    Raises:
+        DataError: a download failed or its checksum differs (nothing half-written is kept).
+    """
+    from pipelines.files import write_atomic
+    from pipelines.tasks import downloads
+
+    files = _multi30k_files()
+    if downloads.unreachable([url for url, _ in files.values()], downloads.PROBE_TIMEOUT_S):
+        return False
+    folder = root / "multi30k"
+    for name, (url, sha256) in files.items():
+        gz = folder / f"{name}.gz"
+        if not gz.is_file():
+            downloads.download_verified(url, gz, sha256, str(folder))
+        if not (folder / name).is_file():
+            write_atomic(folder / name, gzip.decompress(gz.read_bytes()))
+    return True
+
+
+def find_test_data(environ=os.environ, shared=SHARED_DATA, cache=DATA_CACHE,
+                   fetch=fetch_multi30k):
+    """Where the tests' real data is: `(path, None)`, or `(None, the one line to fail with)`.
+
+    $KT_DATA_DIR if set (it must hold multi30k/), else `shared` (../shared/data), else the
+    download cache, filled by `fetch` (`fetch_multi30k`) when the network is there.
+    """
+    if environ.get("KT_DATA_DIR"):
+        path = pathlib.Path(environ["KT_DATA_DIR"])
+        if (path / "multi30k").is_dir():
+            return path, None
+        return None, f"real test data not found at {path}: set $KT_DATA_DIR"
+    if (shared / "multi30k").is_dir():
+        return shared, None
+    if has_multi30k(cache) or fetch(cache):
+        return cache, None
+    return None, f"real test data not found at {shared}: set $KT_DATA_DIR"
 
 
 def tiny_config(**overrides):

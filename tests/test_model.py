@@ -1,10 +1,13 @@
-"""The Transformer model: causality, padding invariance, cached decoding, saving, learning."""
+"""The Transformer model: causality, padding invariance, cached decoding, saving, learning,
+packed rows."""
 import numpy as np
 import pytest
 import keras
+import tensorflow as tf
 from keras import ops
 
-from keras_transformer import LabelSmoothedCrossEntropy, TokenAccuracy, Transformer
+from keras_transformer import BOS_ID, EOS_ID, LabelSmoothedCrossEntropy, TokenAccuracy, Transformer
+from keras_transformer.model import PACKED_INPUTS
 from keras_transformer.schedules import paper_optimizer
 from tests.helpers import random_ids, tiny_config
 
@@ -86,3 +89,114 @@ def test_model_learns_sequence_reversal():
                   loss=LabelSmoothedCrossEntropy(0.0), metrics=[TokenAccuracy()])
     history = model.fit((source, target_in), target, batch_size=64, epochs=8, verbose=0)
     assert history.history["token_accuracy"][-1] > 0.95
+
+
+# ---------------------------------------------------------------------- packed rows
+PAIRS_BY_ROW = [[0, 1, 2], [3, 4]]  # row 0 is full on the target side, row 1 ends in padding
+ROW_LENGTHS = (26, 28)  # source, target
+
+
+def example_pairs(seed=20):
+    """Five (source, target_in, target_out) pairs of different lengths."""
+    pairs = []
+    for k, (source_length, target_length) in enumerate([(7, 9), (5, 8), (10, 8), (3, 4),
+                                                         (12, 10)]):
+        source = random_ids(1, source_length, seed=seed + 2 * k)[0]
+        target = random_ids(1, target_length, seed=seed + 2 * k + 1)[0]
+        pairs.append((np.append(source, EOS_ID).astype("int32"),
+                      np.insert(target, 0, BOS_ID).astype("int32"),
+                      np.append(target, EOS_ID).astype("int32")))
+    return pairs
+
+
+def packed_rows(pairs, pairs_by_row, source_length, target_length):
+    """The pairs laid out end to end in rows (`PACKED_INPUTS`), and their target_out."""
+    rows = len(pairs_by_row)
+    inputs = {key: np.zeros((rows, source_length if key.startswith("source") else
+                             target_length), "int32") for key in PACKED_INPUTS}
+    target_out = np.zeros((rows, target_length), "int32")
+    for row, members in enumerate(pairs_by_row):
+        starts = {"source": 0, "target": 0}
+        for segment, k in enumerate(members, start=1):
+            source, target_in, out = pairs[k]
+            for side, ids in (("source", source), ("target", target_in)):
+                span = slice(starts[side], starts[side] + len(ids))
+                inputs[f"{side}_ids" if side == "source" else "target_in_ids"][row, span] = ids
+                inputs[f"{side}_segments"][row, span] = segment
+                inputs[f"{side}_positions"][row, span] = np.arange(len(ids))
+                starts[side] += len(ids)
+            target_out[row, starts["target"] - len(out):starts["target"]] = out
+    return inputs, target_out
+
+
+def unpacked_batch(pairs):
+    """The same pairs one a row, 0-padded: ((source, target_in), target_out)."""
+    def pad(arrays):
+        batch = np.zeros((len(arrays), max(len(a) for a in arrays)), "int32")
+        for row, array in enumerate(arrays):
+            batch[row, :len(array)] = array
+        return batch
+
+    return (pad([p[0] for p in pairs]), pad([p[1] for p in pairs])), pad([p[2] for p in pairs])
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_each_packed_pair_gets_the_logits_it_gets_alone(positional, norm):
+    """Attention stays within a pair and positions restart with each pair: a pair's logits in
+    a packed row are those of the pair run alone."""
+    model = Transformer(tiny_config(norm=norm, positional=positional))
+    pairs = example_pairs()
+    inputs, _ = packed_rows(pairs, PAIRS_BY_ROW, *ROW_LENGTHS)
+    packed = ops.convert_to_numpy(model(inputs))
+    assert packed.shape == (2, ROW_LENGTHS[1], 50) and packed.dtype == np.float32
+    for row, members in enumerate(PAIRS_BY_ROW):
+        start = 0
+        for k in members:
+            source, target_in, _ = pairs[k]
+            alone = ops.convert_to_numpy(model((source[None], target_in[None])))[0]
+            np.testing.assert_allclose(packed[row, start:start + len(target_in)], alone,
+                                       atol=1e-5, err_msg=f"pair {k} in row {row}")
+            start += len(target_in)
+    # Not vacuous: as one long pair (one segment, running positions) row 0's later pairs differ.
+    merged = dict(inputs, source_segments=np.minimum(inputs["source_segments"], 1),
+                  target_segments=np.minimum(inputs["target_segments"], 1),
+                  source_positions=np.tile(np.arange(ROW_LENGTHS[0]), (2, 1)),
+                  target_positions=np.tile(np.arange(ROW_LENGTHS[1]), (2, 1)))
+    second = slice(len(pairs[0][1]), len(pairs[0][1]) + len(pairs[1][1]))
+    assert not np.allclose(ops.convert_to_numpy(model(merged))[0, second],
+                           packed[0, second], atol=1e-3)
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_a_packed_batch_gives_the_gradients_of_the_same_pairs_unpacked(positional):
+    """One training step's loss and gradients are those of the pairs batched one a row.
+
+    No rescaling is needed: the loss is the mean over non-pad target tokens (id 0 in
+    target_out is padding in both layouts), and both batches hold exactly the same tokens,
+    so the sum and the count it divides by are the same.
+    """
+    model = Transformer(tiny_config(positional=positional, norm="pre"))
+    loss_fn = LabelSmoothedCrossEntropy(0.1)
+    pairs = example_pairs()
+
+    def loss_and_gradients(inputs, target_out):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(target_out, model(inputs, training=True))
+        return float(loss), tape.gradient(loss, model.trainable_variables)
+
+    packed_loss, packed = loss_and_gradients(*packed_rows(pairs, PAIRS_BY_ROW, *ROW_LENGTHS))
+    unpacked_loss, unpacked = loss_and_gradients(*unpacked_batch(pairs))
+    assert packed_loss == pytest.approx(unpacked_loss, rel=1e-6)
+    for variable, a, b in zip(model.trainable_variables, packed, unpacked):
+        a, b = ops.convert_to_numpy(tf.convert_to_tensor(a)), ops.convert_to_numpy(
+            tf.convert_to_tensor(b))
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=variable.path)
+
+
+def test_a_packed_batch_without_segments_is_refused():
+    model = Transformer(tiny_config())
+    inputs, _ = packed_rows(example_pairs(), PAIRS_BY_ROW, *ROW_LENGTHS)
+    del inputs["target_segments"]
+    with pytest.raises(ValueError, match="missing: \\['target_segments'\\]"):
+        model(inputs)

@@ -136,13 +136,17 @@ class Decoder(LayerStack):
     layer_class = DecoderLayer
 
     def call(self, x, memory, memory_mask=None, return_attention_scores=False, training=None,
-             attention_layer=-1):
+             attention_layer=-1, self_mask=None):
         """x: embedded targets [batch, target_len, d_model] -> [batch, target_len, d_model].
 
         Returns the cross-attention weights of layer `attention_layer` (default: the last)
-        too if asked.
+        too if asked. `memory_mask` is the source padding mask [batch, 1, 1, source_len], or
+        a packed row's `segment_mask` [batch, 1, target_len, source_len]; `self_mask`, if
+        given, restricts self-attention beyond the causal mask (a packed row's
+        `segment_mask` [batch, 1, target_len, target_len]).
         """
-        self_mask = causal_mask(keras.ops.shape(x)[1])
+        causal = causal_mask(keras.ops.shape(x)[1])
+        self_mask = causal if self_mask is None else keras.ops.logical_and(causal, self_mask)
         weights = None
         wanted = range(len(self.blocks))[attention_layer]
         for index, layer in enumerate(self.blocks):

@@ -25,6 +25,20 @@ def causal_mask(length):
     return ops.expand_dims(ops.expand_dims(positions[:, None] >= positions[None, :], 0), 0)
 
 
+def segment_mask(query_segments, key_segments):
+    """Mask keeping attention within each pair of a packed row -> [batch, 1, queries, keys].
+
+    A packed row holds several (source, target) pairs one after another; `*_segments`
+    [batch, length] number them 1, 2, ... along the row, 0 marking padding. A query may see
+    only the keys of its own pair, so each pair is computed exactly as if it were alone
+    (with the causal mask in decoder self-attention, and between target and source of
+    the same pair in cross-attention). Real queries never see padding (segment 0), and
+    padding queries see only padding, so no query is left without a key.
+    """
+    same = ops.equal(ops.expand_dims(query_segments, 2), ops.expand_dims(key_segments, 1))
+    return ops.expand_dims(same, 1)
+
+
 def apply_mask(scores, mask):
     """Sets scores of disallowed keys to a large negative number before the softmax."""
     if mask is None:

@@ -20,20 +20,29 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
     def get_config(self):
         return super().get_config()
 
-    def call(self, inputs, start=0):
-        """Encodings of positions start .. start + length - 1 of `inputs` [batch, length, d].
+    def call(self, inputs, start=0, positions=None):
+        """Encodings of positions start .. start + length - 1 of `inputs` [batch, length, d],
+        or of the given `positions`.
 
+        Args:
+            inputs: [batch, length, d]; only its length and width are used.
+            start: the first position (incremental decoding).
+            positions: int [batch, length], each token's position: a packed row's positions
+                restart at 0 with each pair (`keras_transformer.model.PACKED_INPUTS`).
         Returns:
-            [1, length, d] in the compute dtype, to be added to the embeddings.
+            [1, length, d] ([batch, length, d] with `positions`) in the compute dtype, to be
+            added to the embeddings.
         """
-        length, depth = ops.shape(inputs)[1], inputs.shape[-1]
-        positions = ops.cast(ops.arange(length) + start, "float32")
+        depth = inputs.shape[-1]
+        if positions is None:
+            positions = (ops.arange(ops.shape(inputs)[1]) + start)[None]
+        positions = ops.cast(positions, "float32")  # [rows, length]
         inverse_freq = ops.exp(
             ops.arange(0, depth, 2, dtype="float32") * (-math.log(10000.0) / depth))
-        angles = positions[:, None] * inverse_freq[None, :]  # [length, ceil(d / 2)]
-        encoding = ops.reshape(ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1),
-                               (length, -1))[:, :depth]
-        return ops.cast(encoding[None], self.compute_dtype)
+        angles = positions[:, :, None] * inverse_freq[None, None, :]  # [rows, length, ceil(d/2)]
+        encoding = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)
+        encoding = ops.reshape(encoding, (ops.shape(angles)[0], ops.shape(angles)[1], -1))
+        return ops.cast(encoding[:, :, :depth], self.compute_dtype)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -53,10 +62,13 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
             name="embeddings", shape=(self.max_length, inputs_shape[-1]),
             initializer=keras.initializers.RandomNormal(stddev=inputs_shape[-1] ** -0.5))
 
-    def call(self, inputs, start=0):
-        """Embeddings of positions start .. start + length - 1 -> [1, length, d]."""
-        positions = ops.arange(ops.shape(inputs)[1]) + start
-        return ops.cast(ops.take(self.embeddings, positions, axis=0)[None], self.compute_dtype)
+    def call(self, inputs, start=0, positions=None):
+        """Embeddings of positions start .. start + length - 1 -> [1, length, d], or of the
+        given `positions` int [batch, length] -> [batch, length, d] (as the sinusoidal
+        layer)."""
+        if positions is None:
+            positions = (ops.arange(ops.shape(inputs)[1]) + start)[None]
+        return ops.cast(ops.take(self.embeddings, positions, axis=0), self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -7,8 +7,6 @@ sequence and back (`linearize`), and predictions are scored like EVALB with COLL
 
 The names live in their modules (`from pipelines.parsing.linearize import linearize`); they are
 not re-exported here, so that `pipelines.parsing.linearize` stays the module rather than being
-shadowed by the function of the same name.
+shadowed by the function of the same name. Nor are they imported here: the command line
+reads `forms` without paying for nltk.
 """
-from pipelines.parsing import evalb, linearize, treebank
-
-__all__ = ["evalb", "linearize", "treebank"]

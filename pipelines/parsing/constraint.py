@@ -19,6 +19,10 @@ symbols that keep it a prefix of a well-formed tree over the sentence's words:
 * an opening bracket only if the tokens still allowed can close it and everything else;
 * the end token only once every word has its word symbol and every bracket is closed.
 
+With `read_words` (the "read" target forms, `forms`) the constraint also says what the decoder
+reads: at the start and after each word symbol, the first source piece of the next word
+(`decoder_inputs`), exactly as training fed it (`teacher_inputs`).
+
 The last two rules together guarantee a well-formed tree within the search's length limit.
 Tree symbols must be single vocabulary pieces (`▁(NP`, `▁)NP`, `▁NN`, `▁XX`): the ptb_parsing
 task trains its SentencePiece model with them as user-defined symbols (`PtbParsingTask.
@@ -50,6 +54,8 @@ class TreeConstraint(DecodingConstraint):
         word_symbols: the symbols that stand for a word (`NN`, ...; `XX`), without `▁`.
         copy_words: the words stand for themselves ("words" target form): each word slot
             copies the next source word's pieces; `word_symbols` is then unused.
+        read_words: the decoder reads each word after its word symbol (the "read" forms):
+            see `decoder_inputs` and `teacher_inputs`.
 
     Raises:
         ValueError: the vocabulary lacks every word symbol's piece (unless `copy_words`), or
@@ -57,11 +63,14 @@ class TreeConstraint(DecodingConstraint):
     """
 
     def __init__(self, pieces: Sequence[str], word_symbols: Sequence[str] = (),
-                 copy_words: bool = False):
+                 copy_words: bool = False, read_words: bool = False):
+        if copy_words and read_words:
+            raise ValueError("copy_words and read_words exclude each other")
         index = {piece: i for i, piece in enumerate(pieces)}
         word_ids = sorted({index[WORD_START + symbol] for symbol in word_symbols
                            if WORD_START + symbol in index})
         self.copy_words = copy_words
+        self.read_words = read_words
         if not word_ids and not copy_words:
             raise ValueError(
                 "the vocabulary has no word-symbol piece (POS tag or XX): it was not trained "
@@ -84,9 +93,11 @@ class TreeConstraint(DecodingConstraint):
         self.is_text[[PAD_ID, UNK_ID, BOS_ID, EOS_ID]] = False
 
     @classmethod
-    def from_proto(cls, spm_proto: bytes, copy_words: bool = False) -> "TreeConstraint":
+    def from_proto(cls, spm_proto: bytes, copy_words: bool = False,
+                   read_words: bool = False) -> "TreeConstraint":
         """The constraint for a serialized SentencePiece model: its user-defined pieces
-        `▁SYMBOL` that are not brackets are the word symbols (`copy_words`: see the class)."""
+        `▁SYMBOL` that are not brackets are the word symbols (`copy_words`, `read_words`: see
+        the class)."""
         from sentencepiece import sentencepiece_model_pb2
 
         model = sentencepiece_model_pb2.ModelProto.FromString(spm_proto)
@@ -95,7 +106,7 @@ class TreeConstraint(DecodingConstraint):
         words = [p.piece[1:] for p in model.pieces
                  if p.type == user_defined and p.piece.startswith(WORD_START)
                  and is_word_symbol(p.piece[1:])]
-        return cls(pieces, words, copy_words)
+        return cls(pieces, words, copy_words, read_words)
 
     def words(self, source_ids):
         """int32 [batch]: the words of each source (pieces that start one)."""
@@ -103,6 +114,57 @@ class TreeConstraint(DecodingConstraint):
         starts = tf.gather(tf.constant(self.word_start), source_ids)
         starts &= tf.not_equal(source_ids, PAD_ID) & tf.not_equal(source_ids, EOS_ID)
         return tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
+
+    def first_pieces(self, source_ids):
+        """int32 [batch, source_len + 1]: the first piece of each source word in order, then
+        the end token (what is read once every word is). Static shapes (no ragged tensors):
+        the same code runs in tf.data, the search and XLA."""
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        starts = tf.gather(tf.constant(self.word_start), source_ids)
+        starts &= tf.not_equal(source_ids, PAD_ID) & tf.not_equal(source_ids, EOS_ID)
+        word_index = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
+        at = tf.one_hot(tf.where(starts, word_index, -1), tf.shape(source_ids)[1] + 1,
+                        on_value=True, off_value=False)  # [batch, source_len, words + 1]
+        first = tf.reduce_sum(tf.where(at, source_ids[:, :, None], 0), axis=1)
+        return tf.where(tf.equal(first, PAD_ID), EOS_ID, first)
+
+    def teacher_inputs(self, source_ids, target_in):
+        """The decoder's training input in the "read" forms: `target_in` ([BOS] + target,
+        int32 [batch, length], or one unbatched row) with the start token and each word
+        symbol replaced by the first piece of the word that comes next (the end token after
+        the last word), as `decoder_inputs` feeds the search."""
+        if not self.read_words:
+            return target_in
+        unbatched = target_in.shape.rank == 1
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        target_in = tf.convert_to_tensor(target_in, tf.int32)
+        if unbatched:
+            source_ids, target_in = source_ids[None], target_in[None]
+        first = self.first_pieces(source_ids)
+        is_slot = self._is_word_id(target_in)
+        # The start token reads word 0; the i-th word symbol (from 1) reads word i.
+        index = tf.minimum(tf.cumsum(tf.cast(is_slot, tf.int32), axis=1),
+                           tf.shape(first)[1] - 1)
+        reads = is_slot | tf.equal(target_in, BOS_ID)
+        read = tf.where(reads, tf.gather(first, index, batch_dims=1), target_in)
+        return read[0] if unbatched else read
+
+    def decoder_inputs(self, ids, state):
+        """The tokens the decoder reads for the tokens `ids` [batch, beam] just chosen: in the
+        "read" forms the start token and each word symbol are read as the first piece of the
+        next word of the source (the end token after the last; the state before `ids` counts
+        the word symbols so far), every other token as itself."""
+        if not self.read_words:
+            return ids
+        is_slot = self._is_word_id(ids)
+        index = state["words"] - state["words_left"] + tf.cast(is_slot, tf.int32)
+        word = tf.gather(state["first_pieces"], index, axis=2, batch_dims=2)
+        return tf.where(is_slot | tf.equal(ids, BOS_ID), word, ids)
+
+    def _is_word_id(self, ids):
+        """bool: whether each id is a word symbol (ids past the vocabulary are not)."""
+        table = tf.constant(np.append(self.is_word, False))
+        return tf.gather(table, tf.minimum(ids, len(self.is_word)))
 
     def initial_state(self, source_ids, beam_size, max_steps):
         words = tf.tile(self.words(source_ids)[:, None], [1, beam_size])
@@ -112,6 +174,10 @@ class TreeConstraint(DecodingConstraint):
             # The closing piece each open constituent expects, by depth.
             "closers": tf.zeros(tf.concat([tf.shape(words), [max_steps + 1]], 0), tf.int32),
         }
+        if self.read_words:
+            state["words"] = words
+            state["first_pieces"] = tf.tile(self.first_pieces(source_ids)[:, None, :],
+                                            [1, beam_size, 1])
         if self.copy_words:
             source_ids = tf.convert_to_tensor(source_ids, tf.int32)
             pieces = tf.where(tf.equal(source_ids, EOS_ID), PAD_ID, source_ids)
@@ -132,6 +198,8 @@ class TreeConstraint(DecodingConstraint):
         closers = tf.where(at_depth & is_open[:, :, None], closer[:, :, None], closers)
         depth += tf.cast(is_open, tf.int32) - tf.cast(is_close, tf.int32)
         new_state = {"depth": depth, "closers": closers}
+        if self.read_words:
+            new_state.update(words=state["words"], first_pieces=state["first_pieces"])
         if self.copy_words:
             copy, forced, pieces_left, is_word = self._copy(
                 ids, step, state, new_state, is_open | is_close, vocab_size)

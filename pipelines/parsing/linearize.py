@@ -3,13 +3,15 @@
 "Attention Is All You Need", Section 6.3, trains the Transformer on English constituency
 parsing by translating a sentence into a linearized tree, following "Grammar as a Foreign
 Language". The target is the depth-first bracket sequence of the tree with labelled opening
-*and* closing brackets, and one symbol for each word, in one of three forms (`TARGET_FORMS`):
+*and* closing brackets, and one symbol for each word, in one of the forms of `forms`:
 
     (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
     source: John has a dog .
     "tags": (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
     "xx":   (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
     "words": (S (NP John )NP (VP has (NP a dog )NP )VP . )S
+    "read_tags", "read_xx": the "tags" and "xx" targets; the decoder reads each word after
+    its slot symbol (`forms`)
 
 "tags" keeps each word's POS tag, as the paper's own code does (tensor2tensor's wsj_parsing
 problem): the decoder then predicts something word-dependent at every word slot, which gives
@@ -31,14 +33,12 @@ from typing import Collection, Sequence
 
 import nltk
 
+from pipelines.parsing.forms import TARGET_FORMS, symbol_form
 from pipelines.parsing.treebank import ROOT_LABEL, is_preterminal
 
 PLACEHOLDER = "XX"
 """The word symbol of the "xx" form (Vinyals et al. 2014), and the preterminal `delinearize`
 gives words that the prediction left without a word symbol."""
-
-TARGET_FORMS = ("tags", "xx", "words")
-"""Word symbols of a target: the word's POS tag, `PLACEHOLDER` for every word, or the word."""
 
 OPEN = "("
 CLOSE = ")"
@@ -51,8 +51,9 @@ def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], li
         tree: a tree whose words are each the only child of a POS tag, usually the output of
             `treebank.preprocess`. A `TOP` root is implicit and not written to the target; any
             other root is written like every constituent.
-        target_form: "tags" (each word's POS tag), "xx" (`XX` for each word) or "words"
-            (the word itself).
+        target_form: "tags" (each word's POS tag), "xx" (`XX` for each word), "words"
+            (the word itself), or a "read" form (`forms`: its symbols are those of "tags" or
+            "xx").
 
     Returns:
         `(source_words, target_symbols)`: the words in order, and the depth-first sequence with
@@ -66,6 +67,7 @@ def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], li
     """
     if target_form not in TARGET_FORMS:
         raise ValueError(f"target_form must be one of {TARGET_FORMS}, got {target_form!r}")
+    target_form = symbol_form(target_form)
     words: list[str] = []
     symbols: list[str] = []
     roots = list(tree) if tree.label() == ROOT_LABEL else [tree]

@@ -40,7 +40,7 @@ import nltk
 from keras_transformer.search import DecodingSettings
 from pipelines.errors import DataError
 from pipelines.files import atomic_files, input_identity, read_manifest
-from pipelines.parsing import constraint, evalb, linearize, serving, treebank
+from pipelines.parsing import constraint, evalb, forms, linearize, serving, treebank
 from pipelines import Log
 from pipelines.tasks.base import Task, check_split
 
@@ -66,7 +66,9 @@ class PtbParsingTask(Task):
     WSJ sections below `data_dir` (train 02-21, dev 22, test 23; `treebank.wsj_split_files`).
     `target_form` is how words appear in the target (`linearize.TARGET_FORMS`): "tags", each
     word's POS tag (the paper's code), "xx", one placeholder for every word (Vinyals et al.),
-    or "words", the word itself, which the constrained search copies from the source.
+    or "words", the word itself, which the constrained search copies from the source;
+    "read_tags" and "read_xx" predict tags or `XX` and read each word after its symbol
+    (`forms`).
     """
 
     data_dir: str | None = None
@@ -249,7 +251,7 @@ class PtbParsingTask(Task):
         unreachable (the PTB has none after `treebank.preprocess`).
         """
         words = {"tags": treebank.POS_TAGS, "xx": (linearize.PLACEHOLDER,), "words": ()}
-        symbols = set(words[self.target_form])
+        symbols = set(words[forms.symbol_form(self.target_form)])
         symbols.update(bracket + label for label in treebank.PHRASE_LABELS
                        for bracket in (linearize.OPEN, linearize.CLOSE))
         with open(train_target, encoding="utf-8") as handle:
@@ -260,7 +262,8 @@ class PtbParsingTask(Task):
 
     def word_symbols(self) -> frozenset[str] | None:
         """The word symbols `score` accepts: `{XX}` for "xx", any non-bracket for "tags"."""
-        return frozenset([linearize.PLACEHOLDER]) if self.target_form == "xx" else None
+        xx = forms.symbol_form(self.target_form) == "xx"
+        return frozenset([linearize.PLACEHOLDER]) if xx else None
 
     def word_label(self) -> str | None:
         """The preterminal of a predicted word: `XX` for "words", else its word symbol."""
@@ -269,7 +272,15 @@ class PtbParsingTask(Task):
     def decoding_constraint(self, spm_proto: bytes) -> constraint.TreeConstraint:
         """Beam search that only builds well-formed trees over the sentence's words."""
         return constraint.TreeConstraint.from_proto(
-            spm_proto, copy_words=self.target_form == "words")
+            spm_proto, copy_words=self.target_form == "words",
+            read_words=forms.reads_words(self.target_form))
+
+    def teacher_inputs(self, spm_proto: bytes):
+        """In the "read" forms, each word symbol of the decoder input becomes its word's
+        first source piece (`constraint.TreeConstraint.teacher_inputs`)."""
+        if not forms.reads_words(self.target_form):
+            return None
+        return self.decoding_constraint(spm_proto).teacher_inputs
 
     def serving_input(self, sentences):
         return serving.normalize_sentences(sentences)

@@ -119,6 +119,14 @@ class Task(abc.ABC):
         """A `keras_transformer.search.DecodingConstraint` for beam search, or None."""
         return None
 
+    def teacher_inputs(self, spm_proto: bytes):
+        """None, or `f(source_ids, target_in) -> target_in`: the decoder input that training
+        (and scoring) teacher-forces instead of [BOS] + target, for a decoder trained to read
+        something other than its own previous output (a parser reads the words); int32
+        tensors, one example or a batch. Must agree with `decoding_constraint`'s
+        `decoder_inputs`, which feeds the search the same way."""
+        return None
+
     def serving_input(self, sentences):
         """In-graph: the input sentences as the model expects them."""
         return sentences

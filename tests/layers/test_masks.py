@@ -1,4 +1,5 @@
-"""Attention masks: padding (id 0 is never attended to) and causal (Section 3.2.3).
+"""Attention masks: padding (id 0 is never attended to), causal (Section 3.2.3) and segment
+(the pairs of a packed row never see each other).
 
 A mask is boolean, True where attention is allowed, and broadcasts against scores of shape
 [batch, heads, queries, keys]. The layers and the model rely on exactly these shapes and
@@ -8,7 +9,7 @@ import numpy as np
 from keras import ops
 
 from keras_transformer.constants import PAD_ID
-from keras_transformer.layers.masks import apply_mask, causal_mask, padding_mask
+from keras_transformer.layers.masks import apply_mask, causal_mask, padding_mask, segment_mask
 from tests.layers.harness import to_numpy
 
 
@@ -57,3 +58,35 @@ def test_apply_mask_sets_forbidden_scores_to_a_large_negative():
 def test_apply_mask_without_mask_is_identity():
     scores = ops.convert_to_tensor(np.ones((1, 1, 2, 2), "float32"))
     assert apply_mask(scores, None) is scores
+
+
+def test_segment_mask_keeps_attention_within_each_pair():
+    """Pairs 1 and 2 of a packed row, then padding (0): each sees only its own pair."""
+    segments = np.array([[1, 1, 2, 2, 2, 0], [1, 1, 1, 1, 1, 1]], "int32")
+    mask = segment_mask(segments, segments)
+    assert tuple(mask.shape) == (2, 1, 6, 6)
+    assert mask.dtype == "bool"
+    blocks = np.zeros((6, 6), bool)
+    blocks[:2, :2] = blocks[2:5, 2:5] = blocks[5:, 5:] = True
+    np.testing.assert_array_equal(to_numpy(mask)[0, 0], blocks)
+    np.testing.assert_array_equal(to_numpy(mask)[1, 0], np.ones((6, 6), bool))  # one pair
+
+
+def test_segment_mask_between_target_and_source_rows():
+    """Cross-attention: each target position sees the source of its own pair only; rows of
+    different lengths (targets longer here) are fine."""
+    source = np.array([[1, 1, 2, 0]], "int32")
+    target = np.array([[1, 1, 1, 2, 2, 0]], "int32")
+    mask = to_numpy(segment_mask(target, source))
+    assert mask.shape == (1, 1, 6, 4)
+    np.testing.assert_array_equal(mask[0, 0], target[0][:, None] == source[0][None, :])
+    assert not mask[0, 0, :5, 3].any()  # real positions never see padding
+
+
+def test_segment_and_causal_masks_combine_into_causal_blocks():
+    segments = np.array([[1, 1, 1, 2, 2]], "int32")
+    combined = to_numpy(ops.logical_and(causal_mask(5), segment_mask(segments, segments)))
+    expected = np.zeros((5, 5), bool)
+    expected[:3, :3] = np.tril(np.ones((3, 3), bool))
+    expected[3:, 3:] = np.tril(np.ones((2, 2), bool))
+    np.testing.assert_array_equal(combined[0, 0], expected)

@@ -2,7 +2,8 @@
 
 PE(pos, 2i) = sin(pos / 10000^(2i / d_model)), PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)).
 Both layers return [1, length, d] for positions start .. start + length - 1; incremental
-decoding relies on `start` giving the same vectors as the full sequence.
+decoding relies on `start` giving the same vectors as the full sequence. Given `positions`
+[batch, length] (a packed row's, restarting with each pair), they return [batch, length, d].
 """
 import numpy as np
 import pytest
@@ -82,3 +83,24 @@ def test_learned_returns_the_rows_of_its_positions():
     assert table.shape == (10, D_MODEL)
     np.testing.assert_array_equal(first[0], table[:4])
     np.testing.assert_array_equal(to_numpy(layer(x, start=6))[0], table[6:10])  # last rows
+
+
+PACKED_POSITIONS = np.array([[0, 1, 2, 0, 1, 0, 0], [0, 1, 2, 3, 4, 5, 6]], "int32")
+
+
+def test_sinusoidal_layer_at_given_positions():
+    layer, out = run_layer_test(
+        SinusoidalPositionalEncoding, {}, normal((2, 7, D_MODEL), seed=4),
+        call_kwargs={"positions": PACKED_POSITIONS}, expected_output_shape=(2, 7, D_MODEL),
+        run_graph_check=True, expected_num_trainable_weights=0)
+    full = to_numpy(layer(np.zeros((1, 7, D_MODEL), "float32")))[0]
+    np.testing.assert_array_equal(out, full[PACKED_POSITIONS])
+
+
+def test_learned_layer_at_given_positions():
+    layer, out = run_layer_test(
+        LearnedPositionalEmbedding, dict(max_length=10), normal((2, 7, D_MODEL), seed=5),
+        call_kwargs={"positions": PACKED_POSITIONS}, expected_output_shape=(2, 7, D_MODEL),
+        run_graph_check=True, expected_num_trainable_weights=1,
+        expected_num_trainable_params=10 * D_MODEL)
+    np.testing.assert_array_equal(out, to_numpy(layer.embeddings)[PACKED_POSITIONS])

@@ -140,3 +140,63 @@ def test_keep_best_by_and_patience_are_saved_run_controls(tmp_path):
     assert (run.training.keep_best_by, run.training.early_stop_patience) == ("last", 0)
     fresh = options.resolve({"model_dir": str(tmp_path / "new")})
     assert (fresh.training.keep_best_by, fresh.training.early_stop_patience) == ("last", 0)
+
+
+def test_a_preset_s_own_vocabulary_wins_over_the_task_s(tmp_path):
+    """Precedence: flag > settings.json > the preset's own value > the task's > the paper's."""
+    for given in ({"task": "ptb_parsing"}, {}):  # the WSJ task (16,000) and Multi30k (8,000)
+        run = options.resolve({"model_dir": str(tmp_path / "p"), **given,
+                               "config": "parsing_wsj_sample"})
+        assert run.data.vocab_size == 4_000
+        assert run.origins["vocab_size"] == "preset parsing_wsj_sample"
+        assert "vocab_size 4000 (preset parsing_wsj_sample)" in options.describe_origins(run)
+    run = options.resolve({"model_dir": str(tmp_path / "p"), "config": "parsing_wsj_sample",
+                           "vocab_size": 1000})
+    assert (run.data.vocab_size, run.origins["vocab_size"]) == (1000, "flag")
+    # `base` (and every Table 3 row) declares no vocabulary of its own: the task's applies,
+    # not the paper's 37,000 that the dataclass default holds.
+    run = options.resolve({"model_dir": str(tmp_path / "b"), "task": "ptb_parsing",
+                           "config": "base"})
+    assert (run.data.vocab_size, run.origins["vocab_size"]) == (16_000, "task ptb_parsing")
+    # Once prepared, the model dir's value wins over the preset's.
+    (tmp_path / "s").mkdir()
+    md.save_settings(tmp_path / "s", {"format": 2, "task": "multi30k_ende", "vocab_size": 500})
+    run = options.resolve({"model_dir": str(tmp_path / "s"), "config": "parsing_wsj_sample"})
+    assert (run.data.vocab_size, run.origins["vocab_size"]) == (500, "settings.json")
+
+
+def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
+    """multi30k_small has 256 positions through run.py as through the README's Keras script
+    (`TransformerConfig.preset`), though Multi30k sentences stop at 128 + 50 + EOS."""
+    from keras_transformer import TransformerConfig
+
+    run = options.resolve({"model_dir": str(tmp_path / "m")})
+    config = options.config_for(run, run.make_task(), 8_000)
+    assert config.max_length == TransformerConfig.preset("multi30k_small").max_length == 256
+    assert run.origins["max_length"] == "preset multi30k_small"
+    # A preset without its own (base) gets enough for the task: 128 + 50 + EOS.
+    run = options.resolve({"model_dir": str(tmp_path / "b"), "config": "base"})
+    assert (run.model.max_length, run.origins["max_length"]) == (179, "task multi30k_ende")
+    run = options.resolve({"model_dir": str(tmp_path / "o"),
+                           "config_override": {"max_length": 300}})
+    assert options.config_for(run, run.make_task(), 8_000).max_length == 300
+    # A trained model keeps the positions its config.json has.
+    trained = tmp_path / "t"
+    trained.mkdir()
+    md.save_config(trained, TransformerConfig.preset("multi30k_small", max_length=179))
+    md.final_weights(trained).write_bytes(b"weights")
+    run = options.resolve({"model_dir": str(trained)})
+    assert (run.model.max_length, run.origins["max_length"]) == (179, "config.json")
+
+
+def test_the_run_log_says_where_each_value_came_from(tmp_path, shared_data):
+    from tests.pipelines.run_helpers import run_command
+
+    result = run_command([f"--model_dir={tmp_path / 'm'}", "--config=parsing_wsj_sample",
+                          "--mode=score"], shared_data, timeout=120)
+    assert result.returncode == 2  # score needs --input: the log line comes before
+    options_line = next(line for line in result.stderr.splitlines()
+                        if line.startswith("options: "))
+    assert "vocab_size 4000 (preset parsing_wsj_sample)" in options_line
+    assert "max_length 1024 (preset parsing_wsj_sample)" in options_line
+    assert "config 'parsing_wsj_sample' (flag)" in options_line

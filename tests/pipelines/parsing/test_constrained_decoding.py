@@ -233,3 +233,37 @@ def test_a_word_slot_is_ranked_by_the_probability_of_any_word(words_sample):
         np.log(np.exp(logits.numpy()[0, 0][text]).sum()), rel=1e-5)
     others = np.arange(vocab_size) != first_piece
     np.testing.assert_array_equal(pooled[others], logits.numpy()[0, 0][others])
+
+
+def test_the_search_reads_what_training_read(sample):
+    """"read" forms: stepping the constraint along a gold target, the tokens it feeds the
+    decoder (`decoder_inputs`) are exactly the teacher-forced input training rewrote
+    (`teacher_inputs`): every bracket as itself, the start token and every tag as the first
+    piece of the next word, the end token after the last."""
+    pairs, proto = sample
+    tokenizer = tf_text.SentencepieceTokenizer(model=proto)
+    constraint = TreeConstraint.from_proto(proto, read_words=True)
+    pieces = [tokenizer.id_to_string(i).numpy().decode()
+              for i in range(tokenizer.vocab_size().numpy().item())]
+    for words, target in pairs["dev"][:10]:
+        source = tokenizer.tokenize([" ".join(words)]).to_list()[0] + [EOS_ID]
+        target_ids = tokenizer.tokenize([to_target_string(target)]).to_list()[0]
+        teacher = constraint.teacher_inputs(tf.constant(source),
+                                            tf.constant([BOS_ID] + target_ids)).numpy()
+        state = constraint.initial_state(tf.constant([source]), 1, len(source) + 300)
+        fed = []
+        for step, token in enumerate([BOS_ID] + target_ids):
+            ids = tf.constant([[token]])
+            fed.append(int(constraint.decoder_inputs(ids, state)[0, 0]))
+            _, state = constraint.allowed(ids, step, state, tf.constant([len(source) + 300]),
+                                          len(pieces))
+        assert fed == teacher.tolist()
+        read = [fed[0]] + [i for i, symbol in zip(fed[1:], target) if symbol[0] not in "()"]
+        first = [tokenizer.tokenize([w]).to_list()[0][0] for w in words]
+        assert read == first + [EOS_ID]
+        brackets = [i for i, symbol in zip(fed[1:], target) if symbol[0] in "()"]
+        assert brackets == [i for i, symbol in zip(target_ids, target) if symbol[0] in "()"]
+    # Brackets are read as themselves; without read_words nothing is rewritten.
+    assert TreeConstraint.from_proto(proto).teacher_inputs(
+        tf.constant(source), tf.constant([BOS_ID] + target_ids)).numpy().tolist() == \
+        [BOS_ID] + target_ids

@@ -2,10 +2,12 @@
 import json
 
 import nltk
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel uses)
 
 from pipelines.parsing import treebank
+from tests.export import serving_check
 from tests.pipelines.run_helpers import TINY_MODEL, run_command
 
 
@@ -53,38 +55,82 @@ def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_d
         assert {label for _, label in tree.pos()} <= set(treebank.POS_TAGS)
 
 
-def test_a_trained_parser_reads_the_words(tmp_path, shared_data):
+SENTENCES = ["The company said it expects higher sales .",
+             "Stocks fell sharply in heavy trading yesterday .",
+             "Analysts expect the bank to report losses ."]
+
+
+@pytest.fixture(scope="module")
+def trained_parsers(tmp_path_factory, shared_data):
+    """`form -> model dir` of a d_model 64 parser trained 400 steps in that target form, that
+    translated `SENTENCES` to `trees.txt` beside the model dir; trained on first use."""
+    sample = shared_data / "ptb_sample"
+    parsers = {}
+
+    def train(form):
+        if form not in parsers:
+            work = tmp_path_factory.mktemp(form)
+            model_dir = work / "parser"
+            (work / "input.txt").write_text("".join(s + "\n" for s in SENTENCES))
+            result = run_command(
+                ["--task=ptb_parsing", f"--target_form={form}",
+                 f"--train_trees={sample / 'train.mrg'}", f"--dev_trees={sample / 'dev.mrg'}",
+                 f"--model_dir={model_dir}", "--config_override=num_layers=2",
+                 "--config_override=d_model=64", "--config_override=d_ff=128",
+                 "--config_override=num_heads=2", "--vocab_size=1000", "--batch_tokens=1024",
+                 "--warmup_steps=100", "--train_steps=400", "--checkpoint_every=200",
+                 "--beam_size=4", "--nomixed_precision", f"--input={work / 'input.txt'}",
+                 f"--output={work / 'trees.txt'}", "--mode=prepare,train,translate"],
+                shared_data, timeout=900)
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            parsers[form] = model_dir
+        return parsers[form]
+
+    return train
+
+
+@pytest.mark.parametrize("form", ["words", "read_xx"])
+def test_a_trained_parser_reads_the_words(trained_parsers, form):
     """Three sentences of equal length but different words do not all get the same brackets
     after 400 steps.
 
     A source-blind model gives every sentence of a length the same tree: the POS-tag and XX
     parsers of the sample did, for hundreds of steps (and stayed below a right-branching
     baseline). In the "words" form the decoder reads its place in the sentence from the words
-    it has copied, and the words change the brackets.
+    it has copied, in the "read" forms from the word it is given after each slot symbol, and
+    the words change the brackets.
     """
-    sample = shared_data / "ptb_sample"
-    model_dir = tmp_path / "parser"
-    sentences = ["The company said it expects higher sales .",
-                 "Stocks fell sharply in heavy trading yesterday .",
-                 "Analysts expect the bank to report losses ."]
-    assert len({len(s.split()) for s in sentences}) == 1
-    (tmp_path / "input.txt").write_text("".join(s + "\n" for s in sentences))
-    result = run_command(
-        ["--task=ptb_parsing", "--target_form=words", f"--train_trees={sample / 'train.mrg'}",
-         f"--dev_trees={sample / 'dev.mrg'}", f"--model_dir={model_dir}",
-         "--config_override=num_layers=2", "--config_override=d_model=64",
-         "--config_override=d_ff=128", "--config_override=num_heads=2", "--vocab_size=1000",
-         "--batch_tokens=1024", "--warmup_steps=100", "--train_steps=400",
-         "--checkpoint_every=200", "--beam_size=4", f"--input={tmp_path / 'input.txt'}",
-         f"--output={tmp_path / 'trees.txt'}", "--mode=prepare,train,translate"],
-        shared_data, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert len({len(s.split()) for s in SENTENCES}) == 1
     trees = [nltk.Tree.fromstring(line) for line in
-             (tmp_path / "trees.txt").read_text().splitlines()]
-    assert [t.leaves() for t in trees] == [s.split() for s in sentences]
+             (trained_parsers(form).parent / "trees.txt").read_text().splitlines()]
+    assert [t.leaves() for t in trees] == [s.split() for s in SENTENCES]
     assert all(tag == "XX" for tree in trees for _, tag in tree.pos())
 
     def brackets(tree):
         return tuple((s.label(), len(s.leaves())) for s in tree.subtrees() if s.height() > 2)
 
     assert len({brackets(tree) for tree in trees}) > 1, [str(t) for t in trees]
+
+
+def test_the_exported_reading_parser_answers_as_translate(trained_parsers, tmp_path,
+                                                           shared_data):
+    """The SavedModel of a "read" parser feeds the words in the graph exactly as the
+    translate stage's search does: 20 dev sentences get the same trees from `--mode
+    translate`, `tf.saved_model.load` and the TF1 session loader TensorFlow Serving mirrors."""
+    model_dir = trained_parsers("read_xx")
+    sentences = (model_dir / "data" / "ptb_parsing" / "dev.src").read_text().splitlines()[:20]
+    (tmp_path / "dev20.txt").write_text("".join(s + "\n" for s in sentences))
+    result = run_command(
+        [f"--model_dir={model_dir}", f"--input={tmp_path / 'dev20.txt'}",
+         f"--output={tmp_path / 'trees.txt'}", "--mode=export,translate"], shared_data)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    translated = (tmp_path / "trees.txt").read_text().splitlines()
+    assert len(translated) == 20
+    for sentence, text in zip(sentences, translated):
+        assert nltk.Tree.fromstring(text).leaves() == \
+            sentence.replace("(", "-LRB-").replace(")", "-RRB-").split()
+    export = str(model_dir / "export" / "1")
+    ids = [[5, 6, 3]]
+    for loader in (serving_check.run_tf2, serving_check.run_tf1):
+        answers = loader(export, sentences, ids)["sources"]["translation"]["values"]
+        assert [bytes.fromhex(a).decode() for a in answers] == translated, loader.__name__
