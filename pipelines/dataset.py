@@ -5,7 +5,8 @@ Training examples are ``((source, target_in), target_out)`` with ``source = ids 
 ``target_in = [BOS] + ids`` and ``target_out = ids + [EOS]``, padded with 0 (``PAD_ID``),
 grouped by ``pipelines.buckets``. Batches are padded to the bucket boundary when few distinct
 shapes matter (XLA), else each side to its longest. The budget is the GLOBAL batch under
-``tf.distribute``; ``batch_multiple`` makes every batch size divisible by the replica count.
+``tf.distribute``; ``batch_multiple`` makes every batch size divisible by the replica count,
+and ``global_batches`` gives each worker its own part of every batch.
 ``training_examples`` is the part shared with packed batches (``pipelines.packing``), which
 lay several pairs end to end in each row instead of bucketing them.
 Decoding batches tokenize with ``keras_transformer.text.sentences_to_ids``, the rule the
@@ -108,8 +109,8 @@ def training_batches(
       teacher_inputs: optional ``f(source, target_in) -> target_in`` on each example: what
         the decoder reads instead of [BOS] + target (``Task.teacher_inputs``).
     Returns:
-      A prefetched dataset whose batches are padded with ``PAD_ID``; auto-sharding is by
-      DATA for multi-worker training.
+      A prefetched dataset whose batches are padded with ``PAD_ID``, global batches under
+      ``tf.distribute`` (``global_batches``).
     """
     max_length = max(max_source_length, max_target_length)
     boundaries = list(boundaries) if boundaries is not None else default_boundaries(max_length)
@@ -138,9 +139,26 @@ def training_batches(
     )
     if shuffle:
         ds = ds.shuffle(64, seed=seed + 1, reshuffle_each_iteration=True)
+    return global_batches(ds).prefetch(tf.data.AUTOTUNE)
+
+
+def global_batches(batches: tf.data.Dataset) -> tf.data.Dataset:
+    """``batches`` as GLOBAL batches under ``tf.distribute``: each worker trains on its own
+    part of every batch, so that one step of all workers together is one batch of the budget.
+
+    Every worker builds the same stream of batches (the same data, seed and budget).
+    ``Strategy.experimental_distribute_dataset``, which ``model.fit`` calls, splits each
+    batch into one contiguous part per replica of the whole cluster, and the DATA auto-shard
+    policy then keeps this worker's parts: two workers of one replica each train on the two
+    halves of every batch, as one process with two replicas does. The policy is set, not left
+    to AUTO, which would first try to give each worker its own input files (the workers would
+    then draw different batches); with OFF each worker would feed its replicas all the parts
+    in turn, so that both workers trained on the same half at each step. The parts are equal
+    when batch sizes are multiples of the replica count (``batch_multiple``).
+    """
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+    return batches.with_options(options)
 
 
 def padding_fraction(batch) -> float:

@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from pipelines.buckets import bucket_batch_sizes, model_lengths
+from pipelines.dataset import global_batches
 from pipelines.dataset import padding_fraction as padding_fraction_of_pairs
 
 PAIRS_PER_ROW = 4
@@ -209,7 +210,7 @@ def packed_batches(examples: tf.data.Dataset, rows: RowLengths, *, batch_tokens:
       window: pairs packed together.
     Returns:
       A prefetched dataset of ``(dict of PACKED_INPUTS, target_out)`` batches, all of one
-      shape; auto-sharding is by DATA for multi-worker training.
+      shape, global batches under ``tf.distribute`` (``dataset.global_batches``).
     """
     if drop_remainder is None:
         drop_remainder = batch_multiple > 1
@@ -218,9 +219,7 @@ def packed_batches(examples: tf.data.Dataset, rows: RowLengths, *, batch_tokens:
         ds = ds.shuffle(window, seed=seed + 2, reshuffle_each_iteration=True)
     ds = ds.batch(rows_per_batch(rows, batch_tokens, batch_multiple),
                   drop_remainder=drop_remainder)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+    return global_batches(ds).prefetch(tf.data.AUTOTUNE)
 
 
 def padding_fraction(batch) -> float:

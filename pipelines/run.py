@@ -42,10 +42,10 @@ for _split in ("train", "dev", "test"):
     flags.DEFINE_string(f"{_split}_trees", None, f"task=ptb_parsing: {_split} trees, a "
                         f"bracketed .mrg file or a directory of them (default: the WSJ "
                         f"sections below --data_dir).")
-flags.DEFINE_enum("target_form", None, list(TARGET_FORMS), "task=ptb_parsing: word "
-                  "symbols of the target, each word's POS tag (tags, as the paper's code), "
-                  "XX (xx, Vinyals et al.), the word itself (words, copied from the source), "
-                  "or a tag or XX after which the decoder reads the word (read_tags, "
+flags.DEFINE_enum("target_form", None, list(TARGET_FORMS), "task=ptb_parsing: what stands "
+                  "for a word in the target: its POS tag (tags, as the paper's code), XX (xx, "
+                  "Vinyals et al.), the word itself (words, copied from the source), or a tag "
+                  "or XX after which the decoder reads the next word (read_tags, the default; "
                   "read_xx).")
 flags.DEFINE_string("config", None, "Preset name (default: the task's).")
 flags.DEFINE_multi_string("config_override", None, "key=value overriding a config field; "

@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from pipelines import dataset as ds_lib  # noqa: E402
 from pipelines import train as train_lib  # noqa: E402
 from tests.helpers import random_ids, tiny_config  # noqa: E402
 
@@ -24,9 +25,7 @@ model = train_lib.compile_model(tiny_config(), strategy, warmup_steps=10)
 source, target = random_ids(32, 6, seed=1), random_ids(32, 7, seed=2)
 target_in = np.concatenate([np.full((32, 1), 2, "int32"), target[:, :-1]], axis=1)
 dataset = tf.data.Dataset.from_tensor_slices(((source, target_in), target)).batch(8).repeat()
-options = tf.data.Options()
-options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-history = model.fit(dataset.with_options(options), epochs=2, steps_per_epoch=3, verbose=0)
+history = model.fit(ds_lib.global_batches(dataset), epochs=2, steps_per_epoch=3, verbose=0)
 np.savez(sys.argv[1], loss=np.array(history.history["loss"]),
          steps=np.array(int(model.optimizer.iterations.numpy())),
          **{f"w{i}": w.numpy() for i, w in enumerate(model.weights)})

@@ -82,7 +82,11 @@ def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, sh
                           f"--target={tmp_path / 'tgt'}"], shared_data)
     assert result.returncode == 0, result.stderr[-3000:]
     printed = [float(line) for line in result.stdout.splitlines()]
-    model, tokenizer = md.load_final_model(trained), vocab.load_tokenizer(trained / "spm.model")
+    # The stage decodes in the precision recorded in the model dir (bfloat16 where the CPU has
+    # it natively): the reference must too.
+    precision = json.loads((trained / "settings.json").read_text())["decoding"]["precision"]
+    model = md.load_final_model(trained, precision)
+    tokenizer = vocab.load_tokenizer(trained / "spm.model")
     expected = score_ids(model, text.sentences_to_ids(tokenizer, sources, 128),
                          text.sentences_to_ids(tokenizer, targets, model.config.max_length),
                          alpha=0.6).numpy()
