@@ -110,14 +110,31 @@ def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_
     return model
 
 
+def _record_missing_metric(model, step, checkpoint_every, every_epochs, checkpoint_dir,
+                           dev_metric_fn, log=print):
+    """Records the dev metric of the restored checkpoint `step` if it is one the dev metric
+    is evaluated at (`callbacks.DevMetric`, every `every_epochs` epochs of `checkpoint_every`
+    updates) and none was recorded: the run that wrote it stopped before the end of that
+    epoch's validation and decoding, and the resumed run starts after it. `model` holds the
+    checkpoint's weights, so the value is the one the run would have recorded."""
+    if -(-step // checkpoint_every) % every_epochs or \
+            step in checkpoints.read_metrics(checkpoint_dir):
+        return
+    log(f"train: the dev metric of step {step:,} was not recorded (the run stopped before): "
+        f"evaluating it now")
+    checkpoints.record_metric(checkpoint_dir, step, dev_metric_fn.metric_name,
+                              dev_metric_fn(model))
+
+
 def train(task, model_dir, config: TransformerConfig, training: TrainingOptions, *, strategy,
           dev_metric_fn=None, validate: bool = True, verbose=1, log=print):
     """Trains until the optimizer has made `training.train_steps` updates, resuming if it can.
 
     One Keras "epoch" is `checkpoint_every` updates; a checkpoint (model + optimizer) ends
     each, so a killed run restarted with the same command continues from the last
-    checkpoint's step. The data order after a resume is re-seeded from the step, so a resumed
-    run sees fresh batches rather than the ones already trained on. `dev_metric_fn`
+    checkpoint's step. A resumed run continues the data order exactly where the checkpoint
+    left it (the same seed, skipping the batches already trained on), so a killed and
+    resumed run trains the same model as an uninterrupted one. `dev_metric_fn`
     (`model -> score`) runs every `dev_metric_every` updates (rounded up to whole checkpoint
     intervals); its values are recorded beside the checkpoints, and with
     `early_stop_patience` training ends once that many evaluations in a row have not
@@ -140,6 +157,10 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     step = checkpoints.restore_latest(manager, model.optimizer)
     if step:
         log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
+    dev_every_epochs = max(1, -(-t.dev_metric_every // checkpoint_every))
+    if step and dev_metric_fn is not None and t.dev_metric_every:
+        _record_missing_metric(model, step, checkpoint_every, dev_every_epochs,
+                               checkpoint_dir, dev_metric_fn, log)
     if step >= train_steps:
         log(f"train: already at step {step:,} >= --train_steps {train_steps:,}; nothing to do")
         return model
@@ -160,7 +181,12 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
     # is padded to its own longest sentence. Packed rows have one shape.
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
-                          seed=seed + step, pad_to_bucket=jit_compile, pack=t.pack, log=log)
+                          seed=seed, pad_to_bucket=jit_compile, pack=t.pack, log=log)
+    dataset = data.dataset
+    if step:  # the batches the restored updates were made of (tf.data reads past them)
+        log(f"train: skipping the {step * accumulate_steps:,} batches trained on before step "
+            f"{step:,}, so that the data order goes on as if the run had not stopped")
+        dataset = dataset.skip(step * accumulate_steps)
     # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
     # from one epoch to the next, and a finite one would run dry in the second epoch. Never
     # packed: its per-token loss is the same, and its batches per pass are then exact.
@@ -174,11 +200,11 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     callbacks = [cb.StopAtStep(train_steps), cb.Throughput(),
                  cb.StepCheckpoint(manager, checkpoint_every, start_step=step)]
     if dev_metric_fn is not None and t.dev_metric_every:
-        callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=max(
-            1, -(-t.dev_metric_every // checkpoint_every)), checkpoint_dir=checkpoint_dir,
-            patience=t.early_stop_patience, log=log))
+        callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=dev_every_epochs,
+                                      checkpoint_dir=checkpoint_dir,
+                                      patience=t.early_stop_patience, log=log))
     callbacks.append(keras.callbacks.TensorBoard(str(own_dir / "logs")))
-    model.fit(data.dataset, validation_data=dev and dev.dataset,
+    model.fit(dataset, validation_data=dev and dev.dataset,
               validation_steps=dev and dev.batches_per_epoch,
               epochs=math.ceil(train_steps / checkpoint_every),
               initial_epoch=step // checkpoint_every,
