@@ -271,20 +271,16 @@ def training_input(
         f"(source too long {counts['too_long_source']:,}, target {counts['too_long_target']:,})"
     )
     drop = batch_multiple > 1
+    # What both layouts read: the pairs within the limits, shuffled, as the decoder reads them.
+    examples = dict(max_source_length=task.max_source_length,
+                    max_target_length=task.max_target_length, shuffle=shuffle, seed=seed,
+                    repeat=repeat, teacher_inputs=task.teacher_inputs(proto))
     if pack:
         table = packing.packing_table(lengths, task.max_source_length, task.max_target_length,
                                       batch_tokens, batch_multiple, seed=seed)
         log(f"{split}: packed, {packing.describe(table)}")
-        examples = ds_lib.training_examples(
-            prepared.cache.dataset(),
-            max_source_length=task.max_source_length,
-            max_target_length=task.max_target_length,
-            shuffle=shuffle,
-            seed=seed,
-            repeat=repeat,
-            teacher_inputs=task.teacher_inputs(proto),
-        )
-        dataset = packing.packed_batches(examples, table["rows"], batch_tokens=batch_tokens,
+        pairs = ds_lib.training_examples(prepared.cache.dataset(), **examples)
+        dataset = packing.packed_batches(pairs, table["rows"], batch_tokens=batch_tokens,
                                          batch_multiple=batch_multiple, shuffle=shuffle,
                                          seed=seed, drop_remainder=drop)
         batches = (table["rows_per_pass"] // table["rows_per_batch"] if drop
@@ -298,17 +294,12 @@ def training_input(
     batches = sum(r["sentences"] // r["batch_size"] if drop else r["batches"] for r in rows)
     dataset = ds_lib.training_batches(
         prepared.cache.dataset(),
-        max_source_length=task.max_source_length,
-        max_target_length=task.max_target_length,
         batch_tokens=batch_tokens,
         boundaries=boundaries,
         batch_multiple=batch_multiple,
-        shuffle=shuffle,
-        seed=seed,
-        repeat=repeat,
         drop_remainder=drop,
         pad_to_bucket=pad_to_bucket,
-        teacher_inputs=task.teacher_inputs(proto),
+        **examples,
     )
     return TrainingInput(dataset, batches, counts)
 
