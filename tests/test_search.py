@@ -205,3 +205,57 @@ def test_token_details_tracked_in_the_search_equal_the_teacher_forced_pass(model
                                forced["token_log_probs"].numpy(), atol=1e-4)
     np.testing.assert_array_equal(tracked["alignment"].numpy()[:, :, :width],
                                   forced["alignment"].numpy())
+
+
+@pytest.mark.parametrize("kind", ["normal", "ties", "mostly_masked"])
+def test_blocked_top_k_equals_tensorflows(kind):
+    """Values and indices equal `tf.math.top_k`'s, ties (to the lower index) included, for
+    row lengths with and without a block size dividing them, static and dynamic."""
+    from keras_transformer.search import top_k
+    rng = np.random.default_rng({"normal": 0, "ties": 1, "mostly_masked": 2}[kind])
+    dynamic = tf.function(top_k, input_signature=[tf.TensorSpec([None, None], tf.float32),
+                                                  tf.TensorSpec([], tf.int32)])
+    for n in (3, 127, 250, 8000, 8001, 37000):
+        x = {"normal": lambda: rng.normal(size=(5, n)),
+             "ties": lambda: rng.integers(0, 4, size=(5, n)).astype(float),
+             "mostly_masked": lambda: np.where(rng.random((5, n)) < 0.002,
+                                               rng.normal(size=(5, n)), -1e9)}[kind]()
+        x = tf.constant(x, tf.float32)
+        for k in sorted({1, 3, min(9, n)}):
+            expected = tf.math.top_k(x, k)
+            for got in (top_k(x, k), dynamic(x, k)):
+                np.testing.assert_array_equal(got[0], expected[0])
+                np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_candidates_equal_ranking_the_whole_vocabulary():
+    """`_candidates` (top tokens per hypothesis, one log-sum-exp) picks what ranking every
+    beam x vocabulary sum of the log-softmax does, with padding never chosen, only the end
+    token at a last position and only the forced token where one is forced."""
+    from keras_transformer.search import _NEG, _candidates
+    rng = np.random.default_rng(3)
+    batch, beams, vocab, width = 6, 3, 50, 6
+    logits = tf.constant(rng.normal(size=(batch, beams, vocab)) * 3, tf.float32)
+    alive = tf.constant(np.where(rng.random((batch, beams)) < 0.2, _NEG,
+                                 -rng.random((batch, beams)) * 5), tf.float32)
+    last = tf.constant([False, True, False, False, True, False])
+    forced = tf.constant([0, 0, 7, 0, 0, 9], tf.int32)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    columns = tf.range(vocab)[None, None, :]
+    disallowed = ((last[:, None, None] & (columns != EOS)) | (columns == 0)
+                  | ((forced > 0)[:, None, None] & (columns != forced[:, None, None])))
+    masked = tf.where(disallowed, _NEG, log_probs)
+    expected_sums, expected = tf.math.top_k(
+        tf.reshape(alive[:, :, None] + masked, [batch, -1]), width)
+    sums, beam, token, token_log_probs = _candidates(logits, alive, width, EOS, last, forced)
+    allowed = expected_sums > _NEG / 2  # beyond them the order of masked fillers is free
+    np.testing.assert_allclose(sums, expected_sums, rtol=1e-6)
+    np.testing.assert_array_equal(np.where(allowed, beam, -1),
+                                  np.where(allowed, expected // vocab, -1))
+    np.testing.assert_array_equal(np.where(allowed, token, -1),
+                                  np.where(allowed, expected % vocab, -1))
+    np.testing.assert_allclose(
+        np.where(allowed, token_log_probs, 0),
+        np.where(allowed, tf.gather(tf.reshape(masked, [batch, -1]), expected, batch_dims=1),
+                 0), rtol=1e-6)
+    assert np.all(token.numpy()[allowed.numpy()] != 0)
