@@ -4,7 +4,8 @@ The SavedModel written by `export_saved_model` serves a `export.translator.Trans
 functions as four signatures: ``serving_default`` (sentences in, translations out) and
 ``translate_ids`` (ids in, ids out), whose beam size, alpha and extra length are fixed at
 export time, and ``translate_with_options`` / ``translate_ids_with_options``, which take beam
-size, alpha, n-best size, extra length and a target prefix with every request and also return
+size, alpha, n-best size, extra length, a target prefix and the sampling settings (top-k,
+top-p, temperature, seed; temperature 0 = beam search) with every request and also return
 pieces, token log-probabilities and alignments. Options cannot be optional inputs of
 ``serving_default``: TensorFlow Serving requires every input of a signature in every request,
 so the plain ``{"instances": [{"source": ...}]}`` request would fail. The maximum input
@@ -35,7 +36,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from export.translator import MAX_BEAM_SIZE, ExportError, Translator
+from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE, ExportError, Translator
 from keras_transformer.search import DecodingSettings, alignment_layer
 
 SERVING_SIGNATURE = "serving_default"
@@ -102,8 +103,13 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
 
     options = {"beam_size": f"int32 scalar in [1, {MAX_BEAM_SIZE}]",
                "alpha": "float32 scalar >= 0",
-               "num_results": "int32 scalar in [1, beam_size]",
-               "max_extra_length": "int32 scalar >= 0"}
+               "num_results": f"int32 scalar in [1, beam_size] (sampling: [1, {MAX_BEAM_SIZE}])",
+               "max_extra_length": "int32 scalar >= 0",
+               "sampling_topk": f"int32 scalar >= 0 (0: no cut; beam search: {BEAM_SEARCH[0]})",
+               "sampling_topp": f"float32 scalar in (0, 1] (1: no cut; beam search: "
+                                f"{BEAM_SEARCH[1]})",
+               "sampling_temperature": "float32 scalar >= 0 (0: beam search, > 0: sample)",
+               "seed": "int64 scalar (sampling only: the same seed, the same samples)"}
     per_token = {
         "token_log_probs": "float32 [batch, num_results, length] (0 = padding)",
         "alignment": "int32 [batch, num_results, length]: source position (-1 = padding)"}

@@ -12,9 +12,12 @@ well (the translate stage uses them, so it answers exactly as the served model d
   vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
   keeping its EOS (`keras_transformer.text.truncate_ids`).
 * ``translate_with_options`` / ``translate_ids_with_options``: the same with decoding options
-  given per request (beam size, alpha, n-best, extra length, a target prefix) and per-token
-  outputs (pieces, log-probabilities, alignment). The two fixed-settings functions are left
-  exactly as they were: their search is built with a Python beam size (static shapes).
+  given per request (beam size, alpha, n-best, extra length, a target prefix, and sampling:
+  top-k, top-p, temperature and seed, `keras_transformer.sampling`) and per-token outputs
+  (pieces, log-probabilities, alignment). Beam search and sampling are both in the graph
+  (`tf.cond`): ``sampling_temperature`` 0 means beam search, as every request must send every
+  input (TensorFlow Serving). The two fixed-settings functions are left exactly as they were:
+  their search is built with a Python beam size (static shapes).
 
 This module depends on the library only; what a task adds (a decoding constraint, in-graph
 pre- and post-processing) comes in as arguments.
@@ -29,13 +32,23 @@ import tensorflow as tf
 from keras_transformer import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.errors import UserError
-from keras_transformer.search import DecodingSettings, translate_ids
+from keras_transformer.sampling import sample_ids
+from keras_transformer.search import DecodingSettings, length_penalty, translate_ids
 
 MAX_BEAM_SIZE = 16  # the largest beam_size the *_with_options functions accept
 OPTION_SPECS = [tf.TensorSpec([], tf.int32, name="beam_size"),
                 tf.TensorSpec([], tf.float32, name="alpha"),
                 tf.TensorSpec([], tf.int32, name="num_results"),
                 tf.TensorSpec([], tf.int32, name="max_extra_length")]
+SAMPLING_SPECS = [tf.TensorSpec([], tf.int32, name="sampling_topk"),
+                  tf.TensorSpec([], tf.float32, name="sampling_topp"),
+                  tf.TensorSpec([], tf.float32, name="sampling_temperature"),
+                  tf.TensorSpec([], tf.int64, name="seed")]
+"""The sampling inputs of the options functions, after the target prefix. In-process they
+default to beam search (`BEAM_SEARCH`); a served signature needs them in every request."""
+BEAM_SEARCH = (0, 1.0, 0.0, 0)
+"""(sampling_topk, sampling_topp, sampling_temperature, seed) that mean "beam search": a
+temperature of 0 (which needs top-k 0 and top-p 1; the seed is then unused)."""
 
 
 class ExportError(UserError):
@@ -52,12 +65,17 @@ class Translator:
     `translate` (tf.string [batch] -> {"translation", "score"}) and `translate_ids` (int32
     [batch, length] -> {"ids", "score"}) decode with `settings`;
     `translate_with_options(source, beam_size, alpha, num_results, max_extra_length,
-    target_prefix)` -> {"translations", "scores", "tokens", "token_log_probs", "alignment"}
-    and `translate_ids_with_options(source_ids, ..., target_prefix_ids)` -> {"ids", "scores",
-    "token_log_probs", "alignment"} take the options per call (checked in the graph:
+    target_prefix, sampling_topk, sampling_topp, sampling_temperature, seed)` ->
+    {"translations", "scores", "tokens", "token_log_probs", "alignment"}
+    and `translate_ids_with_options(source_ids, ..., target_prefix_ids, ...)` -> {"ids",
+    "scores", "token_log_probs", "alignment"} take the options per call (checked in the graph:
     InvalidArgumentError for beam_size outside [1, MAX_BEAM_SIZE], num_results outside
-    [1, beam_size], alpha negative or not finite, max_extra_length negative, a prefix with
-    another batch size, or source or prefix ids outside the vocabulary). All four are
+    [1, beam_size] (sampling: [1, MAX_BEAM_SIZE]), alpha negative or not finite,
+    max_extra_length negative, a prefix with another batch size, source or prefix ids outside
+    the vocabulary, sampling_temperature negative or not finite, sampling_topk negative,
+    sampling_topp outside (0, 1], or top-k/top-p without a temperature). A temperature > 0
+    samples `num_results` translations per source (`keras_transformer.sampling.sample_ids`),
+    best score first; 0, the in-process default, is beam search. All four are
     `tf.function`s with fixed input signatures; the export registers these very functions as
     its four signatures, so calling them here and calling the loaded SavedModel give the same
     results.
@@ -119,11 +137,13 @@ class Translator:
         self.translate_with_options = tf.function(
             self._translate_with_options, autograph=False,
             input_signature=[strings, *OPTION_SPECS,
-                             tf.TensorSpec([None], tf.string, name="target_prefix")])
+                             tf.TensorSpec([None], tf.string, name="target_prefix"),
+                             *SAMPLING_SPECS])
         self.translate_ids_with_options = tf.function(
             self._translate_ids_with_options, autograph=False,
             input_signature=[ids, *OPTION_SPECS,
-                             tf.TensorSpec([None, None], tf.int32, name="target_prefix_ids")])
+                             tf.TensorSpec([None, None], tf.int32, name="target_prefix_ids"),
+                             *SAMPLING_SPECS])
 
     # ------------------------------------------------------------------ graph pieces
     def settings(self) -> dict[str, Any]:
@@ -188,17 +208,29 @@ class Translator:
 
     # ------------------------------------------------------------------ per-request options
     def _check_options(self, batch, beam_size, alpha, num_results, max_extra_length,
-                       prefix_batch):
+                       prefix_batch, sampling):
         """In-graph checks (core Assert ops: InvalidArgument, before any decoding)."""
         def check(condition, *message):
             return tf.debugging.Assert(condition, list(message), summarize=5)
 
+        topk, topp, temperature, _ = sampling
+        samples = temperature > 0.0
         return [
             check((beam_size >= 1) & (beam_size <= MAX_BEAM_SIZE),
                   f"beam_size must be in [1, {MAX_BEAM_SIZE}], got", beam_size),
-            check((num_results >= 1) & (num_results <= beam_size),
-                  "num_results must be in [1, beam_size], got num_results", num_results,
-                  "beam_size", beam_size),
+            check((num_results >= 1)
+                  & (num_results <= tf.where(samples, MAX_BEAM_SIZE, beam_size)),
+                  f"num_results must be in [1, beam_size] (sampling: [1, {MAX_BEAM_SIZE}]), "
+                  f"got num_results", num_results, "beam_size", beam_size),
+            check(tf.math.is_finite(temperature) & (temperature >= 0.0),
+                  "sampling_temperature must be a finite number >= 0 (0: beam search), got",
+                  temperature),
+            check(topk >= 0, "sampling_topk must be >= 0 (0: no cut), got", topk),
+            check((topp > 0.0) & (topp <= 1.0),
+                  "sampling_topp must be in (0, 1] (1: no cut), got", topp),
+            check(samples | ((topk == 0) & (topp == 1.0)),
+                  "sampling_topk and sampling_topp need sampling_temperature > 0 (0 is beam "
+                  "search), got sampling_topk", topk, "sampling_topp", topp),
             check(tf.math.is_finite(alpha) & (alpha >= 0.0),
                   "alpha must be a finite number >= 0, got", alpha),
             check(max_extra_length >= 0, "max_extra_length must be >= 0, got",
@@ -209,11 +241,12 @@ class Translator:
         ]
 
     def _search_with_options(self, source_ids, beam_size, alpha, num_results,
-                             max_extra_length, prefix_ids):
+                             max_extra_length, prefix_ids, sampling):
         """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs,
-        alignment [batch, n, len]), also for an empty batch."""
+        alignment [batch, n, len]), also for an empty batch; by beam search, or by sampling
+        when `sampling` (topk, topp, temperature, seed) has a temperature > 0."""
         checks = self._check_options(tf.shape(source_ids)[0], beam_size, alpha, num_results,
-                                     max_extra_length, tf.shape(prefix_ids)[0])
+                                     max_extra_length, tf.shape(prefix_ids)[0], sampling)
         checks.append(tf.debugging.Assert(
             tf.reduce_all((prefix_ids >= 0) & (prefix_ids < self.vocab_size)),
             [f"target prefix ids must be in [0, {self.vocab_size})"]))
@@ -223,13 +256,31 @@ class Translator:
             # The output cap bounds the search anyway; this keeps the sum from overflowing.
             extra = tf.minimum(max_extra_length, self.output_cap)
             prefix_ids = tf.identity(prefix_ids)
+            sampling = [tf.identity(value) for value in sampling]
 
-        def search():
-            out = translate_ids(
+        def beam():
+            return translate_ids(
                 self.model, source_ids, beam_size=beam_size, alpha=alpha, extra_length=extra,
                 max_length=self.output_cap, num_results=num_results,
                 constraint=self.constraint, return_token_scores=True, return_alignment=True,
                 target_prefix_ids=prefix_ids)
+
+        def sample():
+            topk, topp, temperature, seed = sampling
+            out = sample_ids(
+                self.model, source_ids, seed=seed, topk=topk, topp=topp,
+                temperature=temperature, num_results=num_results, extra_length=extra,
+                max_length=self.output_cap, constraint=self.constraint,
+                target_prefix_ids=prefix_ids, return_token_scores=True, return_alignment=True)
+            # Scored as beam search scores (length penalty alpha), best first.
+            lengths = tf.math.count_nonzero(out["ids"], axis=2, dtype=tf.int32)
+            scores, order = tf.math.top_k(out["log_probs"] / length_penalty(lengths, alpha),
+                                          k=num_results)
+            return {"scores": scores, **{name: tf.gather(out[name], order, batch_dims=1)
+                                         for name in ("ids", "token_log_probs", "alignment")}}
+
+        def search():
+            out = tf.cond(sampling[2] > 0.0, sample, beam)
             ids = out["ids"]
             width = tf.reduce_max(
                 tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 2))
@@ -243,7 +294,9 @@ class Translator:
         return tf.cond(tf.shape(source_ids)[0] > 0, search, empty)
 
     def _translate_with_options(self, source, beam_size, alpha, num_results, max_extra_length,
-                                target_prefix):
+                                target_prefix, sampling_topk=BEAM_SEARCH[0],
+                                sampling_topp=BEAM_SEARCH[1],
+                                sampling_temperature=BEAM_SEARCH[2], seed=BEAM_SEARCH[3]):
         tokenizer = self._tokenizer()
         if self.preprocess is not None:
             source = self.preprocess(source)
@@ -252,7 +305,8 @@ class Translator:
         prefix_ids = tf.cast(tokenizer.tokenize(target_prefix), tf.int32).to_tensor(
             default_value=PAD_ID)[:, :self.output_cap - 1]
         ids, scores, token_log_probs, alignment = self._search_with_options(
-            source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids)
+            source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids,
+            (sampling_topk, sampling_topp, sampling_temperature, seed))
         shape = tf.shape(ids)
         flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])
         translations = text.ids_to_sentences(tokenizer, flat)
@@ -263,9 +317,12 @@ class Translator:
                 "tokens": pieces, "token_log_probs": token_log_probs, "alignment": alignment}
 
     def _translate_ids_with_options(self, source_ids, beam_size, alpha, num_results,
-                                    max_extra_length, target_prefix_ids):
+                                    max_extra_length, target_prefix_ids,
+                                    sampling_topk=BEAM_SEARCH[0], sampling_topp=BEAM_SEARCH[1],
+                                    sampling_temperature=BEAM_SEARCH[2], seed=BEAM_SEARCH[3]):
         ids, scores, token_log_probs, alignment = self._search_with_options(
             self._client_ids(source_ids), beam_size, alpha, num_results, max_extra_length,
-            target_prefix_ids[:, :self.output_cap - 1])
+            target_prefix_ids[:, :self.output_cap - 1],
+            (sampling_topk, sampling_topp, sampling_temperature, seed))
         return {"ids": ids, "scores": scores, "token_log_probs": token_log_probs,
                 "alignment": alignment}

@@ -8,6 +8,10 @@ the model's size: its own `vocab_size` and `max_length` (`keras_transformer.conf
 task's length limits filter its data; they never shrink a preset's positions. A preset's
 `train_steps` is the paper's length for that model, the last default after the task's. Where
 each value came from is kept (`RunOptions.origins`) and logged (`describe_origins`).
+The defaults of mixed_precision and training's jit_compile are the device's
+(`pipelines.device_policy`), logged with why (`describe_device`).
+A fine-tuned model dir (`--init_from`, `pipelines.init_from`) takes its model (preset,
+overrides, vocabulary size, max_length) from its source, where a flag may only agree.
 
 After training, the model directory is the truth:
 a flag that contradicts what the model was trained with stops the run with one line
@@ -20,7 +24,8 @@ settings.json (format 2) holds what the first stages decided:
      "model": {"preset": ..., "config_overrides": {...}},                     # train
      "training": {"train_steps": ..., "batch_tokens": ..., ...},
      "decoding": {"beam_size": ..., "alpha": ..., "extra_length": ...,
-                  "max_input_length": ..., "precision": ...}}
+                  "max_input_length": ..., "precision": ...},
+     "init_from": {"model_dir": ..., "weights_sha256": ..., ...}}          # fine-tuned only
 """
 from __future__ import annotations
 
@@ -30,7 +35,10 @@ from typing import Any, Mapping
 
 from export.translator import MAX_BEAM_SIZE
 from keras_transformer import PRESETS, TransformerConfig
+from keras_transformer.sampling import SamplingSettings
 from keras_transformer.search import DecodingSettings
+from pipelines import device_policy
+from pipelines import init_from as init_lib
 from pipelines import model_dir as md
 from pipelines.errors import ConfigError
 from pipelines.tasks import Task, get_task
@@ -44,7 +52,7 @@ SETTINGS_FORMAT = 2
 TRAINING_DEFAULTS: dict[str, Any] = {
     "batch_tokens": 25_000, "warmup_steps": 4_000, "lr_scale": 1.0, "checkpoint_every": 1_000,
     "average_last": 5, "accumulate_steps": 1, "keep_checkpoints": 20, "seed": 0,
-    "jit_compile": False, "steps_per_execution": 1, "dev_metric_every": 0,
+    "steps_per_execution": 1, "dev_metric_every": 0,
     "dev_metric_sentences": 200, "memory_limit_mb": None, "keep_best_by": "last",
     "early_stop_patience": 0, "pack": False,
 }
@@ -93,6 +101,10 @@ SAVED_FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 """Flag -> (where settings.json keeps its value, how a differing flag is treated)."""
 
+RECORDED_TRAINING = ("precision_policy",)
+"""Training options written to settings.json for the record but never read back: each run
+derives them anew (the dtype policy from --mixed_precision and the device it runs on)."""
+
 
 AT_LEAST = {**{name: 1 for name in (
     "vocab_size", "train_steps", "batch_tokens", "accumulate_steps", "warmup_steps",
@@ -100,8 +112,11 @@ AT_LEAST = {**{name: 1 for name in (
     "num_cpu_devices", "beam_size", "max_input_length", "memory_limit_mb", "n_best")},
     **{name: 0 for name in ("lr_scale", "alpha", "extra_length", "dev_metric_every",
                             "dev_metric_sentences", "eval_sentences", "export_version", "seed",
-                            "early_stop_patience")}}
+                            "early_stop_patience", "sampling_topk")}}
 """Lower bounds of numeric flags, checked before anything runs (both CLIs)."""
+
+SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
+"""Any of these makes translate sample (`keras_transformer.sampling`) instead of beam search."""
 
 
 def check_bounds(given: Mapping[str, Any]) -> None:
@@ -153,6 +168,7 @@ class TrainingOptions:
     keep_best_by: str          # "last" or "dev_metric": which checkpoints are averaged
     early_stop_patience: int   # dev-metric evaluations without improvement; 0: never stop
     pack: bool = False         # several pairs per row (pipelines.packing), not buckets
+    precision_policy: str = "float32"  # Keras dtype policy: mixed_precision on this device
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,9 +225,12 @@ class RunOptions:
     export: ExportOptions = ExportOptions()
     io: IOOptions = IOOptions()
     verbose: int = 1
+    init: init_lib.InitFrom | None = None  # where a fine-tuned model starts (--init_from)
+    sampling: SamplingSettings | None = None  # translate samples with these (None: beam)
     origins: dict = dataclasses.field(default_factory=dict, compare=False)
     """Option name -> where its value came from: "flag", "settings.json", "config.json",
-    "preset NAME", "task NAME", "this CPU" or "default" (the paper's or the tool's)."""
+    "preset NAME", "task NAME", "device: <why>" (`pipelines.device_policy`) or "default"
+    (the paper's or the tool's)."""
 
     def make_task(self) -> Task:
         return get_task(self.data.task, **self.data.task_options)
@@ -221,11 +240,14 @@ class RunOptions:
         saved: dict[str, Any] = {"format": SETTINGS_FORMAT, "task": self.data.task,
                                  "task_options": self.data.task_options,
                                  "vocab_size": self.data.vocab_size}
+        if self.init is not None:
+            saved[init_lib.RECORD] = self.init.record()
         if trained:
             saved["model"] = {"preset": self.model.preset,  # max_length is config.json's
                               "config_overrides": self.model.config_overrides}
-            saved["training"] = {k: v for k, v in dataclasses.asdict(self.training).items()
-                                 if k in SAVED_FLAGS}  # not the machine's memory limit
+            saved["training"] = {  # not the machine's memory limit
+                k: v for k, v in dataclasses.asdict(self.training).items()
+                if k in SAVED_FLAGS or k in RECORDED_TRAINING}
             saved["decoding"] = dataclasses.asdict(self.decoding)
         return saved
 
@@ -272,13 +294,15 @@ def check_against_saved(given: Mapping[str, Any], saved: Mapping[str, Any], mode
             f"{remedy}")
 
 
-def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOptions:
+def resolve(given: Mapping[str, Any], *,
+            device: device_policy.Device | None = None) -> RunOptions:
     """The run's options from the flags the user gave (`given`, name -> value).
 
     Args:
         given: flag values the user set; flags left out take the saved, task or paper value.
-        native_bfloat16: whether this CPU multiplies bfloat16 natively (the mixed-precision
-            default of a new training run).
+        device: what training runs on (`device_policy.detect()`), which decides the
+            defaults of mixed_precision, the dtype policy it means, and jit_compile; None:
+            a CPU without bfloat16 instructions.
     Raises:
         ConfigError: a flag contradicts the model directory, or names an unknown preset.
         ModelDirError: settings.json is unreadable.
@@ -289,6 +313,11 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
     saved = md.load_settings(model_dir)
     check_against_saved(given, saved, model_dir, bool(given.get("override_saved")))
     md.check_vocabulary(model_dir, saved.get("spm_sha256"))
+    init = init_lib.resolve(given, model_dir, saved)
+
+    def from_source(name: str) -> tuple[str, Any]:
+        """(origin, value) of a model flag in the --init_from source (None without one)."""
+        return "init_from", init and init.model_default(name)
 
     origins: dict[str, str] = {}
 
@@ -315,21 +344,30 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
     task_options.update({k: given[k] for k in TASK_OPTION_FLAGS if given.get(k) is not None})
     task = get_task(pick("task", ("default", DEFAULT_TASK)), **task_options)
     from_task = f"task {task.name}"
-    model = ModelOptions(preset=pick("config", (from_task, task.preset)),
-                         config_overrides=dict(pick("config_override", ("default", {}))))
+    model = ModelOptions(preset=pick("config", from_source("config"), (from_task, task.preset)),
+                         config_overrides=dict(pick("config_override",
+                                                    from_source("config_override"),
+                                                    ("default", {}))))
     try:
         preset = TransformerConfig.preset(model.preset)
     except ValueError as e:
         raise ConfigError(f"--config: {e}") from None
     declared, from_preset = PRESETS[model.preset], f"preset {model.preset}"
     data = DataOptions(task=task.name, task_options={**task_options, **task.content_options()},
-                       vocab_size=pick("vocab_size", (from_preset, declared.get("vocab_size")),
+                       vocab_size=pick("vocab_size", from_source("vocab_size"),
+                                       (from_preset, declared.get("vocab_size")),
                                        (from_task, task.vocab_size)))
     unknown = set(model.config_overrides) - {f.name for f in dataclasses.fields(TransformerConfig)}
     if unknown:
         raise ConfigError(f"--config_override: {', '.join(sorted(unknown))} is not a "
                           f"TransformerConfig field (see keras_transformer/config.py)")
+    try:  # the model's width, which the XLA default depends on
+        d_model = TransformerConfig.preset(model.preset, **model.config_overrides).d_model
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"--config {model.preset} with --config_override "
+                          f"{model.config_overrides}: {e}") from None
     task_training = TASK_TRAINING_DEFAULTS.get(task.name, {})
+    device = device or device_policy.Device()
 
     def training_default(name: str) -> tuple[str, Any]:
         if name in task_training:
@@ -337,13 +375,23 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
         if name == "train_steps":
             return from_preset, preset.train_steps
         if name == "mixed_precision":
-            return "this CPU", native_bfloat16
+            policy, why = device_policy.precision(device)
+            return f"device: {why}", policy != "float32"
+        if name == "jit_compile":
+            on, why = device_policy.jit_compile(device, d_model)
+            return f"device: {why}", on
         return "default", TRAINING_DEFAULTS[name]
 
     training = TrainingOptions(**{f.name: pick(f.name, training_default(f.name))
-                                  for f in dataclasses.fields(TrainingOptions)})
+                                  for f in dataclasses.fields(TrainingOptions)
+                                  if f.name not in RECORDED_TRAINING})
+    # --mixed_precision says whether; the device says which mixed policy.
+    training = dataclasses.replace(training, precision_policy=(
+        device_policy.mixed_policy(device) if training.mixed_precision else "float32"))
+    origins["precision_policy"] = origins["mixed_precision"]
 
     _check_training(training)
+    init_lib.check_training(init, training.train_steps, training.accumulate_steps)
     if (given.get("n_best") or 1) > MAX_BEAM_SIZE:
         raise ConfigError(f"--n_best {given['n_best']}: at most {MAX_BEAM_SIZE}, the largest "
                           f"beam the translate_with_options function accepts")
@@ -353,10 +401,11 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
         alpha=pick("alpha", (from_task, task_decoding.alpha)),
         extra_length=pick("extra_length", (from_task, task_decoding.extra_length)),
         max_input_length=pick("max_input_length", (from_task, task_decoding.max_input_length)),
-        precision=pick("decode_precision",
-                       ("default", "bfloat16" if training.mixed_precision else "float32")))
+        # bfloat16 only after bfloat16 training: DecodingSettings has no float16.
+        precision=pick("decode_precision", ("default", "bfloat16" if training.precision_policy
+                                            == "mixed_bfloat16" else "float32")))
     model = dataclasses.replace(model, max_length=_max_length(
-        model, declared, task, decoding, model_dir, origins))
+        model, declared, task, decoding, model_dir, origins, init))
     return RunOptions(
         model_dir=model_dir, data=data, model=model, training=training, decoding=decoding,
         evaluation=EvalOptions(
@@ -377,19 +426,41 @@ def resolve(given: Mapping[str, Any], *, native_bfloat16: bool = False) -> RunOp
                      with_scores=bool(given.get("with_scores")),
                      with_alignment=bool(given.get("with_alignment")),
                      prefix_file=given.get("prefix_file")),
-        verbose=given.get("verbose", 1), origins=origins)
+        verbose=given.get("verbose", 1), init=init,
+        sampling=_sampling(given, training.seed), origins=origins)
+
+
+def _sampling(given: Mapping[str, Any], seed: int) -> SamplingSettings | None:
+    """The translate stage's sampling settings when a `SAMPLING_FLAGS` flag is given (the
+    others default to no cut and temperature 1), seeded by --seed (the training seed's
+    resolution: flag > settings.json > 0); None otherwise (beam search)."""
+    if all(given.get(name) is None for name in SAMPLING_FLAGS):
+        return None
+    topp, temperature = given.get("sampling_topp"), given.get("sampling_temperature")
+    if topp is not None and not 0 < topp <= 1:
+        raise ConfigError(f"--sampling_topp {topp}: must be in (0, 1]")
+    if temperature is not None and not 0 < temperature < float("inf"):
+        raise ConfigError(f"--sampling_temperature {temperature}: must be > 0")
+    if not -2 ** 63 <= seed < 2 ** 63:
+        raise ConfigError(f"--seed {seed}: sampling needs a 64-bit seed")
+    return SamplingSettings(topk=given.get("sampling_topk") or 0,
+                            topp=1.0 if topp is None else topp,
+                            temperature=1.0 if temperature is None else temperature, seed=seed)
 
 
 def _max_length(model: ModelOptions, declared: Mapping[str, Any], task: Task,
-                decoding: DecodingSettings, model_dir: str, origins: dict[str, str]) -> int:
+                decoding: DecodingSettings, model_dir: str, origins: dict[str, str],
+                init: init_lib.InitFrom | None = None) -> int:
     """The model's positions (`TransformerConfig.max_length`), by the module's precedence:
-    --config_override, a trained model's config.json, the preset's own, else enough for the
+    --config_override, a trained model's config.json (or its --init_from source's), the
+    preset's own, else enough for the
     task's longest sentence and longest output (source + extra_length + EOS)."""
     trained = (md.has_weights(model_dir)
                and os.path.isfile(os.path.join(model_dir, md.CONFIG_FILE)))
     candidates = (
         (origins["config_override"], model.config_overrides.get("max_length")),
         (md.CONFIG_FILE, md.load_config(model_dir).max_length if trained else None),
+        ("init_from", init.config.max_length if init and init.pending else None),
         (f"preset {model.preset}", declared.get("max_length")),
         (f"task {task.name}", max(task.max_length,
                                   task.max_source_length + decoding.extra_length + 1)))
@@ -408,6 +479,15 @@ def describe_origins(options: RunOptions) -> str:
               "decode_jit_compile": options.evaluation.jit_compile}
     return ", ".join(f"{name} {values[name]!r} ({origin})"
                      for name, origin in options.origins.items() if name in values)
+
+
+def describe_device(options: RunOptions, device: device_policy.Device) -> str:
+    """One log line: the device, the training precision and XLA setting, and why each
+    (`device: <why>` for the device's defaults, else the flag or settings.json)."""
+    t, origins = options.training, options.origins
+    return (f"device: {device.describe()}: {t.precision_policy} "
+            f"({origins['precision_policy']}); XLA {'on' if t.jit_compile else 'off'} "
+            f"({origins['jit_compile']})")
 
 
 def _check_training(t: TrainingOptions) -> None:

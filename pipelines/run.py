@@ -4,6 +4,8 @@
     python pipelines/run.py --task wmt14_ende --config base --train_steps 100000 \
         --batch_tokens 25000 --model_dir runs/base   # the paper's base model
     python pipelines/run.py --mode evaluate --model_dir runs/base
+    python pipelines/run.py --init_from runs/multi30k_ende --task text --train_src a.en \
+        --train_tgt a.de --warmup_steps 100 --train_steps 300 --model_dir runs/tuned
 
 Flags -> options (`pipelines.options.resolve`: flag > settings.json > preset > task >
 paper, logged) -> stages, under the model dir's lock when they write (`pipelines.lock`);
@@ -33,6 +35,16 @@ flags.DEFINE_list("mode", ["prepare", "train", "average", "evaluate", "export"],
                   "Stages to run, in order: prepare, train, average, evaluate, export, "
                   "translate, score.")
 flags.DEFINE_string("model_dir", None, "Model directory (default runs/<task>).")
+flags.DEFINE_string("init_from", None, "Fine-tune: start the new --model_dir from this trained "
+                    "model dir's averaged weights (final.weights.h5), model config and "
+                    "vocabulary (reused, never retrained), with a fresh optimizer and this "
+                    "run's training flags (--warmup_steps, --train_steps, ...). Recorded in "
+                    "settings.json; later runs resume the new dir from its own checkpoints.")
+flags.DEFINE_bool("init_optimizer", None, "With --init_from: also restore Adam's moments and "
+                  "step counter from the source's latest checkpoint, so that the step count "
+                  "and Eq. 3's schedule go on from the source's step S (--train_steps counts "
+                  "from 0: give S + the fine-tuning steps; no second warm-up once S >= "
+                  "--warmup_steps).")
 flags.DEFINE_string("data_dir", None, "Where the task's data is: the folder holding "
                     "multi30k/ (default $KT_DATA_DIR), the tfds data dir, or the WSJ tree dir.")
 flags.DEFINE_string("manual_dir", None, "tfds manual download dir.")
@@ -67,11 +79,16 @@ flags.DEFINE_integer("keep_checkpoints", None, "Newest checkpoints kept (default
                      "--keep_best_by dev_metric the best ones are kept too).")
 flags.DEFINE_integer("average_last", None, "Checkpoints averaged for evaluation and export "
                      "(default 5 as for the paper's base; 20 for big).")
-flags.DEFINE_integer("seed", None, "Random seed (weights, data order, dropout; default 0).")
-flags.DEFINE_bool("jit_compile", None, "Compile the training step with XLA.")
-flags.DEFINE_bool("mixed_precision", None, "Train in mixed bfloat16 (float32 weights); "
-                  "default: on where the CPU multiplies bfloat16 natively (AVX512-BF16 or "
-                  "AMX) and there are no GPUs. Sets the decoding precision's default too.")
+flags.DEFINE_integer("seed", None, "Random seed (weights, data order, dropout; and translate's "
+                     "sampling: the same seed, the same samples; default: the model dir's, "
+                     "else 0).")
+flags.DEFINE_bool("jit_compile", None, "Compile the training step with XLA (default: on "
+                  "GPUs, and on a CPU from d_model 512; pipelines/device_policy.py).")
+flags.DEFINE_bool("mixed_precision", None, "Train in mixed precision (float32 weights): "
+                  "mixed_bfloat16 on a CPU and on GPUs of compute capability >= 8.0, "
+                  "mixed_float16 with loss scaling on older GPUs. Default: on where it is "
+                  "faster (bfloat16 CPU instructions, GPUs >= 7.0). bfloat16 training sets "
+                  "the decoding precision's default to bfloat16 too.")
 flags.DEFINE_bool("pack", None, "Train on packed rows, several pairs end to end in each row "
                   "with attention kept within each pair, instead of length buckets: almost "
                   "no padding (prepare's table shows both; default off).")
@@ -103,7 +120,14 @@ flags.DEFINE_bool("decode_jit_compile", None, "Compile evaluation's beam search 
 flags.DEFINE_string("input", None, "translate: file of source sentences (default stdin).")
 flags.DEFINE_string("output", None, "translate: output file (default stdout).")
 flags.DEFINE_integer("n_best", None, "translate: the N best hypotheses of each line, as JSON "
-                     "lines (the beam is widened to N if smaller).")
+                     "lines (the beam is widened to N if smaller; sampling: N samples).")
+flags.DEFINE_integer("sampling_topk", None, "translate: sample instead of beam search, each "
+                     "token from the K most likely (0: no cut). Any sampling flag turns "
+                     "sampling on; --seed seeds it.")
+flags.DEFINE_float("sampling_topp", None, "translate: sample (nucleus) from the smallest set of "
+                   "most likely tokens whose probability reaches P, in (0, 1] (1: no cut).")
+flags.DEFINE_float("sampling_temperature", None, "translate: sample from the model's "
+                   "distribution at temperature T > 0 (default 1 when sampling).")
 flags.DEFINE_bool("with_scores", False, "translate: add each hypothesis's pieces and their "
                   "log-probabilities (JSON lines).")
 flags.DEFINE_bool("with_alignment", False, "translate: add, for each target piece, the source "
@@ -170,6 +194,7 @@ def main(argv):
     train_lib.configure_cpu_devices(FLAGS.num_cpu_devices)  # before TensorFlow starts
     import keras
 
+    from pipelines import device_policy
     from pipelines import options as options_lib
     from pipelines import stages
 
@@ -177,9 +202,14 @@ def main(argv):
         unknown = [m for m in FLAGS.mode if m not in stages.STAGES]
         if unknown:
             raise ConfigError(f"--mode {','.join(unknown)}: choose from {', '.join(stages.STAGES)}")
-        options = options_lib.resolve(given_flags(),
-                                      native_bfloat16=train_lib.native_bfloat16())
+        sampling = [name for name in options_lib.SAMPLING_FLAGS if getattr(FLAGS, name) is not None]
+        if sampling and "translate" not in FLAGS.mode:
+            raise ConfigError(f"--{sampling[0]}: only --mode translate samples")
+        device = device_policy.detect(FLAGS.num_cpu_devices)
+        options = options_lib.resolve(given_flags(), device=device)
         log(f"options: {options_lib.describe_origins(options)}")
+        if "train" in FLAGS.mode:
+            log(options_lib.describe_device(options, device))
         keras.utils.set_random_seed(options.training.seed)
         results = sys.stdout
         # One writer per model dir (its lock). Under multi-worker training only the chief

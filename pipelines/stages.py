@@ -26,6 +26,7 @@ from keras_transformer import text
 from keras_transformer.search import score_ids
 from pipelines import Log
 from pipelines import checkpoints, evaluate, prepare
+from pipelines import init_from as init_lib
 from pipelines import model_dir as md
 from pipelines import vocab as vocab_lib
 from pipelines.errors import ConfigError, DataError, ModelDirError
@@ -82,8 +83,14 @@ def _record_settings(options: RunOptions, *, trained: bool) -> None:
 
 def run_prepare(options: RunOptions, log: Log = print) -> dict:
     task = options.make_task()
+    if options.init is not None:  # fine-tuning: the source's vocabulary, never a new one
+        init_lib.copy_vocabulary(options.init, options.model_dir, log)
     report = prepare.prepare(task, options.model_dir, vocab_size=options.data.vocab_size,
                              batch_tokens=options.training.batch_tokens, log=log)
+    if options.init is not None:
+        clean = prepare.clean_split(task, "train", options.model_dir, log=log)
+        init_lib.report_coverage(options.init, prepare.vocab_path(options.model_dir).read_bytes(),
+                                 [clean.source_path, clean.target_path], log)
     _record_settings(options, trained=md.has_weights(options.model_dir))
     return report
 
@@ -101,9 +108,16 @@ def run_train(options: RunOptions, strategy, log: Log = print):
     if not chief and not prepare.vocab_path(options.model_dir).is_file():
         raise ModelDirError(f"{options.model_dir} is not prepared: run --mode prepare once "
                             f"before starting the workers (only the chief writes it)")
+    init = options.init if options.init is not None and options.init.pending else None
+    if init is not None and chief:
+        init_lib.copy_vocabulary(init, options.model_dir, log)
     proto = prepare.ensure_vocab(task, options.model_dir, options.data.vocab_size, log=log)
     if md.has_weights(options.model_dir):  # resuming: the config the weights were made with
         config = md.load_config(options.model_dir)
+    elif init is not None:  # fine-tuning: the source's model, exactly
+        config = init.config
+        if chief:
+            md.save_config(options.model_dir, config)
     else:
         config = config_for(options, task, vocab_lib.vocab_size_of(proto))
         if chief:
@@ -111,16 +125,16 @@ def run_train(options: RunOptions, strategy, log: Log = print):
     if chief:
         _record_settings(options, trained=True)
     training = options.training
-    if training.mixed_precision:
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    log(f"train: {'mixed_bfloat16' if training.mixed_precision else 'float32'} compute")
+    keras.mixed_precision.set_global_policy(training.precision_policy)
     log(f"train: config {config.to_dict()}")
     log(f"train: {training}")
     dev_metric = (dev_metric_evaluator(options, task, config.max_length, log)
                   if training.dev_metric_every else None)
     try:
         return train_lib.train(task, options.model_dir, config, training, strategy=strategy,
-                               dev_metric_fn=dev_metric, verbose=options.verbose, log=log)
+                               dev_metric_fn=dev_metric, verbose=options.verbose, log=log,
+                               initialise=init and init_lib.initialiser(init, log),
+                               initial_step=options.init.step if options.init else 0)
     finally:
         keras.mixed_precision.set_global_policy("float32")
 
@@ -235,20 +249,35 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
     return path
 
 
+def chunk_seed(seed: int, index: int) -> int:
+    """The sampling seed of the translate stage's chunk `index` (lines 32 * index + 1 on):
+    `seed + index * 2**32`, wrapped to int64. Chunks draw independent noise; the first is
+    sampled with `seed` itself, as the SavedModel's options signature samples with it."""
+    return (seed + index * 2 ** 32 + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
 def _translate_lines(translator: Translator, options: RunOptions, chunk: list[str],
-                     prefixes: list[str] | None) -> list[str]:
-    """Output lines for `chunk`: the translations, or with n-best, scores, alignments or
-    prefixes asked for, one JSON object per line (the `translate_with_options` signature's
-    outputs for that input line, padding dropped)."""
+                     prefixes: list[str] | None, index: int = 0) -> list[str]:
+    """Output lines for `chunk` (the `index`-th): the translations (sampled with
+    `options.sampling`), or with n-best, scores, alignments or prefixes asked for, one JSON
+    object per line (the `translate_with_options` signature's outputs for that input line,
+    padding dropped)."""
     sources = tf.constant(chunk, tf.string)
-    if not options.io.detailed:
+    sampling = options.sampling
+    if not options.io.detailed and sampling is None:
         return [t.decode("utf-8") for t in translator.translate(sources)["translation"].numpy()]
     io, decoding = options.io, options.decoding
+    sampling_inputs = [] if sampling is None else [
+        tf.constant(sampling.topk), tf.constant(sampling.topp, tf.float32),
+        tf.constant(sampling.temperature, tf.float32),
+        tf.constant(chunk_seed(sampling.seed, index), tf.int64)]
     out = translator.translate_with_options(
         sources, tf.constant(max(decoding.beam_size, io.n_best)), tf.constant(decoding.alpha),
         tf.constant(io.n_best), tf.constant(decoding.extra_length),
-        tf.constant(prefixes or [""] * len(chunk), tf.string))
+        tf.constant(prefixes or [""] * len(chunk), tf.string), *sampling_inputs)
     out = {name: value.numpy() for name, value in out.items()}
+    if not io.detailed:
+        return [t.decode("utf-8") for t in out["translations"][:, 0]]
     lines = []
     for row in range(len(chunk)):
         record = {"translations": [t.decode("utf-8") for t in out["translations"][row]],
@@ -273,8 +302,12 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
     """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
     one output line per input line, streamed in chunks, exactly as the exported model
     answers: the translation, or a JSON object with the n-best hypotheses, their scores,
-    pieces and log-probabilities, and alignments when asked for (`IOOptions.detailed`)."""
+    pieces and log-probabilities, and alignments when asked for (`IOOptions.detailed`).
+    With `options.sampling`, translations are sampled (`keras_transformer.sampling`;
+    chunk seeds from `chunk_seed`) instead of found by beam search."""
     translator = make_translator(options, options.make_task(), log)
+    if options.sampling is not None:
+        log(f"translate: sampling instead of beam search, {options.sampling}")
     lines = (line for _, line in iter_lines(options.io.input))
     prefixes = (None if options.io.prefix_file is None
                 else (line for _, line in iter_lines(options.io.prefix_file)))
@@ -292,7 +325,8 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
                                     f"{count + len(chunk)}); give one prefix per input line")
             first = chunk[0] if first is None else first
             count += len(chunk)
-            for line in _translate_lines(translator, options, chunk, chunk_prefixes):
+            index = (count - len(chunk)) // TRANSLATE_CHUNK
+            for line in _translate_lines(translator, options, chunk, chunk_prefixes, index):
                 yield line + "\n"
             print(f"\rtranslate: {count:,} lines", end="", file=sys.stderr, flush=True)
 

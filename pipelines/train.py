@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-import re
 
 import keras
 import tensorflow as tf
@@ -18,19 +17,6 @@ from pipelines.errors import ConfigError
 from pipelines.model_dir import CHECKPOINT_DIR, build_model
 from pipelines.options import TrainingOptions
 from pipelines.prepare import training_input
-
-
-def native_bfloat16() -> bool:
-    """True on a machine without GPUs whose CPU multiplies bfloat16 in hardware (AMX-BF16 or
-    AVX512-BF16): there mixed_bfloat16 training is the faster default. Elsewhere bfloat16
-    is emulated on CPUs, and float16 is the usual choice on GPUs, so float32 stays."""
-    if tf.config.list_physical_devices("GPU"):
-        return False
-    try:
-        cpuinfo = pathlib.Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return False
-    return bool(re.search(r"\b(amx_bf16|avx512_bf16)\b", cpuinfo))
 
 
 def configure_cpu_devices(count: int) -> None:
@@ -94,13 +80,21 @@ def worker_dir(strategy, model_dir) -> pathlib.Path:
 
 def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_scale=1.0,
                   accumulate_steps=1, jit_compile=False, steps_per_execution=1):
-    """Builds and compiles the model and its optimizer in the strategy's scope."""
+    """Builds and compiles the model and its optimizer in the strategy's scope.
+
+    Under the mixed_float16 dtype policy the optimizer is a `LossScaleOptimizer` around
+    the paper's (float16 gradients underflow unscaled). `Model.compile` would wrap it as
+    well, but left unbuilt; wrapped here it is built with the model. Checkpoints hold the
+    inner optimizer (`checkpoint_optimizer`).
+    """
     with strategy.scope():
         model = build_model(config)
         optimizer = paper_optimizer(config.d_model, warmup_steps, lr_scale,
                                     gradient_accumulation_steps=(accumulate_steps
                                                                  if accumulate_steps > 1
                                                                  else None))
+        if keras.mixed_precision.global_policy().name == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(config.label_smoothing),
                       metrics=[TokenAccuracy(), Perplexity(), TokenCount()],
                       jit_compile=jit_compile, steps_per_execution=steps_per_execution)
@@ -108,6 +102,15 @@ def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_
     if multi_worker.needs_fix(strategy):
         multi_worker.apply_fix(model)
     return model
+
+
+def checkpoint_optimizer(optimizer):
+    """The optimizer whose state checkpoints hold: the paper's Adam, also inside a
+    `LossScaleOptimizer`, so that checkpoints are the same under every precision and a run
+    may resume on another device. The loss scale is not kept: a resumed float16 run starts
+    it again at 2**15, as a new run does, skipping the updates that overflow until it has
+    come down again."""
+    return getattr(optimizer, "inner_optimizer", optimizer)
 
 
 def _record_missing_metric(model, step, checkpoint_every, every_epochs, checkpoint_dir,
@@ -127,7 +130,8 @@ def _record_missing_metric(model, step, checkpoint_every, every_epochs, checkpoi
 
 
 def train(task, model_dir, config: TransformerConfig, training: TrainingOptions, *, strategy,
-          dev_metric_fn=None, validate: bool = True, verbose=1, log=print):
+          dev_metric_fn=None, validate: bool = True, verbose=1, log=print,
+          initialise=None, initial_step: int = 0):
     """Trains until the optimizer has made `training.train_steps` updates, resuming if it can.
 
     One Keras "epoch" is `checkpoint_every` updates; a checkpoint (model + optimizer) ends
@@ -140,6 +144,11 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     `early_stop_patience` training ends once that many evaluations in a row have not
     improved on the best (a resumed run counts the recorded ones too).
 
+    A fine-tuned model (`pipelines.init_from`) passes `initialise` (`(model, optimizer) ->
+    step`), called only when there is no checkpoint to resume from, and `initial_step`, the
+    step its optimizer starts at (its source's with --init_optimizer, else 0): the data
+    order starts there.
+
     Returns:
         The trained model (its last-step weights; averaging is a later stage).
     """
@@ -151,16 +160,19 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
                           steps_per_execution=t.steps_per_execution)
     own_dir = worker_dir(strategy, model_dir)
     checkpoint_dir = own_dir / CHECKPOINT_DIR
+    optimizer = checkpoint_optimizer(model.optimizer)
     manager = checkpoints.checkpoint_manager(
-        model, model.optimizer, checkpoint_dir, t.keep_checkpoints,
+        model, optimizer, checkpoint_dir, t.keep_checkpoints,
         keep_best=t.average_last if t.keep_best_by == "dev_metric" else 0)
-    step = checkpoints.restore_latest(manager, model.optimizer)
+    step = checkpoints.restore_latest(manager, optimizer)
     if step:
         log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
     dev_every_epochs = max(1, -(-t.dev_metric_every // checkpoint_every))
     if step and dev_metric_fn is not None and t.dev_metric_every:
         _record_missing_metric(model, step, checkpoint_every, dev_every_epochs,
                                checkpoint_dir, dev_metric_fn, log)
+    if not step and initialise is not None:
+        step = initialise(model, optimizer)
     if step >= train_steps:
         log(f"train: already at step {step:,} >= --train_steps {train_steps:,}; nothing to do")
         return model
@@ -183,10 +195,11 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
                           seed=seed, pad_to_bucket=jit_compile, pack=t.pack, log=log)
     dataset = data.dataset
-    if step:  # the batches the restored updates were made of (tf.data reads past them)
-        log(f"train: skipping the {step * accumulate_steps:,} batches trained on before step "
-            f"{step:,}, so that the data order goes on as if the run had not stopped")
-        dataset = dataset.skip(step * accumulate_steps)
+    if step > initial_step:  # the batches the restored updates were made of
+        log(f"train: skipping the {(step - initial_step) * accumulate_steps:,} batches trained "
+            f"on before step {step:,}, so that the data order goes on as if the run had not "
+            f"stopped")
+        dataset = dataset.skip((step - initial_step) * accumulate_steps)
     # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
     # from one epoch to the next, and a finite one would run dry in the second epoch. Never
     # packed: its per-token loss is the same, and its batches per pass are then exact.

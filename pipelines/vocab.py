@@ -207,6 +207,24 @@ def vocab_size_of(proto: bytes) -> int:
     return spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
 
 
+def fallback_rate(proto: bytes, lines: Iterable[str]) -> tuple[float, int]:
+    """The share of `lines`' pieces that are ``<unk>`` or byte fallback, and the pieces counted.
+
+    Byte fallback spells a character the vocabulary has no piece for as its UTF-8 bytes, so
+    this is how badly a vocabulary trained on another corpus covers this text (a reused
+    vocabulary, `pipelines.init_from`): each such piece carries less than a character.
+    """
+    processor = python_processor(proto)
+    unknown = [processor.is_unknown(i) or processor.is_byte(i)
+               for i in range(processor.get_piece_size())]
+    pieces = misses = 0
+    for line in lines:
+        ids = processor.encode(line)
+        pieces += len(ids)
+        misses += sum(unknown[i] for i in ids)
+    return (misses / pieces if pieces else 0.0), pieces
+
+
 def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
     """Return an in-graph ``tensorflow_text.SentencepieceTokenizer`` (int32 ids, no BOS/EOS).
 

@@ -17,7 +17,7 @@ import tensorflow as tf
 from export import op_check
 from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_OPTIONS_SIGNATURE,
                                 IDS_SIGNATURE, OPTIONS_SIGNATURE, SERVING_SIGNATURE)
-from export.translator import MAX_BEAM_SIZE
+from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.search import score_ids
 from tests.export.conftest import MAX_LENGTH, SETTINGS
@@ -29,23 +29,35 @@ COUNT = 20
 BEAM, ALPHA, EXTRA = SETTINGS["beam_size"], SETTINGS["alpha"], SETTINGS["extra_length"]
 
 
-def _inputs(source, beam_size, alpha, num_results, max_extra_length, prefix=None):
+def _sampling_inputs(topk=BEAM_SEARCH[0], topp=BEAM_SEARCH[1], temperature=BEAM_SEARCH[2],
+                     seed=BEAM_SEARCH[3]):
+    """The sampling inputs every request sends; by default the values meaning beam search."""
+    return {"sampling_topk": {"dtype": "int32", "value": topk},
+            "sampling_topp": {"dtype": "float32", "value": topp},
+            "sampling_temperature": {"dtype": "float32", "value": temperature},
+            "seed": {"dtype": "int64", "value": seed}}
+
+
+def _inputs(source, beam_size, alpha, num_results, max_extra_length, prefix=None, **sampling):
     prefix = [""] * len(source) if prefix is None else prefix
     return {"source": {"dtype": "string", "value": source},
             "beam_size": {"dtype": "int32", "value": beam_size},
             "alpha": {"dtype": "float32", "value": alpha},
             "num_results": {"dtype": "int32", "value": num_results},
             "max_extra_length": {"dtype": "int32", "value": max_extra_length},
-            "target_prefix": {"dtype": "string", "value": prefix}}
+            "target_prefix": {"dtype": "string", "value": prefix},
+            **_sampling_inputs(**sampling)}
 
 
-def _ids_inputs(source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids):
+def _ids_inputs(source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids,
+                **sampling):
     return {"source_ids": {"dtype": "int32", "value": source_ids},
             "beam_size": {"dtype": "int32", "value": beam_size},
             "alpha": {"dtype": "float32", "value": alpha},
             "num_results": {"dtype": "int32", "value": num_results},
             "max_extra_length": {"dtype": "int32", "value": max_extra_length},
-            "target_prefix_ids": {"dtype": "int32", "value": prefix_ids}}
+            "target_prefix_ids": {"dtype": "int32", "value": prefix_ids},
+            **_sampling_inputs(**sampling)}
 
 
 # (call id, options overrides, expected message fragment); all on the text signature.
@@ -273,7 +285,9 @@ def test_bad_options_are_invalid_argument_and_the_model_still_answers(case, load
 def test_signature_defs_export_json_and_op_check(case, exported):
     signatures = case["result"]["tf1"]["signature_defs"]
     scalars = {"beam_size": ["int32", []], "alpha": ["float32", []],
-               "num_results": ["int32", []], "max_extra_length": ["int32", []]}
+               "num_results": ["int32", []], "max_extra_length": ["int32", []],
+               "sampling_topk": ["int32", []], "sampling_topp": ["float32", []],
+               "sampling_temperature": ["float32", []], "seed": ["int64", []]}
     per_token = {"token_log_probs": ["float32", [-1, -1, -1]],
                  "alignment": ["int32", [-1, -1, -1]]}
     assert signatures[OPTIONS_SIGNATURE] == {

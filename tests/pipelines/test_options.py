@@ -6,6 +6,7 @@ import pytest
 from keras_transformer import DecodingSettings
 from pipelines import model_dir as md
 from pipelines import options
+from pipelines.device_policy import Device
 from pipelines.errors import ConfigError, ModelDirError
 
 
@@ -24,12 +25,17 @@ def test_a_new_model_dir_takes_task_then_paper_defaults(tmp_path):
 
 
 def test_precision_follows_training_unless_given(tmp_path):
-    run = options.resolve({"model_dir": str(tmp_path)}, native_bfloat16=True)
+    bfloat16_cpu = Device("cpu", cpu_flags=frozenset({"avx512_bf16"}))
+    run = options.resolve({"model_dir": str(tmp_path)}, device=bfloat16_cpu)
     assert run.training.mixed_precision and run.decoding.precision == "bfloat16"
     assert not run.evaluation.jit_compile  # XLA does not speed bfloat16 up on CPUs
     run = options.resolve({"model_dir": str(tmp_path), "mixed_precision": False},
-                          native_bfloat16=True)
+                          device=bfloat16_cpu)
     assert run.decoding.precision == "float32" and run.evaluation.jit_compile
+    # float16 training decodes in float32 (DecodingSettings has no float16).
+    run = options.resolve({"model_dir": str(tmp_path)}, device=Device("gpu", (7, 5)))
+    assert run.training.precision_policy == "mixed_float16"
+    assert run.decoding.precision == "float32"
 
 
 def _trained(tmp_path, **given):

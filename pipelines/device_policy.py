@@ -1,0 +1,147 @@
+"""The device a run trains on, and the precision and XLA setting that suit it.
+
+`detect()` describes the machine once (`Device`); the rules are pure functions of that
+description, so that tests state any device and the resolver (`pipelines.options.resolve`)
+stays free of hardware queries. Each rule returns its choice with a short reason, which the
+run log shows beside the value (`--mixed_precision` and `--jit_compile` still force either).
+"""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+
+BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+"""/proc/cpuinfo flags of CPUs that multiply bfloat16 in hardware; elsewhere TensorFlow
+emulates bfloat16 on the CPU, slower than float32."""
+
+BFLOAT16_GPU = (8, 0)
+"""Compute capability from which GPUs have bfloat16 tensor cores (Ampere and later):
+mixed_bfloat16 needs no loss scaling, having float32's exponent range."""
+
+FLOAT16_GPU = (7, 0)
+"""Compute capability from which GPUs have float16 tensor cores (Volta, Turing): there
+mixed_float16, with loss scaling, is the fast choice. Below (Pascal, 6.x) float16 runs on
+no tensor cores, and float32 is as fast."""
+
+CPU_XLA_MIN_D_MODEL = 512
+"""On a CPU, training compiles its step with XLA from this d_model up.
+
+Measured on this project's 2-core CPU (AVX-512 with AVX512_BF16, no AMX) with
+`benchmarks/compare_peers.py`, target tokens per second while training:
+
+    float32                                  XLA off   XLA on
+    d_model 256, 3 layers (multi30k_small)     2,235    1,994
+    d_model 512, 6 layers (base)                 157      297
+
+XLA's fusion pays once the matrices are large; on the small model its compiled step is
+slower than TensorFlow's own kernels.
+
+mixed_bfloat16 figures (same benchmark, `--mixed_precision 1`): not measured yet.
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """What the run trains on, as far as precision and XLA are concerned.
+
+    The default is a CPU without bfloat16 instructions, the conservative case.
+
+    Attributes:
+        kind: "cpu" or "gpu" (a machine with GPUs trains on them).
+        compute_capability: the GPUs' (major, minor), the lowest when they differ; None on a
+            CPU, or where TensorFlow does not report it.
+        cpu_flags: which of `BFLOAT16_CPU_FLAGS` the CPU has.
+        cpu_devices: logical devices the CPU is split into (`--num_cpu_devices`).
+    """
+
+    kind: str = "cpu"
+    compute_capability: tuple[int, int] | None = None
+    cpu_flags: frozenset[str] = frozenset()
+    cpu_devices: int = 1
+
+    def describe(self) -> str:
+        """"gpu (compute capability 8.0)", "cpu (avx512_bf16)", "cpu", ..."""
+        if self.kind == "gpu":
+            return f"gpu (compute capability {_capability(self)})"
+        details = sorted(self.cpu_flags) + ([f"{self.cpu_devices} devices"]
+                                            if self.cpu_devices > 1 else [])
+        return f"cpu ({', '.join(details)})" if details else "cpu"
+
+
+def _capability(device: Device) -> str:
+    cc = device.compute_capability
+    return f"{cc[0]}.{cc[1]}" if cc else "unknown"
+
+
+def cpu_flags(cpuinfo: str) -> frozenset[str]:
+    """The bfloat16 flags (`BFLOAT16_CPU_FLAGS`) named in /proc/cpuinfo's text."""
+    return frozenset(flag for flag in BFLOAT16_CPU_FLAGS if re.search(rf"\b{flag}\b", cpuinfo))
+
+
+def detect(cpu_devices: int = 1) -> Device:
+    """This machine's `Device`: its GPUs' compute capability, else its CPU's bfloat16 flags.
+
+    Queries physical devices only, so it may run before a distribution strategy is made.
+    """
+    import tensorflow as tf
+
+    try:
+        cpuinfo = pathlib.Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        cpuinfo = ""
+    flags = cpu_flags(cpuinfo)
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return Device("cpu", None, flags, cpu_devices)
+    capabilities = [tf.config.experimental.get_device_details(gpu).get("compute_capability")
+                    for gpu in gpus]
+    lowest = None if None in capabilities else min(tuple(c) for c in capabilities)
+    return Device("gpu", lowest, flags, cpu_devices)
+
+
+def precision(device: Device) -> tuple[str, str]:
+    """The Keras dtype policy training uses by default on `device`, and why.
+
+    Returns:
+        ("mixed_bfloat16" | "mixed_float16" | "float32", reason).
+    """
+    if device.kind == "gpu":
+        cc, shown = device.compute_capability, _capability(device)
+        if cc is None:
+            return "float32", "GPU compute capability unknown"
+        if cc >= BFLOAT16_GPU:
+            return "mixed_bfloat16", f"GPU compute capability {shown} has bfloat16 tensor cores"
+        if cc >= FLOAT16_GPU:
+            return "mixed_float16", (f"GPU compute capability {shown} has float16 tensor "
+                                     f"cores, no bfloat16 ones; loss scaling on")
+        return "float32", f"GPU compute capability {shown} has no float16 tensor cores"
+    if device.cpu_flags:
+        return "mixed_bfloat16", (f"the CPU multiplies bfloat16 natively "
+                                  f"({', '.join(sorted(device.cpu_flags))})")
+    return "float32", "the CPU has no bfloat16 instructions (avx512_bf16, amx_bf16)"
+
+
+def mixed_policy(device: Device) -> str:
+    """The mixed policy `--mixed_precision` means on `device`: the default's where that is
+    mixed, else mixed_float16 on a GPU and mixed_bfloat16 (emulated) on a CPU."""
+    name, _ = precision(device)
+    if name != "float32":
+        return name
+    return "mixed_float16" if device.kind == "gpu" else "mixed_bfloat16"
+
+
+def jit_compile(device: Device, d_model: int) -> tuple[bool, str]:
+    """Whether training compiles its step with XLA by default on `device`, and why.
+
+    Args:
+        d_model: the model's width (`TransformerConfig.d_model`), what the CPU rule reads
+            (`CPU_XLA_MIN_D_MODEL`).
+    """
+    if device.kind == "gpu":
+        return True, "on GPUs XLA fuses the step's kernels"
+    if device.cpu_devices > 1:
+        return False, "XLA cannot reach variables mirrored on another logical CPU"
+    if d_model >= CPU_XLA_MIN_D_MODEL:
+        return True, f"d_model {d_model} >= {CPU_XLA_MIN_D_MODEL}: faster with XLA on a CPU"
+    return False, f"d_model {d_model} < {CPU_XLA_MIN_D_MODEL}: slower with XLA on a CPU"
