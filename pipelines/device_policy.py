@@ -25,19 +25,20 @@ mixed_float16, with loss scaling, is the fast choice. Below (Pascal, 6.x) float1
 no tensor cores, and float32 is as fast."""
 
 CPU_XLA_MIN_D_MODEL = 512
-"""On a CPU, training compiles its step with XLA from this d_model up.
+"""On a CPU training in float32, the step is compiled with XLA from this d_model up; in
+mixed_bfloat16 never (XLA's CPU backend does not use the bfloat16 hardware).
 
-Measured on this project's 2-core CPU (AVX-512 with AVX512_BF16, no AMX) with
-`benchmarks/compare_peers.py`, target tokens per second while training:
+Target tokens per second while training, `benchmarks/compare_peers.py` (one core each):
 
-    float32                                  XLA off   XLA on
-    d_model 256, 3 layers (multi30k_small)     2,235    1,994
-    d_model 512, 6 layers (base)                 157      297
+    CPU (2 cores)                       model                     XLA off   XLA on
+    AVX-512, no AVX512_BF16, float32    d_model 256, 3 layers       2,235    1,994
+                                        d_model 512, 6 layers (base)  157      297
+    AVX-512 with AVX512_BF16, float32   base                          399      387
+    same, mixed_bfloat16                base                          572      372
 
-XLA's fusion pays once the matrices are large; on the small model its compiled step is
-slower than TensorFlow's own kernels.
-
-mixed_bfloat16 figures (same benchmark, `--mixed_precision 1`): not measured yet.
+XLA's fusion paid on the base model where float32 was all the CPU had; on the small model
+its compiled step is slower than TensorFlow's own kernels, and where bfloat16 is native
+TensorFlow's oneDNN kernels use it and XLA's do not.
 """
 
 
@@ -131,17 +132,20 @@ def mixed_policy(device: Device) -> str:
     return "mixed_float16" if device.kind == "gpu" else "mixed_bfloat16"
 
 
-def jit_compile(device: Device, d_model: int) -> tuple[bool, str]:
+def jit_compile(device: Device, d_model: int, policy: str) -> tuple[bool, str]:
     """Whether training compiles its step with XLA by default on `device`, and why.
 
     Args:
         d_model: the model's width (`TransformerConfig.d_model`), what the CPU rule reads
             (`CPU_XLA_MIN_D_MODEL`).
+        policy: the run's dtype policy ("float32", "mixed_bfloat16", "mixed_float16").
     """
     if device.kind == "gpu":
         return True, "on GPUs XLA fuses the step's kernels"
     if device.cpu_devices > 1:
         return False, "XLA cannot reach variables mirrored on another logical CPU"
+    if policy == "mixed_bfloat16":
+        return False, "XLA's CPU kernels do not use the bfloat16 hardware that TensorFlow's do"
     if d_model >= CPU_XLA_MIN_D_MODEL:
         return True, f"d_model {d_model} >= {CPU_XLA_MIN_D_MODEL}: faster with XLA on a CPU"
     return False, f"d_model {d_model} < {CPU_XLA_MIN_D_MODEL}: slower with XLA on a CPU"

@@ -378,7 +378,9 @@ def resolve(given: Mapping[str, Any], *,
             policy, why = device_policy.precision(device)
             return f"device: {why}", policy != "float32"
         if name == "jit_compile":
-            on, why = device_policy.jit_compile(device, d_model)
+            mixed = pick("mixed_precision", training_default("mixed_precision"))
+            policy = device_policy.mixed_policy(device) if mixed else "float32"
+            on, why = device_policy.jit_compile(device, d_model, policy)
             return f"device: {why}", on
         return "default", TRAINING_DEFAULTS[name]
 

@@ -35,16 +35,18 @@ def test_each_device_s_precision(device, policy, mixed, why):
     assert device_policy.mixed_policy(device) == mixed
 
 
-@pytest.mark.parametrize("device, d_model, on, why", [
-    (CPU, SMALL, False, "d_model 256 < 512"),
-    (CPU, BASE, True, "d_model 512 >= 512"),
-    (AVX512_BF16, SMALL, False, "d_model 256 < 512"),
-    (Device("cpu", cpu_devices=2), BASE, False, "another logical CPU"),
-    (PASCAL, SMALL, True, "GPUs"),
-    (AMPERE, BASE, True, "GPUs"),
+@pytest.mark.parametrize("device, d_model, policy, on, why", [
+    (CPU, SMALL, "float32", False, "d_model 256 < 512"),
+    (CPU, BASE, "float32", True, "d_model 512 >= 512"),
+    (AVX512_BF16, SMALL, "mixed_bfloat16", False, "bfloat16 hardware"),
+    (AVX512_BF16, BASE, "mixed_bfloat16", False, "bfloat16 hardware"),
+    (AVX512_BF16, BASE, "float32", True, "d_model 512 >= 512"),
+    (Device("cpu", cpu_devices=2), BASE, "float32", False, "another logical CPU"),
+    (PASCAL, SMALL, "float32", True, "GPUs"),
+    (AMPERE, BASE, "mixed_bfloat16", True, "GPUs"),
 ])
-def test_each_device_s_xla_setting(device, d_model, on, why):
-    compiled, reason = device_policy.jit_compile(device, d_model)
+def test_each_device_s_xla_setting(device, d_model, policy, on, why):
+    compiled, reason = device_policy.jit_compile(device, d_model, policy)
     assert compiled is on and why in reason
 
 
@@ -70,7 +72,7 @@ def test_detect_takes_the_lowest_gpu_compute_capability(monkeypatch):
 @pytest.mark.parametrize("device, config, policy, jit", [
     (CPU, "multi30k_small", "float32", False),
     (AVX512_BF16, "multi30k_small", "mixed_bfloat16", False),
-    (AMX_BF16, "base", "mixed_bfloat16", True),
+    (AMX_BF16, "base", "mixed_bfloat16", False),
     (CPU, "base", "float32", True),
     (PASCAL, "multi30k_small", "float32", True),
     (TURING, "multi30k_small", "mixed_float16", True),
@@ -85,7 +87,8 @@ def test_the_resolver_takes_the_device_s_defaults(tmp_path, device, config, poli
     assert run.origins["mixed_precision"] == run.origins["precision_policy"] == (
         f"device: {device_policy.precision(device)[1]}")
     d_model = TransformerConfig.preset(config).d_model
-    assert run.origins["jit_compile"] == f"device: {device_policy.jit_compile(device, d_model)[1]}"
+    assert run.origins["jit_compile"] == (
+        f"device: {device_policy.jit_compile(device, d_model, policy)[1]}")
     assert run.decoding.precision == ("bfloat16" if policy == "mixed_bfloat16" else "float32")
     assert run.settings(trained=True)["training"]["precision_policy"] == policy
     assert f"precision_policy {policy!r} (device: " in options.describe_origins(run)
@@ -95,7 +98,8 @@ def test_the_log_line_says_what_and_why(tmp_path):
     run = options.resolve({"model_dir": str(tmp_path)}, device=AVX512_BF16)
     assert options.describe_device(run, AVX512_BF16) == (
         "device: cpu (avx512_bf16): mixed_bfloat16 (device: the CPU multiplies bfloat16 "
-        "natively (avx512_bf16)); XLA off (device: d_model 256 < 512: slower with XLA on a CPU)")
+        "natively (avx512_bf16)); XLA off (device: XLA's CPU kernels do not use the bfloat16 hardware that "
+        "TensorFlow's do)")
     forced = options.resolve({"model_dir": str(tmp_path), "jit_compile": True}, device=AMPERE)
     assert options.describe_device(forced, AMPERE).endswith("XLA on (flag)")
 
@@ -104,7 +108,8 @@ def test_the_log_line_says_what_and_why(tmp_path):
     (AMPERE, {"mixed_precision": False, "jit_compile": False}, "float32", False),
     (CPU, {"mixed_precision": True, "jit_compile": True}, "mixed_bfloat16", True),
     (PASCAL, {"mixed_precision": True}, "mixed_float16", True),
-    (AVX512_BF16, {"config_override": {"d_model": 512}}, "mixed_bfloat16", True),
+    (AVX512_BF16, {"config_override": {"d_model": 512}}, "mixed_bfloat16", False),
+    (AVX512_BF16, {"config": "base", "mixed_precision": False}, "float32", True),
 ])
 def test_flags_force_the_choice(tmp_path, device, given, policy, jit):
     run = options.resolve({"model_dir": str(tmp_path), **given}, device=device)
