@@ -31,7 +31,7 @@ mixed_bfloat16 never (XLA's CPU backend does not use the bfloat16 hardware).
 Target tokens per second while training, `benchmarks/compare_peers.py` (one core each):
 
     CPU (2 cores)                       model                     XLA off   XLA on
-    AVX-512, no AVX512_BF16, float32    d_model 256, 3 layers       2,235    1,994
+    float32 (issue 26's machine)        d_model 256, 3 layers       2,235    1,994
                                         d_model 512, 6 layers (base)  157      297
     AVX-512 with AVX512_BF16, float32   base                          399      387
     same, mixed_bfloat16                base                          572      372
