@@ -78,10 +78,14 @@ class When:
     what: str
     ready: Callable[[float, set], bool]
     delay: float = 0.0
+    sooner: Callable[[], "When"] | None = None
+    """The moment to try after a run that ended before this one: a moment drawn from the
+    reference run's duration may fall after the end of a run on a busier machine."""
 
 
 def at_random(what: str, seconds: float) -> When:
-    return When(what, lambda elapsed, _: elapsed >= seconds)
+    return When(what, lambda elapsed, _: elapsed >= seconds,
+                sooner=lambda: at_random(what, seconds / 2))
 
 
 def when_exists(what: str, folder: pathlib.Path, pattern: str, delay: float = 0.0) -> When:
@@ -475,6 +479,7 @@ def kill_chain(reference: Reference, stage: str, plan: Callable, tally: Tally,
                                   f"writing {run.writing}):\n" + "\n".join(problems))
             if run.killed:
                 break
+            when = when.sooner() if when.sooner else when
         assert run.killed, (f"{stage}: {ATTEMPTS} runs ended before the kill ({when.what})"
                             f"\n{run.output[-2000:]}")
         done.append(run)
