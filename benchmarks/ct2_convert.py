@@ -1,0 +1,440 @@
+#!/usr/bin/env python
+"""A model directory as a CTranslate2 model, and CTranslate2 decoding to compare with ours.
+
+CTranslate2 (a C++ CPU inference engine) is the speed reference for the served model. To
+compare engines rather than models, both must decode the *same* trained weights: this
+script converts a model directory (config.json, final.weights.h5, spm.model) into a
+CTranslate2 model directory. CTranslate2 lives in its own virtual environment without
+TensorFlow, so the work is split by interpreter:
+
+    python benchmarks/ct2_convert.py convert --model_dir runs/m30q --output_dir /tmp/ct2_m30q \
+        --ct2_python /tmp/venvs/ct2/bin/python        # dump (here), then build (CT2 venv)
+    python benchmarks/ct2_convert.py check --model_dir runs/m30q --ct2_dir /tmp/ct2_m30q \
+        --ct2_python /tmp/venvs/ct2/bin/python --input val.en --sentences 50
+    CT2/bin/python benchmarks/ct2_convert.py translate --ct2_dir /tmp/ct2_m30q --input val.en
+
+* `dump` (TensorFlow side): loads the model in float32 and writes an .npz whose keys are
+  CTranslate2 variable paths ("encoder/layer_0/self_attention/linear_0/weight", ...), plus
+  the vocabulary (our SentencePiece pieces, in id order) and the shape settings.
+* `build` (CTranslate2 side): a `ctranslate2.specs.TransformerSpec` filled from the .npz,
+  saved float32 (CTranslate2 quantizes at load time for `compute_type="int8"`).
+* `translate` (CTranslate2 side): raw sentences in, translations out (SentencePiece
+  encode, `Translator.translate_batch`, decode), timed in wall-clock and CPU seconds; prints
+  one JSON line (`benchmarks/serving_speed.py` runs it beside the SavedModel).
+* `check` (TensorFlow side): our in-process beam search against `translate` on the same
+  sentences; prints how many translations are identical token for token.
+
+The layout mapping (keras_transformer -> CTranslate2):
+  * Dense kernels are [in, out]; CTranslate2 linears are [out, in]: transposed.
+  * Self-attention's fused projection has columns Q | K | V, each heads x d_k with the heads
+    contiguous: CTranslate2's fused `linear_0` has the same order. Cross-attention: `query`
+    -> `linear_0`, fused `kv` (K | V) -> `linear_1`, `output` -> `linear_2`.
+  * Positions: our sinusoidal encodings interleave sin and cos and start at position 0;
+    CTranslate2's built-in ones concatenate them and start at 1. The table is therefore
+    saved explicitly (`position_encodings/encodings`, model max_length rows), computed by
+    our own layer, so positions match exactly. Learned positions are saved as they are.
+  * Embeddings are multiplied by sqrt(d_model) in both (`scale_embeddings`); the shared
+    embedding is written under all three names and CTranslate2 aliases equal arrays.
+  * LayerNorm epsilon 1e-6 (`layer_norm_epsilon`; CTranslate2's default is 1e-5);
+    post-norm without final norms, or pre-norm with the stacks' final norms.
+  * Sources end with EOS (`add_source_eos`), targets start with "<s>" (our BOS id 2).
+
+Decoding differences that remain (see `translate --help` and the report of `check`):
+CTranslate2 divides a finished hypothesis's log-probability by length ** length_penalty,
+not by GNMT's ((5 + length) / 6) ** alpha; with a non-zero penalty it stops a sentence once
+beam_size hypotheses have finished (ours stops when no live beam can still win); its
+maximum length is per batch (ours is per sentence: source tokens + 50; `--per_sentence`
+gives each sentence its own), and at that length it stops without an EOS where ours forces
+one (so `translate` asks for one token less). With length_penalty 0 and alpha 0 both searches are the same
+search (see `check`).
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the TensorFlow side imports the project
+SETTINGS_FILE = "keras_transformer.json"  # what `convert` adds to the CTranslate2 dir
+SPECIAL_PIECES = {0: "<pad>", 1: "<unk>", 2: "<s>", 3: "</s>"}  # what CT2's config names
+
+
+# --------------------------------------------------------------------------- TensorFlow side
+def _linear(arrays, name, dense):
+    """A Keras Dense layer as CTranslate2 `name/weight` [out, in] and `name/bias`."""
+    arrays[f"{name}/weight"] = np.asarray(dense.kernel.numpy(), np.float32).T
+    if dense.use_bias:
+        arrays[f"{name}/bias"] = np.asarray(dense.bias.numpy(), np.float32)
+
+
+def _norm(arrays, name, norm):
+    arrays[f"{name}/gamma"] = np.asarray(norm.gamma.numpy(), np.float32)
+    arrays[f"{name}/beta"] = np.asarray(norm.beta.numpy(), np.float32)
+
+
+def position_table(layer, length, depth):
+    """Our position vectors for positions 0 .. length-1, [length, depth], from the layer
+    itself (sinusoidal or learned) so that they cannot drift from what the model adds."""
+    import tensorflow as tf
+
+    return np.asarray(layer(tf.zeros([1, length, depth]))[0].numpy(), np.float32)
+
+
+def model_arrays(model):
+    """{CTranslate2 variable path: float32 array} for a built `Transformer`."""
+    config = model.config
+    d = config.d_model
+    arrays = {}
+    embedding = np.asarray(model.source_embedding.embeddings.numpy(), np.float32)
+    arrays["encoder/embeddings_0/weight"] = embedding
+    arrays["decoder/embeddings/weight"] = np.asarray(
+        model.target_embedding.embeddings.numpy(), np.float32)
+    if model.output_projection is None:
+        arrays["decoder/projection/weight"] = arrays["decoder/embeddings/weight"]
+    else:
+        _linear(arrays, "decoder/projection", model.output_projection)
+    arrays["encoder/position_encodings/encodings"] = position_table(
+        model.source_positions, config.max_length, d)
+    arrays["decoder/position_encodings/encodings"] = position_table(
+        model.target_positions, config.max_length, d)
+    def self_attention_and_ffn(prefix, block, attention_norm):
+        """The two sub-layers an encoder and a decoder layer share, in CT2's names."""
+        _linear(arrays, f"{prefix}/self_attention/linear_0", block.self_attention.qkv_projection)
+        _linear(arrays, f"{prefix}/self_attention/linear_1",
+                block.self_attention.output_projection)
+        _norm(arrays, f"{prefix}/self_attention/layer_norm", attention_norm)
+        _linear(arrays, f"{prefix}/ffn/linear_0", block.feed_forward.inner)
+        _linear(arrays, f"{prefix}/ffn/linear_1", block.feed_forward.outer)
+        _norm(arrays, f"{prefix}/ffn/layer_norm", block.feed_forward_norm)
+
+    for i, block in enumerate(model.encoder.blocks):
+        self_attention_and_ffn(f"encoder/layer_{i}", block, block.attention_norm)
+    for i, block in enumerate(model.decoder.blocks):
+        prefix = f"decoder/layer_{i}"
+        self_attention_and_ffn(prefix, block, block.self_attention_norm)
+        _linear(arrays, f"{prefix}/attention/linear_0", block.cross_attention.query_projection)
+        _linear(arrays, f"{prefix}/attention/linear_1", block.cross_attention.kv_projection)
+        _linear(arrays, f"{prefix}/attention/linear_2", block.cross_attention.output_projection)
+        _norm(arrays, f"{prefix}/attention/layer_norm", block.cross_attention_norm)
+    for stack in ("encoder", "decoder"):
+        final = getattr(model, stack).final_norm
+        if final is not None:
+            _norm(arrays, f"{stack}/layer_norm", final)
+    return arrays
+
+
+def load_model(model_dir):
+    """The model directory's final model in float32, and its SentencePiece pieces."""
+    import sentencepiece
+
+    from pipelines import model_dir as md
+
+    model = md.load_final_model(model_dir, "float32", log=lambda m: print(m, file=sys.stderr))
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(pathlib.Path(model_dir)
+                                                             / md.VOCAB_FILE))
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    return model, pieces
+
+
+def dump(model_dir, npz_path):
+    """Writes the CTranslate2-named arrays of `model_dir` to `npz_path`."""
+    from keras_transformer.layers.stack import LAYER_NORM_EPSILON
+
+    model, pieces = load_model(model_dir)
+    config = model.config
+    for index, piece in SPECIAL_PIECES.items():
+        if pieces[index] != piece:
+            raise SystemExit(f"{model_dir}: piece {index} is {pieces[index]!r}, CTranslate2's "
+                             f"config expects {piece!r}")
+    if config.d_k != config.d_v:
+        raise SystemExit("CTranslate2 needs d_k == d_v")
+    if len(pieces) < config.vocab_size:  # embeddings beyond the pieces are never produced
+        pieces += [f"<unused_{i}>" for i in range(len(pieces), config.vocab_size)]
+    arrays = model_arrays(model)
+    settings = {"num_layers": config.num_layers, "num_heads": config.num_heads,
+                "head_dim": config.d_k, "d_model": config.d_model,
+                "pre_norm": config.norm == "pre", "max_length": config.max_length,
+                "layer_norm_epsilon": LAYER_NORM_EPSILON}
+    np.savez(npz_path, __vocabulary__=np.array(pieces),
+             __settings__=np.array(json.dumps(settings)), **arrays)
+    return settings
+
+
+# --------------------------------------------------------------------------- CTranslate2 side
+def _set(spec, path, value):
+    """Sets `spec`'s variable at CTranslate2 path "a/layer_0/b/weight" ("x_3" indexes list x)."""
+    *scopes, name = path.split("/")
+    for scope in scopes:
+        if hasattr(spec, scope):
+            spec = getattr(spec, scope)
+        else:
+            base, index = scope.rsplit("_", 1)
+            spec = getattr(spec, base)[int(index)]
+    if not hasattr(spec, name):
+        raise SystemExit(f"CTranslate2's spec has no variable {path}")
+    setattr(spec, name, value)
+
+
+def build(npz_path, output_dir, quantization="float32"):
+    """Builds and saves the CTranslate2 model described by `npz_path` (from `dump`)."""
+    import ctranslate2
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    data = np.load(npz_path)
+    settings = json.loads(str(data["__settings__"]))
+    head_dim = settings["head_dim"]
+    if head_dim * settings["num_heads"] == settings["d_model"]:
+        head_dim = None  # CTranslate2's default, d_model / heads
+    common = dict(pre_norm=settings["pre_norm"], activation=common_spec.Activation.RELU)
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(settings["num_layers"], settings["num_heads"],
+                                                head_dim=head_dim, **common),
+        transformer_spec.TransformerDecoderSpec(settings["num_layers"], settings["num_heads"],
+                                                head_dim=head_dim, **common))
+    for path in data.files:
+        if not path.startswith("__"):
+            _set(spec, path, data[path])
+    spec.encoder.scale_embeddings = True
+    spec.decoder.scale_embeddings = True
+    spec.config.layer_norm_epsilon = settings["layer_norm_epsilon"]
+    spec.config.add_source_eos = True
+    vocabulary = [str(piece) for piece in data["__vocabulary__"]]
+    spec.register_source_vocabulary(vocabulary)
+    spec.register_target_vocabulary(vocabulary)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    os.makedirs(output_dir, exist_ok=True)
+    spec.save(output_dir)
+    return {"ctranslate2": ctranslate2.__version__, "output_dir": str(output_dir),
+            "quantization": quantization, "variables": len(data.files) - 2, **settings}
+
+
+def _strip_end(tokens):
+    return tokens[:-1] if tokens and tokens[-1] == "</s>" else tokens
+
+
+def translate(args):
+    """CTranslate2 decoding of the lines of `args.input`, timed as the served model is: raw
+    text in (SentencePiece encode), `translate_batch` per batch, text out (decode)."""
+    import ctranslate2
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=args.spm)
+    lines = pathlib.Path(args.input).read_text(encoding="utf-8").splitlines()
+    if args.sentences:
+        lines = lines[:args.sentences]
+    threads = args.threads or len(os.sched_getaffinity(0))
+    start = time.perf_counter()
+    translator = ctranslate2.Translator(args.ct2_dir, device="cpu",
+                                        compute_type=args.compute_type, inter_threads=1,
+                                        intra_threads=threads)
+    load_s = time.perf_counter() - start
+    options = dict(beam_size=args.beam_size, length_penalty=args.length_penalty,
+                   return_end_token=True, max_batch_size=0, num_hypotheses=1,
+                   return_scores=True, max_input_length=0)
+    size = 1 if args.per_sentence else args.batch
+    batches = [lines[i:i + size] for i in range(0, len(lines), size)]
+
+    def run(batch):
+        # Our truncation: at most max_input_length - 1 pieces, then EOS (added by CT2).
+        pieces = [p[:args.max_input_length - 1] for p in sp.encode(batch, out_type=str)]
+        # Ours: at most min(source tokens + extra, cap) tokens, the last one a forced EOS;
+        # CTranslate2 stops at its maximum without an EOS: one token less.
+        longest = max(len(p) + 1 for p in pieces)
+        limit = min(longest + args.extra_length, args.output_cap) - 1
+        results = translator.translate_batch(pieces, max_decoding_length=limit, **options)
+        hypotheses = [_strip_end(r.hypotheses[0]) for r in results]
+        return hypotheses, sp.decode_pieces(hypotheses), [r.scores[0] for r in results]
+
+    start = time.perf_counter()
+    run(batches[0])
+    warmup_s = time.perf_counter() - start
+    passes, cpu = [], []
+    for _ in range(args.repeats):
+        hypotheses, texts, scores = [], [], []
+        start, start_cpu = time.perf_counter(), time.process_time()
+        for batch in batches:
+            h, t, s = run(batch)
+            hypotheses += h
+            texts += t
+            scores += s
+        passes.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    seconds, cpu_seconds = statistics.median(passes), statistics.median(cpu)
+    if args.output:
+        pathlib.Path(args.output).write_text(json.dumps(
+            {"pieces": hypotheses, "translations": texts, "scores": scores}), encoding="utf-8")
+    import resource
+
+    pieces_out = sum(len(h) for h in hypotheses)
+    return {
+        "bench": "ct2_decode", "engine": "ctranslate2", "compute_type": args.compute_type,
+        "ct2_dir": args.ct2_dir, "sentences": len(lines), "batch": size,
+        "beam_size": args.beam_size, "length_penalty": args.length_penalty,
+        "seconds": round(seconds, 3), "passes_s": [round(p, 3) for p in passes],
+        "sentences_per_s": round(len(lines) / seconds, 2),
+        "cpu_seconds": round(cpu_seconds, 3),
+        "sentences_per_cpu_s": round(len(lines) / cpu_seconds, 2),
+        "output_words_per_s": round(sum(len(t.split()) for t in texts) / seconds, 1),
+        "output_pieces_per_sentence": round(pieces_out / len(lines), 2),
+        "pad_in_output": sum("<pad>" in h for h in hypotheses),
+        "warmup_s": round(warmup_s, 3), "load_s": round(load_s, 3), "intra_threads": threads,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "ctranslate2": ctranslate2.__version__,
+    }
+
+
+# --------------------------------------------------------------------------- both sides
+def convert(args):
+    """dump here, build with the CTranslate2 interpreter; the vocabulary and our settings
+    (max_length: the output cap `translate` uses) are copied beside the model."""
+    with tempfile.TemporaryDirectory() as work:
+        npz = os.path.join(work, "weights.npz")
+        settings = dump(args.model_dir, npz)
+        out = subprocess.run([args.ct2_python, __file__, "build", "--npz", npz,
+                              "--output_dir", args.output_dir], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+    output = pathlib.Path(args.output_dir)
+    shutil.copyfile(pathlib.Path(args.model_dir) / "spm.model", output / "spm.model")
+    (output / SETTINGS_FILE).write_text(json.dumps(
+        {"model_dir": str(args.model_dir), **settings}) + "\n", encoding="utf-8")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def ct2_translations(args, lines_path, beam_size, length_penalty, per_sentence,
+                     compute_type="float32"):
+    """Runs `translate` with the CTranslate2 interpreter; (its JSON line, its outputs)."""
+    with tempfile.TemporaryDirectory() as work:
+        output = os.path.join(work, "out.json")
+        command = [args.ct2_python, __file__, "translate", "--ct2_dir", args.ct2_dir,
+                   "--spm", args.spm, "--input", lines_path, "--beam_size", str(beam_size),
+                   "--length_penalty", str(length_penalty), "--compute_type", compute_type,
+                   "--extra_length", str(args.extra_length), "--output", output,
+                   "--max_input_length", str(args.max_input_length),
+                   "--output_cap", str(args.output_cap)]
+        if per_sentence:
+            command.append("--per_sentence")
+        out = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
+        return json.loads(out.strip().splitlines()[-1]), json.loads(
+            pathlib.Path(output).read_text(encoding="utf-8"))
+
+
+def check(args):
+    """Our beam search (in-process, float32) against CTranslate2 on the first sentences."""
+    import tensorflow as tf
+
+    from keras_transformer import text
+    from keras_transformer.search import translate_ids
+
+    model, pieces = load_model(args.model_dir)
+    args.spm = args.spm or str(pathlib.Path(args.model_dir) / "spm.model")
+    args.output_cap = args.output_cap or model.config.max_length
+    lines = pathlib.Path(args.input).read_text(encoding="utf-8").splitlines()[:args.sentences]
+    import tensorflow_text as tf_text
+
+    tokenizer = tf_text.SentencepieceTokenizer(
+        model=pathlib.Path(args.spm).read_bytes(), out_type=tf.int32)
+    results = []
+    with tempfile.TemporaryDirectory() as work:
+        lines_path = os.path.join(work, "lines.txt")
+        pathlib.Path(lines_path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        for beam_size, alpha, penalty in ((1, 0.0, 0.0), (4, 0.0, 0.0),
+                                          (4, args.alpha, args.length_penalty)):
+            search = tf.function(
+                lambda source, b=beam_size, a=alpha: translate_ids(
+                    model, text.sentences_to_ids(tokenizer, source, args.max_input_length),
+                    beam_size=b, alpha=a, extra_length=args.extra_length,
+                    max_length=args.output_cap)[0],
+                input_signature=[tf.TensorSpec([None], tf.string)])
+            ours = []
+            for line in lines:  # one at a time: each sentence's own maximum length
+                row = [int(i) for i in search(tf.constant([line]))[0, 0].numpy()]
+                ours.append([pieces[i] for i in row[:row.index(3)] if i != 0]
+                            if 3 in row else [pieces[i] for i in row if i != 0])
+            _, theirs = ct2_translations(args, lines_path, beam_size, penalty, True)
+            same = sum(a == b for a, b in zip(ours, theirs["pieces"]))
+            differ = [{"line": i, "ours": " ".join(a), "ct2": " ".join(b)}
+                      for i, (a, b) in enumerate(zip(ours, theirs["pieces"])) if a != b]
+            results.append({"beam_size": beam_size, "alpha": alpha,
+                            "ct2_length_penalty": penalty, "sentences": len(lines),
+                            "identical": same, "agreement": round(same / len(lines), 4),
+                            "first_differences": differ[:3]})
+    return {"bench": "ct2_check", "model_dir": args.model_dir, "ct2_dir": args.ct2_dir,
+            "results": results}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("dump", help="model dir -> .npz in CTranslate2's layout (TensorFlow)")
+    p.add_argument("--model_dir", required=True)
+    p.add_argument("--npz", required=True)
+    p = sub.add_parser("build", help=".npz -> CTranslate2 model dir (CTranslate2)")
+    p.add_argument("--npz", required=True)
+    p.add_argument("--output_dir", required=True)
+    p.add_argument("--quantization", default="float32")
+    p = sub.add_parser("convert", help="dump, then build with --ct2_python")
+    p.add_argument("--model_dir", required=True)
+    p.add_argument("--output_dir", required=True)
+    p.add_argument("--ct2_python", required=True)
+    for name in ("translate", "check"):
+        p = sub.add_parser(name)
+        p.add_argument("--ct2_dir", required=True)
+        p.add_argument("--input", required=True, help="one source sentence a line")
+        p.add_argument("--spm", default=None, help="spm.model (check: the model dir's)")
+        p.add_argument("--extra_length", type=int, default=50,
+                       help="at most source tokens + this many output tokens (ours: 50)")
+        p.add_argument("--max_input_length", type=int, default=128,
+                       help="sources keep their first max_input_length - 1 pieces + EOS")
+        p.add_argument("--output_cap", type=int, default=0,
+                       help="the model's max_length (0: from the model / ct2 dir)")
+        p.add_argument("--length_penalty", type=float, default=0.6,
+                       help="CTranslate2's: score / length ** length_penalty, EOS counted")
+    p = sub.choices["translate"]
+    p.add_argument("--compute_type", default="float32")
+    p.add_argument("--beam_size", type=int, default=4)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--sentences", type=int, default=0, help="the first N lines (0: all)")
+    p.add_argument("--repeats", type=int, default=1, help="timed passes; the median counts")
+    p.add_argument("--threads", type=int, default=0, help="intra_threads (0: the cores "
+                                                           "this process may use)")
+    p.add_argument("--per_sentence", action="store_true",
+                   help="one sentence per call: each gets its own maximum length")
+    p.add_argument("--output", default=None, help="JSON file for pieces, texts and scores")
+    p = sub.choices["check"]
+    p.add_argument("--model_dir", required=True)
+    p.add_argument("--ct2_python", required=True)
+    p.add_argument("--sentences", type=int, default=50)
+    p.add_argument("--alpha", type=float, default=0.6, help="our GNMT alpha")
+    args = parser.parse_args()
+
+    if args.command == "dump":
+        result = dump(args.model_dir, args.npz)
+    elif args.command == "build":
+        result = build(args.npz, args.output_dir, args.quantization)
+    elif args.command == "convert":
+        result = convert(args)
+    elif args.command == "translate":
+        saved = pathlib.Path(args.ct2_dir) / SETTINGS_FILE
+        if not args.output_cap:
+            if not saved.is_file():
+                parser.error(f"--output_cap is needed: {saved} does not exist")
+            args.output_cap = json.loads(saved.read_text(encoding="utf-8"))["max_length"]
+        args.spm = args.spm or str(pathlib.Path(args.ct2_dir) / "spm.model")
+        result = translate(args)
+    else:
+        result = check(args)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
