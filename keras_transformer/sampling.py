@@ -31,7 +31,7 @@ import math
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.search import alignment_layer
+from keras_transformer.search import alignment_layer, output_lengths
 
 _NEG = -1e9  # a finite "minus infinity", as in beam search
 
@@ -106,26 +106,6 @@ def _draw(log_probs, topk, topp, temperature, seed):
         return tf.random.stateless_categorical(scaled, 1, seed, dtype=tf.int32)[:, 0]
 
     return tf.cond((topk > 0) | (topp < 1.0), truncated, plain)
-
-
-def output_lengths(source_ids, extra_length, cap, prefix_ids=None):
-    """Per-sentence and overall bounds on generated tokens, as `translate_ids` sets them.
-
-    Returns:
-        (max_lengths int32 [batch]: source length + extra_length, at most `cap`, and room
-        for a prefix and EOS; max_steps int32 scalar: the same from the padded width).
-    """
-    source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
-    max_lengths = tf.minimum(source_lengths + extra_length, cap)
-    max_steps = tf.minimum(tf.shape(source_ids)[1] + extra_length, cap)
-    if prefix_ids is not None:
-        width = tf.shape(prefix_ids)[1]
-        prefix_lengths = tf.reduce_max(
-            tf.where(tf.not_equal(prefix_ids, PAD_ID), tf.range(1, width + 1)[None, :], 0),
-            axis=1)
-        max_lengths = tf.minimum(tf.maximum(max_lengths, prefix_lengths + 1), cap)
-        max_steps = tf.minimum(tf.maximum(max_steps, width + 1), cap)
-    return max_lengths, max_steps
 
 
 def sample_ids(model, source_ids, *, seed, topk=0, topp=1.0, temperature=1.0, num_results=1,

@@ -405,6 +405,34 @@ def alignment_layer(num_layers):
     return max(num_layers - 2, 0)
 
 
+def output_lengths(source_ids, extra_length, cap, prefix_ids=None):
+    """How many tokens a translation of each source may have, and the search's bound.
+
+    Args:
+        source_ids: int32 [batch, source_len], 0-padded.
+        extra_length: a translation has at most source length + this many tokens.
+        cap: the most tokens any translation may have.
+        prefix_ids: optional int32 [batch, width] forced first tokens, 0-padded: each
+            sentence then has room for its prefix and the end token (within `cap`).
+    Returns:
+        (max_lengths int32 [batch], max_steps int32 scalar). max_steps comes from the padded
+        width, not the lengths: a value-independent bound keeps one compiled (XLA) search
+        per input shape.
+    """
+    source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
+    max_lengths = tf.minimum(source_lengths + extra_length, cap)
+    max_steps = tf.minimum(tf.shape(source_ids)[1] + extra_length, cap)
+    if prefix_ids is not None:
+        width = tf.shape(prefix_ids)[1]
+        # Up to the last non-padding column: the forced tokens plus the end token must fit.
+        prefix_lengths = tf.reduce_max(
+            tf.where(tf.not_equal(prefix_ids, PAD_ID), tf.range(1, width + 1)[None, :], 0),
+            axis=1)
+        max_lengths = tf.minimum(tf.maximum(max_lengths, prefix_lengths + 1), cap)
+        max_steps = tf.minimum(tf.maximum(max_steps, width + 1), cap)
+    return max_lengths, max_steps
+
+
 def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
                   alpha=PAPER_DECODING.alpha, extra_length=PAPER_DECODING.extra_length,
                   max_length=None, bos_id=BOS_ID, eos_id=EOS_ID, num_results=1,
@@ -444,19 +472,10 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
         model.build()
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     cap = model.config.max_length if max_length is None else max_length
-    source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
-    max_lengths = tf.minimum(source_lengths + extra_length, cap)
-    # From the padded width, not the lengths: a value-independent bound keeps one compiled
-    # (XLA) search per input shape.
-    max_steps = tf.minimum(tf.shape(source_ids)[1] + extra_length, cap)
+    prefix = None
     if target_prefix_ids is not None:
         prefix = tf.convert_to_tensor(target_prefix_ids, tf.int32)[:, :cap - 1]
-        width = tf.shape(prefix)[1]
-        # Up to the last non-padding column: the forced tokens plus the end token must fit.
-        prefix_lengths = tf.reduce_max(
-            tf.where(tf.not_equal(prefix, PAD_ID), tf.range(1, width + 1)[None, :], 0), axis=1)
-        max_lengths = tf.minimum(tf.maximum(max_lengths, prefix_lengths + 1), cap)
-        max_steps = tf.minimum(tf.maximum(max_steps, width + 1), cap)
+    max_lengths, max_steps = output_lengths(source_ids, extra_length, cap, prefix)
     memory, mask = model.encode(source_ids, training=False)
     cache, memory_state = model.initial_decode_state(
         memory, mask, num_rows=beam_size, max_length=max_steps)

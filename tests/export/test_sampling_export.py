@@ -5,9 +5,6 @@ tiny model trained briefly on Multi30k) in a fresh process with the TF2 loader a
 session loader and runs the calls below in order on 12 Multi30k validation sentences; the
 CLI runs `pipelines/run.py --mode translate` on the fixtures' model directory.
 """
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,7 +16,7 @@ from export.translator import MAX_BEAM_SIZE
 from keras_transformer.search import score_ids
 from pipelines.stages import chunk_seed
 from tests.export.conftest import SETTINGS
-from tests.export.test_saved_model import (SERVING_CHECK, _env_without_repo, _tokenize,
+from tests.export.test_saved_model import (_tokenize, serve_in_fresh_process,
                                            _val_lines)
 from tests.export.test_serve_options import _ids_inputs, _inputs, _lengths, _out
 from tests.export.test_serve_options import translator_piece_ids
@@ -68,16 +65,9 @@ def case(exported, translator, shared_data, tmp_path_factory):
     ]
     calls += [text(name, **dict(NUCLEUS, **change)) for name, change, _ in BAD_SAMPLING]
     calls.append(text("after", **NUCLEUS, seed=1))  # the model still answers, the same way
-    work = tmp_path_factory.mktemp("sampling_export")
-    request, result_path = work / "request.json", work / "result.json"
-    request.write_text(json.dumps({"sources": sources[:2], "source_ids": source_ids[:2].tolist(),
-                                   "calls": calls}), encoding="utf-8")
-    run = subprocess.run([sys.executable, str(SERVING_CHECK), str(exported), str(request),
-                          str(result_path)], cwd=work, env=_env_without_repo(),
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-5000:]
-    result = json.loads(result_path.read_text(encoding="utf-8"))
-    assert result["project_modules"] == []
+    result = serve_in_fresh_process(
+        exported, {"sources": sources[:2], "source_ids": source_ids[:2].tolist(),
+                    "calls": calls}, tmp_path_factory.mktemp("sampling_export"))
     return {"result": result, "sources": sources, "source_ids": source_ids}
 
 

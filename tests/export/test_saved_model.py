@@ -147,6 +147,21 @@ def _env_without_repo():
     return env
 
 
+def serve_in_fresh_process(exported, request: dict, work: pathlib.Path) -> dict:
+    """Runs tests/export/serving_check.py on `request` in a process that cannot import this
+    project (as TensorFlow Serving would load the model) and returns its result, after
+    checking it ran and imported none of the project's modules."""
+    request_path, result_path = work / "request.json", work / "result.json"
+    request_path.write_text(json.dumps(request), encoding="utf-8")
+    run = subprocess.run([sys.executable, str(SERVING_CHECK), str(exported), str(request_path),
+                          str(result_path)], cwd=work, env=_env_without_repo(),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-5000:]
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    assert result["project_modules"] == []
+    return result
+
+
 def test_tf2_and_tf1_session_loaders_serve_the_same_translations(
         exported, translator, shared_data, tmp_path):
     sources = ODD_INPUTS + _val_lines(shared_data, 8)
@@ -154,15 +169,8 @@ def test_tf2_and_tf1_session_loaders_serve_the_same_translations(
     expected = translator.translate(tf.constant(sources))
     expected_ids = translator.translate_ids(tf.constant(source_ids))
 
-    request, result_path = tmp_path / "request.json", tmp_path / "result.json"
-    request.write_text(json.dumps({"sources": sources, "source_ids": source_ids.tolist()}),
-                       encoding="utf-8")
-    run = subprocess.run([sys.executable, str(SERVING_CHECK), str(exported), str(request),
-                          str(result_path)], cwd=tmp_path, env=_env_without_repo(),
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-5000:]
-    result = json.loads(result_path.read_text(encoding="utf-8"))
-    assert result["project_modules"] == []
+    result = serve_in_fresh_process(
+        exported, {"sources": sources, "source_ids": source_ids.tolist()}, tmp_path)
 
     want_text = [t.hex() for t in _strings(expected["translation"])]
     for loader in ("tf2", "tf1"):

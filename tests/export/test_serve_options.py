@@ -7,8 +7,6 @@ order on 20 real Multi30k validation sentences; each test checks one property fo
 loader.
 """
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,7 +19,7 @@ from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.search import score_ids
 from tests.export.conftest import MAX_LENGTH, SETTINGS
-from tests.export.test_saved_model import (SERVING_CHECK, _env_without_repo, _tokenize,
+from tests.export.test_saved_model import (_tokenize, serve_in_fresh_process,
                                            _val_lines)
 
 LOADERS = ("tf2", "tf1")
@@ -108,16 +106,9 @@ def case(exported, translator, shared_data, tmp_path_factory):
         # After every refusal, the same model still answers, and the same way.
         {"id": "after", "signature": OPTIONS_SIGNATURE, "inputs": _inputs(sources, **good)},
     ]
-    work = tmp_path_factory.mktemp("serve_options")
-    request, result_path = work / "request.json", work / "result.json"
-    request.write_text(json.dumps({"sources": sources[:2], "source_ids": source_ids[:2].tolist(),
-                                   "calls": calls}), encoding="utf-8")
-    run = subprocess.run([sys.executable, str(SERVING_CHECK), str(exported), str(request),
-                          str(result_path)], cwd=work, env=_env_without_repo(),
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-5000:]
-    result = json.loads(result_path.read_text(encoding="utf-8"))
-    assert result["project_modules"] == []
+    result = serve_in_fresh_process(
+        exported, {"sources": sources[:2], "source_ids": source_ids[:2].tolist(),
+                    "calls": calls}, tmp_path_factory.mktemp("serve_options"))
     return {"result": result, "sources": sources, "prefixes": prefixes,
             "source_ids": source_ids}
 
