@@ -40,6 +40,7 @@ import dataclasses
 import gzip
 import hashlib
 import json
+import os
 import pathlib
 import random
 import re
@@ -109,12 +110,22 @@ class Run:
     seen: dict[str, float]  # path -> seconds since the stage began when it first appeared
 
 
+def paths_under(work: pathlib.Path) -> list[pathlib.Path]:
+    """Every file and directory under `work`, read while a run may be renaming or removing
+    its temporaries: a directory that vanishes between listing and reading is skipped
+    (`Path.rglob` raises FileNotFoundError there)."""
+    found = []
+    for root, dirs, files in os.walk(work):  # os.walk ignores directories gone meanwhile
+        found.extend(pathlib.Path(root) / name for name in dirs + files)
+    return found
+
+
 def temporaries(work: pathlib.Path) -> list[str]:
     """Files and directories under `work` that are not outputs but a writer's temporaries:
     hidden names (the atomic writers', `pipelines.files` and `export.saved_model`) and
     TensorFlow's checkpoint ones (`ckpt-N_temp/`, `checkpoint.tmp...`); the lock excepted."""
     found = []
-    for path in sorted(work.rglob("*")):
+    for path in sorted(paths_under(work)):
         rel = path.relative_to(work).as_posix()
         if path.name == ".lock" or any(rel.startswith(top + "/") for top in found):
             continue
@@ -147,13 +158,13 @@ def run_stage(args, data_dir, stage: str, work: pathlib.Path, when: When | None 
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{stage}: no '== {stage}' line in {timeout} s")
         start = time.monotonic()
-        paths = set(work.rglob("*"))
+        paths = set(paths_under(work))
         existing = {p.relative_to(work).as_posix() for p in paths}
         fire = None
         while process.poll() is None:
             now = time.monotonic() - start
             if watch:
-                for path in work.rglob("*"):
+                for path in paths_under(work):
                     rel = path.relative_to(work).as_posix()
                     if rel not in existing and rel not in seen:
                         seen[rel] = now
