@@ -168,13 +168,16 @@ class Transformer(keras.Model):
                            positions=inputs["target_positions"])
 
     # ------------------------------------------------------------------ incremental decoding
-    def initial_decode_state(self, memory, memory_mask, num_rows, max_length):
+    def initial_decode_state(self, memory, memory_mask, num_rows, max_length=None):
         """What `decode_step` needs for a batch of sources.
 
         Args:
             memory, memory_mask: from `encode`.
             num_rows: hypotheses per sentence (the beam size; 1 for greedy).
-            max_length: the most target positions that will be decoded.
+            max_length: the most target positions that will be decoded: the self-attention
+                caches get that many fixed slots (XLA needs fixed shapes). None: caches that
+                grow by one position a step (faster without XLA; see
+                `MultiHeadAttention.initial_cache`).
         Returns:
             (cache, memory_state): `cache` is per hypothesis (beam search reorders its axis 1);
             `memory_state` (cross-attention keys/values and the mask) is per sentence and

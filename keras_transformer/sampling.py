@@ -31,7 +31,8 @@ import math
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.search import alignment_layer, output_lengths
+from keras_transformer.search import (alignment_layer, cache_length, loop_shape_invariants,
+                                      output_lengths)
 
 _NEG = -1e9  # a finite "minus infinity", as in beam search
 
@@ -160,7 +161,7 @@ def sample_ids(model, source_ids, *, seed, topk=0, topp=1.0, temperature=1.0, nu
 
     memory, mask = model.encode(source_ids, training=False)
     cache, memory_state = model.initial_decode_state(memory, mask, num_rows=n,
-                                                     max_length=max_steps)
+                                                     max_length=cache_length(max_steps))
     if constraint is not None:
         cache = {"model": cache,
                  "constraint": constraint.initial_state(source_ids, n, max_steps)}
@@ -217,7 +218,8 @@ def sample_ids(model, source_ids, *, seed, topk=0, topp=1.0, temperature=1.0, nu
               for dtype in (tf.int32, tf.float32, tf.int32)]
     loop_vars = (tf.constant(0), tf.fill([rows], bos_id), tf.zeros([rows], tf.bool),
                  tf.zeros([rows]), cache, *arrays)
-    out = tf.while_loop(not_done, body, loop_vars, maximum_iterations=max_steps)
+    out = tf.while_loop(not_done, body, loop_vars, maximum_iterations=max_steps,
+                        shape_invariants=loop_shape_invariants(loop_vars))
     total, arrays = out[3], out[5:]
 
     def per_sentence(array):  # [steps, batch * n] -> [batch, n, steps]

@@ -9,8 +9,9 @@ of the TensorFlow Model Garden's beam search, so the search knows nothing about 
   * `logits` [batch, beam, vocab] predict position `step + 1`;
   * `cache` is any nest of per-hypothesis tensors shaped [batch, beam, ...]. The search
     reorders their axis 1 when hypotheses are re-ranked. State that is the same for every
-    hypothesis of a sentence (encoder output, cross-attention keys/values) belongs in the
-    closure instead, so it is never copied per beam nor reordered.
+    hypothesis of a sentence (encoder output, cross-attention keys/values) is never copied
+    per beam nor reordered: it goes in `sentence_state` (passed as a 4th argument, for the
+    sentences still searched: finished sentences leave the batch) or in the closure.
 
 Scores are log-probabilities divided by the length penalty ((5 + length) / 6) ** alpha of
 Wu et al. (2016), length counting the end token. The paper decodes with beam 4, alpha 0.6
@@ -84,18 +85,21 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
-def _gather_beams(nest, beam_indices):
+def _gather_beams(nest, beam_indices, sentences=None):
     """Picks hypotheses along axis 1 of every tensor of `nest` ([batch, beam, ...]).
 
-    One gather of rows of the [batch * beam, ...] view with flat indices: without XLA this
-    is about 1.5x faster than `tf.gather(..., batch_dims=1)` on a decoder cache.
+    With `sentences` (int32 [b]), only those sentences along axis 0, `beam_indices` then
+    [b, beams]: one gather both drops sentences and reorders beams. One gather of rows of
+    the [batch * beam, ...] view with flat indices: without XLA this is about 1.5x faster
+    than `tf.gather(..., batch_dims=1)` on a decoder cache.
     """
     batch, beams = tf.shape(beam_indices)[0], tf.shape(beam_indices)[1]
+    picked = tf.range(batch) if sentences is None else sentences
 
     def gather(x):
         shape = tf.shape(x)
         rows = tf.reshape(x, tf.concat([[-1], shape[2:]], 0))
-        flat = tf.reshape(beam_indices + tf.range(batch)[:, None] * shape[1], [-1])
+        flat = tf.reshape(beam_indices + picked[:, None] * shape[1], [-1])
         return tf.reshape(tf.gather(rows, flat), tf.concat([[batch, beams], shape[2:]], 0))
 
     return tf.nest.map_structure(gather, nest)
@@ -203,13 +207,45 @@ def _candidates(logits, alive_log_probs, width, eos_id, last, forced):
             tf.gather(flat_log_probs, picks, batch_dims=1))
 
 
+def compiling_with_xla():
+    """Whether the graph being traced is XLA-compiled (inside `tf.function(jit_compile=True)`,
+    at any depth). XLA needs loop-invariant shapes, so decoding then keeps the decoder cache
+    in fixed slots; elsewhere the cache grows a position a step (`cache_length`)."""
+    if tf.executing_eagerly():
+        return False
+    try:  # not public API: where it is gone, assume XLA (fixed slots are always correct)
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:
+        return True
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+def cache_length(max_steps):
+    """The `max_length` to give `Transformer.initial_decode_state` for a search of at most
+    `max_steps` steps: fixed slots under XLA, else None (a cache that grows)."""
+    return max_steps if compiling_with_xla() else None
+
+
+def loop_shape_invariants(loop_vars):
+    """`tf.while_loop` shape invariants for `loop_vars`: every tensor keeps its static shape
+    except dimensions of size 0 at the start, which may grow (a growing decoder cache's
+    length axis); TensorArrays are left free."""
+    def invariant(value):
+        if isinstance(value, tf.TensorArray):
+            return tf.TensorShape(None)
+        return tf.TensorShape([None if size == 0 else size for size in value.shape.as_list()])
+
+    return tf.nest.map_structure(invariant, loop_vars)
+
+
 def _is_static(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max_lengths,
                 eos_id, alpha, num_results=1, early_finish=True, max_steps=None,
-                forced_ids=None, return_token_scores=False, return_alignment=False):
+                forced_ids=None, return_token_scores=False, return_alignment=False,
+                sentence_state=None):
     """Finds high-scoring continuations of `initial_ids` for every sentence of a batch.
 
     Args:
@@ -218,7 +254,8 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
             token is aligned to.
         initial_ids: int32 [batch], the start token of every sentence.
         initial_cache: nest of [batch, beam_size, ...] tensors (e.g. empty self-attention
-            key/value caches with room for max(max_lengths) positions).
+            key/value caches with room for max(max_lengths) positions, or growing ones:
+            a dimension of size 0 at the start may grow, see `loop_shape_invariants`).
         beam_size: k; 1 with alpha 0 is greedy decoding. A Python int (static shapes, the
             exported ``serving_default``), or an int32 scalar tensor: a dynamic beam, the
             hypotheses axis then has unknown static size (graph mode, no XLA needed).
@@ -242,6 +279,15 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
             the forced tokens and the end token (`translate_ids` sees to it).
         return_token_scores: also return every token's log-probability.
         return_alignment: also return every token's alignment (see symbols_to_logits_fn).
+        sentence_state: optional nest of per-sentence tensors [batch, ...] (the encoder's
+            output, cross-attention keys/values, anything else a sentence's steps read):
+            `symbols_to_logits_fn(ids, step, cache, sentence_state)` then gets it as a 4th
+            argument, holding the sentences still searched. Given it (and early_finish, and
+            outside XLA, whose shapes are fixed), a sentence leaves the batch as soon as no
+            live hypothesis can beat its finished ones, so later steps compute only the
+            sentences still searched: on Multi30k val in batches of 32, 45% of the steps'
+            sentence rows. Results are the same: a sentence that cannot improve never
+            changes its finished hypotheses again.
     Returns:
         (sequences int32 [batch, num_results, max_steps], 0-padded after the end token;
         scores float32 [batch, num_results], best first). With `return_token_scores` or
@@ -272,34 +318,56 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
         first = tf.tile(tf.cast(first, dtype)[:, None, None], [1, k, 1])
         return tf.concat([first, tf.zeros([batch, k, steps], dtype)], axis=2)
 
-    alive = {"ids": storage(initial_ids, tf.int32)}
+    initial_alive = {"ids": storage(initial_ids, tf.int32)}
     if return_token_scores:
-        alive["token_log_probs"] = storage(tf.zeros([batch]), tf.float32)
+        initial_alive["token_log_probs"] = storage(tf.zeros([batch]), tf.float32)
     if return_alignment:
-        alive["alignment"] = storage(tf.fill([batch], -1), tf.int32)
+        initial_alive["alignment"] = storage(tf.fill([batch], -1), tf.int32)
     # Only the first beam is live at the start, or the k beams would be k copies.
     if _is_static(k):
         alive_log_probs = tf.tile(tf.constant([[0.0] + [_NEG] * (k - 1)]), [batch, 1])
     else:
         alive_log_probs = tf.tile(tf.where(tf.range(k) == 0, 0.0, _NEG)[None], [batch, 1])
-    finished = tf.nest.map_structure(tf.zeros_like, alive)
+    finished = tf.nest.map_structure(tf.zeros_like, initial_alive)
     finished_scores = tf.fill([batch, k], _NEG)
     positions = tf.range(steps + 1)
+    # What the search knows of each sentence it still searches (with `compact`, those that
+    # can still improve; else all): its index in the batch, its length limit, its forced
+    # tokens and the caller's per-sentence state. Live hypotheses and the cache hold the
+    # same sentences; the finished ones are kept for the whole batch.
+    sentences = {"index": tf.range(batch), "max_lengths": max_lengths}
+    if forced_ids is not None:
+        sentences["forced"] = forced_ids
+    if sentence_state is not None:
+        sentences["state"] = sentence_state
+    compact = sentence_state is not None and early_finish and not compiling_with_xla()
 
-    def not_done(step, alive, alive_log_probs, finished, finished_scores, cache):
+    def can_improve(step, alive_log_probs, finished_scores, max_lengths):
         # The best a live beam can still reach: its log-probability only falls, and the
-        # penalty is largest at the sentence's maximum length.
+        # penalty is largest at the sentence's maximum length. Once False, it stays False.
         best_alive = alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
         worst_kept_finished = finished_scores[:, num_results - 1]
-        can_improve = (best_alive > worst_kept_finished) & (step < max_lengths)
-        keep_going = tf.reduce_any(can_improve) if early_finish else True
-        return (step < steps) & keep_going
+        return (best_alive > worst_kept_finished) & (step < max_lengths)
 
-    def body(step, alive, alive_log_probs, finished, finished_scores, cache):
-        out = symbols_to_logits_fn(alive["ids"][:, :, step], step, cache)
+    def not_done(step, sentences, alive, alive_log_probs, cache, finished, finished_scores):
+        if compact:  # the sentences that could not improve have left
+            return (step < steps) & (tf.size(sentences["index"]) > 0)
+        if not early_finish:
+            return step < steps
+        return (step < steps) & tf.reduce_any(
+            can_improve(step, alive_log_probs, finished_scores, sentences["max_lengths"]))
+
+    def body(step, sentences, alive, alive_log_probs, cache, finished, finished_scores):
+        index, lengths = sentences["index"], sentences["max_lengths"]
+        kept, kept_scores = finished, finished_scores
+        if compact:
+            kept, kept_scores = tf.nest.map_structure(lambda x: tf.gather(x, index),
+                                                      (finished, finished_scores))
+        state = (sentences["state"],) if sentence_state is not None else ()
+        out = symbols_to_logits_fn(alive["ids"][:, :, step], step, cache, *state)
         logits, cache = out[0], out[1]
-        last = tf.equal(step + 1, max_lengths)
-        forced = None if forced_ids is None else forced_ids[:, step]
+        last = tf.equal(step + 1, lengths)
+        forced = sentences["forced"][:, step] if forced_ids is not None else None
         top_log_probs, top_beams, top_tokens, top_token_log_probs = _candidates(
             logits, alive_log_probs, 2 * k, eos_id, last, forced)
         new_values = {"ids": top_tokens}
@@ -314,29 +382,56 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
 
         # Live beams: the k best candidates that did not end.
         alive_scores = tf.where(top_is_eos, _NEG, top_log_probs)
-        new_alive_log_probs, alive_pick = tf.math.top_k(alive_scores, k=k)
-        new_alive = _gather_beams(top, alive_pick)
-        cache = _gather_beams(cache, _gather_beams(top_beams, alive_pick))
+        alive_log_probs, alive_pick = tf.math.top_k(alive_scores, k=k)
+        alive = _gather_beams(top, alive_pick)
+        parents = _gather_beams(top_beams, alive_pick)  # the cache rows they continue
 
         # Finished: the k best of the old finished and the candidates that ended now. As in
         # fairseq, an ending counts only if it ranks among the k best candidates, so that
         # beam size 1 is exactly greedy decoding.
         ended = top_is_eos & (tf.range(2 * k) < k)[None, :] & (top_log_probs > _NEG / 2)
         ended_scores = tf.where(ended, top_log_probs / length_penalty(step + 1, alpha), _NEG)
-        pool_scores = tf.concat([finished_scores, ended_scores], axis=1)
-        pool = tf.nest.map_structure(lambda f, t: tf.concat([f, t], axis=1), finished, top)
-        new_finished_scores, finished_pick = tf.math.top_k(pool_scores, k=k)
-        new_finished = _gather_beams(pool, finished_pick)
-        new_vars = (step + 1, new_alive, new_alive_log_probs, new_finished,
-                    new_finished_scores, cache)
-        # Reshapes with a dynamic batch lose static dimensions; the loop needs them back.
-        tf.nest.map_structure(lambda new, old: new.set_shape(old.shape), new_vars, loop_vars)
-        return new_vars
+        pool_scores = tf.concat([kept_scores, ended_scores], axis=1)
+        pool = tf.nest.map_structure(lambda f, t: tf.concat([f, t], axis=1), kept, top)
+        kept_scores, finished_pick = tf.math.top_k(pool_scores, k=k)
+        kept = _gather_beams(pool, finished_pick)
+        if not compact:
+            cache = _gather_beams(cache, parents)
+            new_vars = (step + 1, sentences, alive, alive_log_probs, cache, kept, kept_scores)
+            # Reshapes with a dynamic batch lose static dimensions; the loop needs them back.
+            tf.nest.map_structure(lambda new, shape: new.set_shape(shape), new_vars,
+                                  invariants)
+            return new_vars
+        # The finished hypotheses go back to their sentences; the sentences that can no
+        # longer improve leave the batch (exact: their results cannot change any more).
+        rows = index[:, None]
+        whole = tf.nest.map_structure(lambda f, new: tf.tensor_scatter_nd_update(f, rows, new),
+                                      (finished, finished_scores), (kept, kept_scores))
+        still = tf.where(can_improve(step + 1, alive_log_probs, kept_scores, lengths))[:, 0]
+        still = tf.cast(still, tf.int32)
+        cache = _gather_beams(cache, tf.gather(parents, still), sentences=still)
+        alive, alive_log_probs = tf.nest.map_structure(lambda x: tf.gather(x, still),
+                                                       (alive, alive_log_probs))
+        sentences = tf.cond(tf.size(still) < tf.size(index),
+                            lambda: tf.nest.map_structure(lambda x: tf.gather(x, still),
+                                                          sentences),
+                            lambda: sentences)
+        return (step + 1, sentences, alive, alive_log_probs, cache) + whole
 
-    loop_vars = (tf.constant(0), alive, alive_log_probs, finished, finished_scores,
-                 initial_cache)
-    _, alive, alive_log_probs, finished, finished_scores, _ = tf.while_loop(
-        not_done, body, loop_vars, maximum_iterations=steps)
+    loop_vars = (tf.constant(0), sentences, initial_alive, alive_log_probs, initial_cache,
+                 finished, finished_scores)
+    invariants = loop_shape_invariants(loop_vars)
+    if compact:  # the searched sentences' axis shrinks
+        invariants = invariants[:1] + tf.nest.map_structure(
+            lambda shape: tf.TensorShape([None] + shape.as_list()[1:]), invariants[1:5]
+        ) + invariants[5:]
+    _, sentences, alive, alive_log_probs, _, finished, finished_scores = tf.while_loop(
+        not_done, body, loop_vars, maximum_iterations=steps, shape_invariants=invariants)
+    if compact:  # the sentences searched to the last step: their live beams, in place
+        rows = sentences["index"][:, None]
+        alive, alive_log_probs = tf.nest.map_structure(
+            lambda whole, part: tf.tensor_scatter_nd_update(whole, rows, part),
+            (initial_alive, tf.fill([batch, k], _NEG)), (alive, alive_log_probs))
 
     # A sentence with no finished hypothesis (only when early_finish is off and decoding
     # stopped at max(max_lengths) before its own end) returns its live beams instead.
@@ -478,7 +573,7 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
     max_lengths, max_steps = output_lengths(source_ids, extra_length, cap, prefix)
     memory, mask = model.encode(source_ids, training=False)
     cache, memory_state = model.initial_decode_state(
-        memory, mask, num_rows=beam_size, max_length=max_steps)
+        memory, mask, num_rows=beam_size, max_length=cache_length(max_steps))
     layer = alignment_layer(model.config.num_layers)
     # Without a constraint, per-token scores and alignments come from one teacher-forced
     # pass over the final hypotheses (`_token_details`): the search itself then runs exactly
@@ -487,27 +582,30 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
     track = constraint is not None
     post_pass = (return_token_scores or return_alignment) and not track
 
+    # Per sentence, for the sentences still searched (see `beam_search`).
+    sentences = {"memory": memory_state, "max_lengths": max_lengths}
     if return_alignment and track:
-        def symbols_to_logits_fn(ids, step, cache):
+        def symbols_to_logits_fn(ids, step, cache, sentences):
             logits, cache, weights = model.decode_step(
-                ids, step, cache, memory_state, return_attention_scores=True,
+                ids, step, cache, sentences["memory"], return_attention_scores=True,
                 attention_layer=layer)
             # weights [batch, heads, rows, source_len]: head average, then the argmax.
             average = tf.reduce_mean(tf.cast(weights, tf.float32), axis=1)
             return logits, cache, tf.argmax(average, axis=-1, output_type=tf.int32)
     else:
-        def symbols_to_logits_fn(ids, step, cache):
-            return model.decode_step(ids, step, cache, memory_state)
+        def symbols_to_logits_fn(ids, step, cache, sentences):
+            return model.decode_step(ids, step, cache, sentences["memory"])
 
     if constraint is not None:
         cache = {"model": cache,
                  "constraint": constraint.initial_state(source_ids, beam_size, max_steps)}
         unconstrained = symbols_to_logits_fn
 
-        def symbols_to_logits_fn(ids, step, cache):
+        def symbols_to_logits_fn(ids, step, cache, sentences):
             out = unconstrained(constraint.decoder_inputs(ids, cache["constraint"]), step,
-                                cache["model"])
-            allowed, state = constraint.allowed(ids, step, cache["constraint"], max_lengths,
+                                cache["model"], sentences)
+            allowed, state = constraint.allowed(ids, step, cache["constraint"],
+                                                sentences["max_lengths"],
                                                 model.config.vocab_size)
             logits = tf.where(allowed, constraint.logits(out[0], state), _NEG)
             return (logits, {"model": out[1], "constraint": state}) + tuple(out[2:])
@@ -518,7 +616,8 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
                          max_steps=max_steps,
                          forced_ids=None if target_prefix_ids is None else prefix,
                          return_token_scores=return_token_scores and track,
-                         return_alignment=return_alignment and track)
+                         return_alignment=return_alignment and track,
+                         sentence_state=sentences)
     if not post_pass:
         return result
     ids, scores = result

@@ -6,7 +6,8 @@ import tensorflow as tf
 import keras
 
 from keras_transformer import LabelSmoothedCrossEntropy, Transformer
-from keras_transformer.search import beam_search, score_ids, translate_ids
+from keras_transformer.search import (beam_search, cache_length, compiling_with_xla,
+                                      score_ids, translate_ids)
 from tests.helpers import random_ids, tiny_config
 
 BOS, EOS = 2, 3
@@ -121,6 +122,30 @@ def test_runs_under_xla_with_dynamic_shapes(model):
     compiled = decode(random_ids(2, 5, vocab_size=12, seed=1))
     np.testing.assert_array_equal(eager[0].numpy(), compiled[0].numpy())
     assert decode(random_ids(3, 7, vocab_size=12, seed=2))[0].shape[0] == 3
+
+
+def test_the_graph_search_equals_the_xla_one(model):
+    """Outside XLA the decoder cache grows a position a step and sentences that cannot
+    improve leave the batch; under XLA the cache has fixed slots and every sentence stays.
+    Both give the same n-best lists and scores (and so does eager execution)."""
+    source = random_ids(16, 6, vocab_size=12, seed=21)
+    source[np.arange(6)[None, :] >= np.arange(16)[:, None] % 6 + 1] = 0  # lengths 1..6
+
+    def search(s):
+        return translate_ids(model, s, beam_size=4, extra_length=5, eos_id=EOS, num_results=3)
+
+    kinds = []
+
+    def record(s):
+        kinds.append((compiling_with_xla(), cache_length(tf.constant(7))))
+        return search(s)
+
+    graph = tf.function(record)(source)
+    xla = tf.function(record, jit_compile=True)(source)
+    assert kinds[0] == (False, None) and kinds[1][0] and kinds[1][1] is not None
+    np.testing.assert_array_equal(graph[0].numpy(), xla[0].numpy())
+    np.testing.assert_allclose(graph[1].numpy(), xla[1].numpy(), atol=1e-5)
+    np.testing.assert_array_equal(search(source)[0].numpy(), xla[0].numpy())  # eager
 
 
 def test_without_early_finish_runs_every_step(model, source):

@@ -147,13 +147,25 @@ class MultiHeadAttention(keras.layers.Layer):
         return (output, weights) if return_attention_scores else output
 
     # ------------------------------------------------------------------ decoding
-    def initial_cache(self, batch_size, num_rows, max_length):
+    def initial_cache(self, batch_size, num_rows, max_length=None):
         """An empty self-attention cache for `num_rows` hypotheses per sentence.
 
-        Returns:
-            {"key": [batch, rows, heads, max_length, d_k], "value": [..., d_v]}, zeros.
-            Rows are independent hypotheses (beams); beam search reorders axis 1.
+        Two kinds, told apart by their keys, so that `step` needs no flag:
+          * max_length given: {"key": [batch, rows, heads, max_length, d_k], "value": [...,
+            d_v]}, zeros; `step` writes position p into slot p. Shapes never change, which
+            XLA needs.
+          * max_length None: {"growing_key": [batch, rows, heads, 0, d_k], "growing_value":
+            [..., d_v]}; `step` appends one position. Without XLA this is much faster: a
+            step touches only the positions decoded so far instead of rewriting (and beam
+            search reordering) every slot up to the length limit (served beam search 1.7x,
+            `benchmarks/serving_speed.py`). A loop carrying it needs `shape_invariants` with
+            the length axis free (`keras_transformer.search.loop_shape_invariants`).
+        Rows are independent hypotheses (beams); beam search reorders axis 1.
         """
+        if max_length is None:
+            shape = (batch_size, num_rows, self.num_heads, 0)
+            return {"growing_key": ops.zeros(shape + (self.key_dim,), self.compute_dtype),
+                    "growing_value": ops.zeros(shape + (self.value_dim,), self.compute_dtype)}
         shape = (batch_size, num_rows, self.num_heads, max_length)
         return {"key": ops.zeros(shape + (self.key_dim,), self.compute_dtype),
                 "value": ops.zeros(shape + (self.value_dim,), self.compute_dtype)}
@@ -170,16 +182,22 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         batch, rows = ops.shape(query)[0], ops.shape(query)[1]
         q, k, v = self._fused_qkv(query)  # rows play the role of positions here
-        max_length = ops.shape(cache["key"])[3]
-        # A select against a one-hot over positions writes the new entry with one core
-        # element-wise op (no XLA-only scatter); without XLA, one pass over the cache instead
-        # of the two (and a temporary) of adding the entry times the one-hot.
-        slot = ops.equal(ops.arange(max_length), position)[:, None]
-        cache = {"key": ops.where(slot, k[:, :, :, None, :], cache["key"]),
-                 "value": ops.where(slot, v[:, :, :, None, :], cache["value"])}
-        visible = (ops.arange(max_length) <= position)[None, None, None, :]
+        if "growing_key" in cache:
+            cache = {name: ops.concatenate([cache[name], new[:, :, :, None]], axis=3)
+                     for name, new in (("growing_key", k), ("growing_value", v))}
+            keys, values, visible = cache["growing_key"], cache["growing_value"], None
+        else:
+            max_length = ops.shape(cache["key"])[3]
+            # A select against a one-hot over positions writes the new entry with one core
+            # element-wise op (no XLA-only scatter); without XLA, one pass over the cache
+            # instead of the two (and a temporary) of adding the entry times the one-hot.
+            slot = ops.equal(ops.arange(max_length), position)[:, None]
+            cache = {"key": ops.where(slot, k[:, :, :, None, :], cache["key"]),
+                     "value": ops.where(slot, v[:, :, :, None, :], cache["value"])}
+            keys, values = cache["key"], cache["value"]
+            visible = (ops.arange(max_length) <= position)[None, None, None, :]
         output, weights = self._attend(
-            q, cache["key"], cache["value"], visible, training=False,
+            q, keys, values, visible, training=False,
             einsums=("brhd,brhld->brhl", "brhl,brhld->brhd"))
         output = self.output_projection(ops.reshape(output, (batch, rows, -1)))
         return (output, cache, weights) if return_attention_scores else (output, cache)

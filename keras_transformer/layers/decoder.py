@@ -160,7 +160,7 @@ class Decoder(LayerStack):
         """Every layer's cross-attention keys and values: computed once per source sentence."""
         return [layer.cross_attention.project_memory(memory) for layer in self.blocks]
 
-    def initial_cache(self, batch_size, num_rows, max_length):
+    def initial_cache(self, batch_size, num_rows, max_length=None):
         """Empty self-attention caches of every layer for `num_rows` hypotheses per sentence."""
         return [layer.self_attention.initial_cache(batch_size, num_rows, max_length)
                 for layer in self.blocks]

@@ -166,17 +166,27 @@ def test_cached_step_matches_causal_full_pass(dk, dv):
     layer = MultiHeadAttention(num_heads=2, key_dim=dk, value_dim=dv)
     rows = [normal((BATCH, LENGTH, D_MODEL), seed=14 + r) for r in range(2)]
     full = [to_numpy(layer(r, attention_mask=causal_mask(LENGTH))) for r in rows]
-    cache = layer.initial_cache(BATCH, 2, max_length=LENGTH + 3)  # longer than used
-    assert tuple(cache["key"].shape) == (BATCH, 2, 2, LENGTH + 3, dk)
-    assert tuple(cache["value"].shape) == (BATCH, 2, 2, LENGTH + 3, dv)
+    caches = {"fixed": layer.initial_cache(BATCH, 2, max_length=LENGTH + 3),  # > used
+              "growing": layer.initial_cache(BATCH, 2)}
+    assert tuple(caches["fixed"]["key"].shape) == (BATCH, 2, 2, LENGTH + 3, dk)
+    assert tuple(caches["fixed"]["value"].shape) == (BATCH, 2, 2, LENGTH + 3, dv)
+    assert tuple(caches["growing"]["growing_key"].shape) == (BATCH, 2, 2, 0, dk)
     for position in range(LENGTH):
         query = np.stack([r[:, position] for r in rows], axis=1)  # [batch, rows, d_model]
-        out, cache = layer.step(query, position, cache)
-        for r in range(2):
-            np.testing.assert_allclose(to_numpy(out)[:, r], full[r][:, position], atol=1e-5)
-    # Slots past the last position were never written.
-    np.testing.assert_array_equal(to_numpy(cache["key"])[:, :, :, LENGTH:], 0.0)
-    assert np.all(np.any(to_numpy(cache["key"])[:, :, :, :LENGTH] != 0, axis=-1))
+        for kind, cache in caches.items():
+            out, caches[kind] = layer.step(query, position, cache)
+            for r in range(2):
+                np.testing.assert_allclose(to_numpy(out)[:, r], full[r][:, position],
+                                           atol=1e-5)
+    fixed, growing = caches["fixed"], caches["growing"]
+    # Fixed slots past the last position were never written; the growing cache holds
+    # exactly the positions decoded, equal to the fixed slots'.
+    np.testing.assert_array_equal(to_numpy(fixed["key"])[:, :, :, LENGTH:], 0.0)
+    assert np.all(np.any(to_numpy(fixed["key"])[:, :, :, :LENGTH] != 0, axis=-1))
+    np.testing.assert_array_equal(to_numpy(growing["growing_key"]),
+                                  to_numpy(fixed["key"])[:, :, :, :LENGTH])
+    np.testing.assert_array_equal(to_numpy(growing["growing_value"]),
+                                  to_numpy(fixed["value"])[:, :, :, :LENGTH])
 
 
 def test_step_attention_weights_cover_the_prefix_only():
