@@ -14,7 +14,6 @@ Like the Keras layer, d_k and d_v are free (Table 3 rows A and B vary them apart
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers.masks import apply_mask
@@ -114,9 +113,11 @@ class MultiHeadAttention(keras.layers.Layer):
         """softmax(Q K^T / sqrt(d_k)) V (Eq. 1), softmax in float32 for stability."""
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
         scores = ops.einsum(einsums[0], q, k)
-        # tf.nn.softmax, not keras.ops.softmax: the latter warns on a single key (the first
-        # decoding step), which is legitimate here.
-        weights = tf.nn.softmax(apply_mask(ops.cast(scores, "float32"), mask), axis=-1)
+        scores = apply_mask(ops.cast(scores, "float32"), mask)
+        if scores.shape[-1] == 1:  # one key (a first decoding step): keras.ops.softmax warns
+            weights = ops.ones_like(scores)
+        else:
+            weights = ops.softmax(scores, axis=-1)
         weights = ops.cast(weights, v.dtype)
         output = ops.einsum(einsums[1], self._dropout(weights, training=training), v)
         return output, weights
