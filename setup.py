@@ -32,8 +32,9 @@ setup(
     ],
     extras_require={
         # sacremoses: Moses tokenization for benchmarks/multi30k_published_protocol.py (and
-        # its test); not needed to train, evaluate or serve.
+        # its test); not needed to train, evaluate or serve. jax[cpu]: the tests run the
+        # library under KERAS_BACKEND=jax too (tests/test_backends.py).
         "bench": ["sacremoses"],
-        "test": ["pytest", "sacremoses"],
+        "test": ["pytest", "sacremoses", "jax[cpu]"],
     },
 )

@@ -331,7 +331,7 @@ def check(args):
     """Our beam search (in-process, float32) against CTranslate2 on the first sentences."""
     import tensorflow as tf
 
-    from keras_transformer import text
+    from export import text
     from keras_transformer.search import translate_ids
 
     model, pieces = load_model(args.model_dir)

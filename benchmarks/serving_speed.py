@@ -25,7 +25,8 @@ on the first batch, then times `--repeats` passes over all sentences in batches 
 out, for every engine. Prints one JSON line per measurement ("saved_model_decode" for ours,
 with the fields this script always printed; "ct2_decode" for CTranslate2) and a summary line
 last: sentences/s, the ratio to CTranslate2 float32, and the share of translations identical
-to CTranslate2 float32's and to the first measurement's.
+to CTranslate2 float32's and to the first measurement's (`--outputs_dir` keeps the
+translations themselves; `benchmarks/int8_export.py` scores them).
 
 The machine may be shared: wall-clock speed then depends on what else runs, so every
 measurement also reports its CPU time (`time.process_time`, all threads of the process) and
@@ -65,7 +66,8 @@ def _export_info(saved_model):
     if not path.is_file():
         return {}
     decoding = json.loads(path.read_text(encoding="utf-8")).get("decoding", {})
-    return {k: decoding.get(k) for k in ("precision", "jit_compile", "beam_size", "alpha")}
+    return {k: decoding.get(k)
+            for k in ("precision", "quantize", "jit_compile", "beam_size", "alpha")}
 
 
 def tf2_translator(saved_model):
@@ -263,6 +265,9 @@ def main():
     parser.add_argument("--ct2_compute_types", default="float32,int8")
     parser.add_argument("--ct2_length_penalty", type=float, default=0.6,
                         help="CTranslate2's (length ** penalty, EOS counted), not GNMT's")
+    parser.add_argument("--outputs_dir", default=None,
+                        help="write each run's translations (its last round) to "
+                             "DIR/<run>.txt, one line a sentence (':' in a run name is '_')")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile_batches", type=int, default=4)
     parser.add_argument("--top", type=int, default=15)
@@ -293,7 +298,8 @@ def main():
                     "--length_penalty", str(args.ct2_length_penalty), *common], "--output"))
         for index, saved_model in enumerate(args.saved_model):
             info = _export_info(saved_model)
-            label = f"{info.get('precision')}{'+xla' if info.get('jit_compile') else ''}"
+            label = (f"{info.get('precision')}{'+int8' if info.get('quantize') else ''}"
+                     f"{'+xla' if info.get('jit_compile') else ''}")
             for loader in args.loaders.split(","):
                 plan.append((f"{index}:{label}:{loader}", [
                     sys.executable, __file__, "--worker", loader, "--saved_model",
@@ -309,6 +315,10 @@ def main():
                     data = json.loads(pathlib.Path(out).read_text(encoding="utf-8"))
                     translations = data["translations"] if isinstance(data, dict) else data
                 runs[name].append((result, translations))
+                if args.outputs_dir and translations is not None:
+                    os.makedirs(args.outputs_dir, exist_ok=True)
+                    pathlib.Path(args.outputs_dir, f"{name.replace(':', '_')}.txt").write_text(
+                        "".join(f"{t}\n" for t in translations), encoding="utf-8")
         if args.profile:
             print(json.dumps(run_json([sys.executable, __file__, "--worker", "profile",
                                        "--saved_model", args.saved_model[0], *common,

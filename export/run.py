@@ -3,6 +3,7 @@
     python export/run.py --model_dir M [--export_dir E] [--export_version N]
         [--overwrite_export] [--override_saved --beam_size 4 --alpha 0.6 --extra_length 50
         --max_input_length L --decode_precision float32] [--export_jit_compile]
+        [--quantize int8]
 
 The same code path as ``pipelines/run.py --mode export`` (`pipelines.stages.run_export`),
 with the same flags (`pipelines/shared_flags.py`; this CLI's earlier names ``--version``,
@@ -11,7 +12,8 @@ dir lock: decoding settings and precision come from ``M/settings.json`` (flags t
 need ``--override_saved``), else the task's, else the paper's (beam 4, alpha 0.6, input
 length + 50). Writes ``E/<version>/`` (default version: one more than the largest
 in E; default E: ``M/export``) with the signatures ``serving_default`` (strings in,
-translations out) and ``translate_ids``, then checks that every op in it is one stock
+translations out), ``translate_ids`` and the options signatures (``--quantize int8``: the
+matrices stored as int8, export/quantize.py), then checks that every op in it is one stock
 TensorFlow Serving registers (``--nocheck_ops`` skips that). A user error is one line on
 stderr and exit status 2; a failed op check exits 1. See export/README.md for serving.
 """

@@ -11,12 +11,17 @@ pieces, token log-probabilities and alignments. Options cannot be optional input
 so the plain ``{"instances": [{"source": ...}]}`` request would fail. The maximum input
 length is fixed for all four.
 
-The SavedModel is written with `keras.export.ExportArchive`, whose variable tracking gives
-one saved variable per weight: a plain `tf.Module` holding Keras 3 variables was measured to
-export two handles per weight, and the TF1 session loader (how TensorFlow Serving restores)
-then fails with "Could not find variable ... uninitialized". The SentencePiece tokenizer is
-created inside the traced functions (see `Translator._tokenizer`), so its resource needs no
-tracking and survives `tf.random.set_seed`.
+The SavedModel is written by `tf.saved_model.save` from the four signatures' concrete
+functions and an object holding exactly the `tf.Variable`s they capture, so each weight and
+each traced function is stored once. (`keras.export.ExportArchive`, used before, stored both
+twice: the Keras variables it tracks beside the `tf.Variable`s the functions capture, and the
+endpoint `tf.function`s beside the signatures. Holding the Keras variables instead gives two
+handles per weight, and the TF1 session loader, how TensorFlow Serving restores, then fails
+with "Could not find variable ... uninitialized".) Only what the functions read is saved: an
+int8 export (`export.quantize`) stores the int8 matrices, not the model's float ones. The
+SentencePiece tokenizer is created inside the traced functions (see
+`Translator._tokenizer`), so its resource needs no tracking and survives
+`tf.random.set_seed`.
 
 Versions are written as ``<export_dir>/<version>/``, the layout TensorFlow Serving watches,
 atomically: into a hidden temporary directory beside it (which the server ignores, its name
@@ -36,6 +41,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from export.quantize import QUANTIZE_MODES, Int8Weights
 from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE, ExportError, Translator
 from keras_transformer.search import DecodingSettings, alignment_layer
 
@@ -80,21 +86,25 @@ def _refuse_existing(final: pathlib.Path, version: int, export_dir: pathlib.Path
 
 
 # ---------------------------------------------------------------------- export
-def build_archive(translator: Translator):
-    """A `keras.export.ExportArchive` with the four signatures (not yet written)."""
-    import keras
+def saveable(translator: Translator):
+    """(the object to save, {signature name: concrete function}) for `tf.saved_model.save`.
 
-    archive = keras.export.ExportArchive()
-    archive.track(translator.model)
-    # The SentencePiece resource is made inside the traced functions (see
-    # `Translator._tokenizer`): nothing to track, the model proto is an attribute of the
-    # SentencepieceOp node in the serving function's body.
-    # The first endpoint is also registered as serving_default; naming it so keeps one copy.
-    archive.add_endpoint(SERVING_SIGNATURE, translator.translate)
-    archive.add_endpoint(IDS_SIGNATURE, translator.translate_ids)
-    archive.add_endpoint(OPTIONS_SIGNATURE, translator.translate_with_options)
-    archive.add_endpoint(IDS_OPTIONS_SIGNATURE, translator.translate_ids_with_options)
-    return archive
+    The object holds the variables the signatures capture, each once (the functions of a
+    `tf.Variable` shared by several signatures capture the same object). The SentencePiece
+    resource is made inside the traced functions (see `Translator._tokenizer`): nothing to
+    track, the model proto is an attribute of the SentencepieceOp node."""
+    signatures = {
+        SERVING_SIGNATURE: translator.translate.get_concrete_function(),
+        IDS_SIGNATURE: translator.translate_ids.get_concrete_function(),
+        OPTIONS_SIGNATURE: translator.translate_with_options.get_concrete_function(),
+        IDS_OPTIONS_SIGNATURE: translator.translate_ids_with_options.get_concrete_function()}
+    captured = {}
+    for function in signatures.values():
+        for variable in function.variables:
+            captured.setdefault(id(variable), variable)
+    root = tf.Module()
+    root.captured_variables = list(captured.values())
+    return root, signatures
 
 
 def _export_info(translator: Translator, version: int) -> dict[str, Any]:
@@ -164,7 +174,8 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
         # mkdtemp makes the directory private (0700); a server running as another user
         # must be able to read the version.
         os.chmod(tmp, 0o755)
-        build_archive(translator).write_out(str(tmp), verbose=False)
+        root, signatures = saveable(translator)
+        tf.saved_model.save(root, str(tmp), signatures=signatures)
         extra = tmp / EXTRA_DIR
         extra.mkdir(exist_ok=True)
         (extra / VOCAB_COPY_FILE).write_bytes(translator.spm_proto)
@@ -192,13 +203,15 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
     log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}, "
         f"{OPTIONS_SIGNATURE}, {IDS_OPTIONS_SIGNATURE}; default beam "
         f"{d.beam_size}, alpha {d.alpha}, extra length {d.extra_length}, max input length "
-        f"{translator.max_length}, {d.precision})")
+        f"{translator.max_length}, {d.precision}"
+        f"{'' if translator.weights is None else ', weights ' + translator.weights.mode})")
     return final
 
 
 def export_saved_model(model, spm_proto: bytes, export_dir, settings=DecodingSettings(),
                        version=None, overwrite=False, jit_compile=False, constraint=None,
-                       preprocess=None, postprocess=None, log=print) -> pathlib.Path:
+                       preprocess=None, postprocess=None, quantize=None,
+                       log=print) -> pathlib.Path:
     """Writes a text-in, text-out SavedModel for TensorFlow Serving under `export_dir/<version>/`.
 
     Args:
@@ -213,12 +226,18 @@ def export_saved_model(model, spm_proto: bytes, export_dir, settings=DecodingSet
         overwrite: replace an existing version; without it an existing version is an error.
         jit_compile: XLA-compile the beam search (see export/README.md for what it supports).
         constraint, preprocess, postprocess: what the task adds (see `Translator`).
+        quantize: "int8" stores the model's matrices as int8 (`export.quantize`), quantized
+            from `model`'s weights and dequantized to its dtype once per request; None
+            stores them as they are.
         log: progress sink.
     Returns:
         The path of the written version directory.
     Raises:
-        ExportError: invalid settings or an existing version without `overwrite`.
+        ExportError: invalid settings, an unknown `quantize`, or an existing version
+            without `overwrite`.
     """
+    if quantize not in (None, *QUANTIZE_MODES):
+        raise ExportError(f"quantize must be one of {QUANTIZE_MODES} or None, got {quantize!r}")
     export_dir = pathlib.Path(export_dir)
     if version is not None:  # fail before the slow part
         version, final = _version_dir(export_dir, version)
@@ -226,6 +245,7 @@ def export_saved_model(model, spm_proto: bytes, export_dir, settings=DecodingSet
             _refuse_existing(final, version, export_dir)
     translator = Translator(model, spm_proto, settings, jit_compile=jit_compile,
                             constraint=constraint, preprocess=preprocess,
-                            postprocess=postprocess)
+                            postprocess=postprocess,
+                            weights=Int8Weights(model) if quantize else None)
     return write_translator(translator, export_dir, version=version, overwrite=overwrite,
                             log=log)

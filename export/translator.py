@@ -5,12 +5,12 @@ well (the translate stage uses them, so it answers exactly as the served model d
 
 * ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
   float32 [batch]: pre-processing, SentencePiece tokenization (the model proto is embedded
-  in the graph), EOS, truncation and padding (`keras_transformer.text`), beam search
+  in the graph), EOS, truncation and padding (`export.text`), beam search
   (`keras_transformer.search.translate_ids`), detokenization, post-processing.
 * ``translate_ids``: ``source_ids`` int32 [batch, length] -> ``ids`` int32 [batch, length'],
   ``score`` float32 [batch], for clients that tokenize themselves: ids outside the
   vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
-  keeping its EOS (`keras_transformer.text.truncate_ids`).
+  keeping its EOS (`export.text.truncate_ids`).
 * ``translate_with_options`` / ``translate_ids_with_options``: the same with decoding options
   given per request (beam size, alpha, n-best, extra length, a target prefix, and sampling:
   top-k, top-p, temperature and seed, `keras_transformer.sampling`) and per-token outputs
@@ -24,12 +24,13 @@ pre- and post-processing) comes in as arguments.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
 import tensorflow as tf
 
-from keras_transformer import text
+from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.errors import UserError
 from keras_transformer.sampling import sample_ids
@@ -91,18 +92,22 @@ class Translator:
         settings: `keras_transformer.DecodingSettings`: beam size (fixed: it sets tensor
             shapes), alpha, extra length, and the longest source (`max_input_length`,
             capped by and defaulting to `model.config.max_length`): longer inputs keep their
-            first pieces (`keras_transformer.text.sentences_to_ids`).
+            first pieces (`export.text.sentences_to_ids`).
         jit_compile: compile the id -> id beam search with XLA (`tf.function(jit_compile=True)`).
         constraint: a `keras_transformer.search.DecodingConstraint` on the output tokens.
         preprocess: in-graph `sentences -> sentences` applied before tokenization.
         postprocess: in-graph `(sentences, outputs) -> answers` applied to the detokenized
             outputs (the parser turns linearized trees into bracketed trees).
+        weights: where the search reads the model's matrices: None, the model's own
+            variables; an `export.quantize.Int8Weights`, its int8 copies, dequantized once
+            per request.
     Raises:
         ExportError: the SentencePiece model has more pieces than the model has embeddings.
     """
 
     def __init__(self, model, spm_proto: bytes, settings: DecodingSettings = DecodingSettings(),
-                 *, jit_compile=False, constraint=None, preprocess=None, postprocess=None):
+                 *, jit_compile=False, constraint=None, preprocess=None, postprocess=None,
+                 weights=None):
         if not model.built:
             model.build()
         self.model = model
@@ -113,6 +118,7 @@ class Translator:
         self.constraint = constraint
         self.preprocess = preprocess
         self.postprocess = postprocess
+        self.weights = weights
         # Translations may not be longer than the model's positions allow.
         self.output_cap = model.config.max_length
         import tensorflow_text as tf_text
@@ -125,11 +131,16 @@ class Translator:
                 f"trained with (its model directory's spm.model)")
         self.vocab_size = spm_size
 
-        search = self._search_ids
-        self._search_core = (tf.function(search, jit_compile=True, autograph=False)
-                             if self.jit_compile else search)
         strings = tf.TensorSpec([None], tf.string, name="source")
         ids = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+        # One search function for the two fixed-settings signatures and one for the two
+        # options signatures: a SavedModel then stores each search graph once, not twice.
+        id_rows = tf.TensorSpec([None, None], tf.int32)
+        self._search_core = tf.function(self._search_ids, input_signature=[id_rows],
+                                        jit_compile=self.jit_compile, autograph=False)
+        self._search_with_options = tf.function(
+            self._search_with_options_fn, autograph=False,
+            input_signature=[id_rows, *OPTION_SPECS, id_rows, tuple(SAMPLING_SPECS)])
         self.translate = tf.function(self._translate, input_signature=[strings],
                                      autograph=False)
         self.translate_ids = tf.function(self._translate_ids, input_signature=[ids],
@@ -150,14 +161,21 @@ class Translator:
         """The decoding settings baked into the graph."""
         return {**dataclasses.asdict(self.decoding), "max_input_length": self.max_length,
                 "output_cap": self.output_cap, "jit_compile": self.jit_compile,
+                "quantize": self.weights and self.weights.mode,
                 "bos_id": BOS_ID, "eos_id": EOS_ID, "pad_id": PAD_ID}
+
+    def _model_weights(self):
+        """The context the search runs the model in: its own variables, or `weights`'
+        values (dequantized here, once per call of the traced function)."""
+        return contextlib.nullcontext() if self.weights is None else self.weights.scope()
 
     def _search_ids(self, source_ids):
         """Beam search on a non-empty batch -> (ids [batch, len] with EOS, 0-padded; scores)."""
-        ids, scores = translate_ids(
-            self.model, source_ids, beam_size=self.decoding.beam_size, alpha=self.decoding.alpha,
-            extra_length=self.decoding.extra_length, max_length=self.output_cap,
-            num_results=1, constraint=self.constraint)
+        with self._model_weights():
+            ids, scores = translate_ids(
+                self.model, source_ids, beam_size=self.decoding.beam_size,
+                alpha=self.decoding.alpha, extra_length=self.decoding.extra_length,
+                max_length=self.output_cap, num_results=1, constraint=self.constraint)
         ids, scores = ids[:, 0], scores[:, 0]
         # The search keeps room for the longest allowed output; drop all-padding columns.
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
@@ -240,8 +258,8 @@ class Translator:
                   "prefix rows for", batch, "sources"),
         ]
 
-    def _search_with_options(self, source_ids, beam_size, alpha, num_results,
-                             max_extra_length, prefix_ids, sampling):
+    def _search_with_options_fn(self, source_ids, beam_size, alpha, num_results,
+                                max_extra_length, prefix_ids, sampling):
         """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs,
         alignment [batch, n, len]), also for an empty batch; by beam search, or by sampling
         when `sampling` (topk, topp, temperature, seed) has a temperature > 0."""
@@ -280,7 +298,8 @@ class Translator:
                                          for name in ("ids", "token_log_probs", "alignment")}}
 
         def search():
-            out = tf.cond(sampling[2] > 0.0, sample, beam)
+            with self._model_weights():
+                out = tf.cond(sampling[2] > 0.0, sample, beam)
             ids = out["ids"]
             width = tf.reduce_max(
                 tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 2))

@@ -1,11 +1,51 @@
-"""Label-smoothed cross-entropy over non-pad target tokens (Section 5.4)."""
+"""Label-smoothed cross-entropy over non-pad target tokens (Section 5.4), on every backend."""
 import math
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer.constants import PAD_ID
+
+
+def _tensorflow():
+    """The `tensorflow` module when it is the Keras backend, else None: this module's one
+    backend check.
+
+    Under TensorFlow the loss takes -log p(target) from the fused sparse cross-entropy
+    kernel and sums token counts over `tf.distribute` replicas; on every other backend it
+    computes both in `keras.ops`, the reference the TensorFlow path is tested against.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return None
+    import tensorflow as tf
+
+    return tf
+
+
+def _target_nll(target_ids, logits):
+    """-log softmax(logits)[target]: int32 [batch, length], float32 [batch, length, vocab]
+    -> float32 [batch, length]."""
+    tf = _tensorflow()
+    if tf is not None:
+        # The fused kernel computes its gradient (softmax - one-hot) in the forward pass;
+        # the gather below would scatter its gradient over [tokens, vocab] instead
+        # (UnsortedSegmentSum, 6% of a TensorFlow training step).
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target_ids, logits=logits)
+    target_logits = ops.take_along_axis(logits, ops.expand_dims(target_ids, -1), axis=-1)
+    return ops.logsumexp(logits, axis=-1) - ops.squeeze(target_logits, -1)
+
+
+def _global_sum(value):
+    """Sum of `value` over the replicas of a `tf.distribute` step; `value` itself elsewhere.
+
+    Other backends see the global batch in one program (JAX shards it under
+    `keras.distribution`), so their sum is already global.
+    """
+    tf = _tensorflow()
+    context = tf.distribute.get_replica_context() if tf is not None else None
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce("SUM", value)
 
 
 def smoothed_token_losses(target_ids, logits, label_smoothing):
@@ -21,20 +61,15 @@ def smoothed_token_losses(target_ids, logits, label_smoothing):
     Returns:
         (losses [batch, length] float32, mask [batch, length] float32 of non-pad tokens).
     """
-    logits = tf.cast(logits, tf.float32)
-    vocab = tf.shape(logits)[-1]
-    target_ids = tf.cast(target_ids, tf.int32)
-    # -log p(target) from the fused kernel, whose gradient (softmax - one-hot) it computes
-    # in the forward pass; gathering from log_softmax instead costs a scatter of the
-    # gradient over [tokens, vocab] (UnsortedSegmentSum, 6% of a training step).
-    true_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target_ids, logits=logits)
+    logits = ops.cast(logits, "float32")
+    target_ids = ops.cast(target_ids, "int32")
+    vocab = ops.cast(ops.shape(logits)[-1], "float32")
     # sum_v log p(v) = sum_v logits(v) - V * logsumexp(logits)
-    sum_log_probs = (tf.reduce_sum(logits, axis=-1)
-                     - tf.cast(vocab, tf.float32) * tf.reduce_logsumexp(logits, axis=-1))
+    sum_log_probs = ops.sum(logits, axis=-1) - vocab * ops.logsumexp(logits, axis=-1)
     on_value = 1.0 - label_smoothing
-    off_value = label_smoothing / tf.cast(vocab - 1, tf.float32)
+    off_value = label_smoothing / (vocab - 1.0)
     # -sum_v q(v) log p(v) = -off * sum_v log p(v) + (on - off) * -log p(target)
-    losses = -off_value * sum_log_probs + (on_value - off_value) * true_nll
+    losses = -off_value * sum_log_probs + (on_value - off_value) * _target_nll(target_ids, logits)
     mask = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
     return losses * mask, mask
 
@@ -51,14 +86,6 @@ def smoothed_loss_floor(vocab_size, label_smoothing):
     if off > 0:
         entropy -= (vocab_size - 1) * off * math.log(off)
     return entropy
-
-
-def _global_sum(value):
-    """Sum of `value` over all replicas when called inside a `tf.distribute` replica."""
-    context = tf.distribute.get_replica_context()
-    if context is None or context.num_replicas_in_sync == 1:
-        return value
-    return context.all_reduce("SUM", value)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

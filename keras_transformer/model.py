@@ -30,8 +30,8 @@ class Transformer(keras.Model):
         >>> model = Transformer(config)
         >>> source = keras.ops.array([[5, 6, 7, 3]])
         >>> target_in = keras.ops.array([[2, 8, 9]])
-        >>> model((source, target_in)).shape
-        TensorShape([1, 3, 100])
+        >>> tuple(model((source, target_in)).shape)
+        (1, 3, 100)
 
     For decoding, `encode` runs the encoder once and `decode_step` extends every hypothesis by
     one token with cached keys and values (see `keras_transformer.search`).

@@ -36,7 +36,8 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.accumulation_steps = int(accumulation_steps)
 
     def __call__(self, iteration):
-        updates = ops.floor_divide(ops.cast(iteration, "int64"), self.accumulation_steps)
+        # In the counter's own integer type: JAX has no int64 unless x64 is enabled.
+        updates = ops.floor_divide(iteration, self.accumulation_steps)
         step = ops.cast(updates, "float32") + 1.0
         return (self.scale * self.d_model ** -0.5
                 * ops.minimum(ops.rsqrt(step), step * self.warmup_steps ** -1.5))

@@ -37,8 +37,7 @@ class DecodingSettings:
         alpha: GNMT length-penalty exponent (the paper: 0.6).
         extra_length: a translation has at most source length + this many tokens (50).
         max_input_length: longest source in tokens, EOS included; longer sources keep their
-            first pieces (`keras_transformer.text.sentences_to_ids`). None: the model's
-            `max_length`.
+            first pieces (`export.text.sentences_to_ids`). None: the model's `max_length`.
         precision: "float32", or "bfloat16" weights and compute with float32 logits and
             softmax (about 1.7x faster where the CPU multiplies bfloat16 natively).
     """

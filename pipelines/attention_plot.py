@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import text
+from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.search import DecodingSettings, translate_ids
 from pipelines.files import atomic_files

@@ -9,7 +9,7 @@ shapes matter (XLA), else each side to its longest. The budget is the GLOBAL bat
 and ``global_batches`` gives each worker its own part of every batch.
 ``training_examples`` is the part shared with packed batches (``pipelines.packing``), which
 lay several pairs end to end in each row instead of bucketing them.
-Decoding batches tokenize with ``keras_transformer.text.sentences_to_ids``, the rule the
+Decoding batches tokenize with ``export.text.sentences_to_ids``, the rule the
 exported model uses.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer import text
+from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from pipelines import Log
 from pipelines.buckets import (DEFAULT_BATCH_TOKENS, bucket_batch_sizes, check_boundaries,

@@ -1,7 +1,7 @@
 """The one decode loop: beam search over id batches of a split, back to text in corpus order.
 
 The evaluate stage, the dev metric during training and the benchmarks decode through here;
-sentences become ids and ids become text by `keras_transformer.text`, the rule the exported
+sentences become ids and ids become text by `export.text`, the rule the exported
 SavedModel uses too.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pathlib
 import keras
 import tensorflow as tf
 
-from keras_transformer import text
+from export import text
 from keras_transformer.search import DecodingSettings, translate_ids
 from pipelines import dataset as ds_lib
 from pipelines.files import atomic_files

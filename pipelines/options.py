@@ -33,6 +33,7 @@ import dataclasses
 import os
 from typing import Any, Mapping
 
+from export.quantize import QUANTIZE_MODES
 from export.translator import MAX_BEAM_SIZE
 from keras_transformer import PRESETS, TransformerConfig
 from keras_transformer.sampling import SamplingSettings
@@ -190,6 +191,7 @@ class ExportOptions:
     overwrite: bool = False
     jit_compile: bool = False
     check_ops: bool = True
+    quantize: str | None = None  # "int8": int8 matrices (export.quantize); None: as trained
 
 
 @dataclasses.dataclass(frozen=True)
@@ -421,7 +423,8 @@ def resolve(given: Mapping[str, Any], *,
                              version=given.get("export_version"),
                              overwrite=bool(given.get("overwrite_export")),
                              jit_compile=bool(given.get("export_jit_compile")),
-                             check_ops=given.get("check_ops", True)),
+                             check_ops=given.get("check_ops", True),
+                             quantize=_quantize(given)),
         io=IOOptions(input=given.get("input"), output=given.get("output"),
                      target=given.get("target"), plot_attention=given.get("plot_attention"),
                      n_best=given.get("n_best") or 1,
@@ -430,6 +433,15 @@ def resolve(given: Mapping[str, Any], *,
                      prefix_file=given.get("prefix_file")),
         verbose=given.get("verbose", 1), init=init,
         sampling=_sampling(given, training.seed), origins=origins)
+
+
+def _quantize(given: Mapping[str, Any]) -> str | None:
+    """--quantize, checked against `export.quantize.QUANTIZE_MODES` (None: not given)."""
+    value = given.get("quantize")
+    if value is not None and value not in QUANTIZE_MODES:
+        raise ConfigError(f"--quantize {value!r}: must be {' or '.join(QUANTIZE_MODES)}, or "
+                          f"left out for the weights as trained")
+    return value
 
 
 def _sampling(given: Mapping[str, Any], seed: int) -> SamplingSettings | None:

@@ -326,7 +326,7 @@ def eval_input(
 
     Every line is kept (no empty-pair skipping), so output i belongs to reference i. Sources
     are cut at ``max_source_length`` tokens (default: the task's limit), as the exported
-    model cuts them (``keras_transformer.text.sentences_to_ids``).
+    model cuts them (``export.text.sentences_to_ids``).
     """
     proto = ensure_vocab(task, work_dir, log=log)
     clean = clean_split(task, split, work_dir, log=log)

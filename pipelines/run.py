@@ -205,6 +205,9 @@ def main(argv):
         sampling = [name for name in options_lib.SAMPLING_FLAGS if getattr(FLAGS, name) is not None]
         if sampling and "translate" not in FLAGS.mode:
             raise ConfigError(f"--{sampling[0]}: only --mode translate samples")
+        if FLAGS.quantize is not None and not {"export", "translate"} & set(FLAGS.mode):
+            raise ConfigError("--quantize: only --mode export and translate use it (evaluate "
+                              "decodes the weights as trained)")
         device = device_policy.detect(FLAGS.num_cpu_devices)
         options = options_lib.resolve(given_flags(), device=device)
         log(f"options: {options_lib.describe_origins(options)}")

@@ -30,10 +30,14 @@ flags.DEFINE_integer("export_version", None, "Version subdirectory to write (def
 flags.DEFINE_bool("overwrite_export", False, "Replace an existing export version.")
 flags.DEFINE_bool("export_jit_compile", False, "XLA-compile the exported beam search "
                   "(TensorFlow Serving then needs --xla_cpu_compilation_enabled on CPU).")
+flags.DEFINE_string("quantize", None, "export (and translate): int8 stores the model's "
+                    "matrices as int8, a quarter of float32's bytes, dequantized to the "
+                    "decode precision once per request (export/README.md). Default: the "
+                    "weights as trained.")
 flags.DEFINE_bool("check_ops", True, "After exporting, check that every op is registered by "
                   "core TensorFlow or tensorflow-text; exit 1 if not.")
 
 NAMES = ("beam_size", "alpha", "extra_length", "max_input_length", "decode_precision",
          "override_saved", "export_dir", "export_version", "overwrite_export",
-         "export_jit_compile", "check_ops")
+         "export_jit_compile", "check_ops", "quantize")
 """The flags defined here, each also the name of the option it sets."""

@@ -20,9 +20,10 @@ import keras
 import tensorflow as tf
 
 from export.op_check import check_ops
-from export.saved_model import export_saved_model
+from export.quantize import Int8Weights
+from export.saved_model import write_translator
 from export.translator import ExportError, Translator
-from keras_transformer import text
+from export import text
 from keras_transformer.search import score_ids
 from pipelines import Log
 from pipelines import checkpoints, evaluate, prepare
@@ -214,13 +215,22 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
 
 def make_translator(options: RunOptions, task: Task, log: Log = print) -> Translator:
     """The serving functions of the model dir's final model: what the export stage writes,
-    and what the translate stage runs, with the same settings and precision."""
-    model = md.load_final_model(options.model_dir, options.decoding.precision,
-                                options.evaluation.checkpoint, log=log)
+    and what the translate stage runs, with the same settings, precision and weights (with
+    --quantize int8: int8 matrices quantized from the float32 weights)."""
+    def load(precision):
+        return md.load_final_model(options.model_dir, precision, options.evaluation.checkpoint,
+                                   log=log)
+
+    model = load(options.decoding.precision)
+    weights = None
+    if options.export.quantize:  # rounded once, from the float32 weights
+        source = model if options.decoding.precision == "float32" else load("float32")
+        weights = Int8Weights(model, source)
     proto = prepare.vocab_path(options.model_dir).read_bytes()
     return Translator(model, proto, options.decoding, jit_compile=options.export.jit_compile,
                       constraint=task.decoding_constraint(proto),
-                      preprocess=task.serving_input, postprocess=task.serving_output)
+                      preprocess=task.serving_input, postprocess=task.serving_output,
+                      weights=weights)
 
 
 class OpCheckError(RuntimeError):
@@ -236,11 +246,8 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
         raise ExportError(f"{export_dir / str(export.version)} already exists: pass "
                           f"--overwrite_export to replace it, or leave the version unset")
     translator = make_translator(options, options.make_task(), log)
-    path = export_saved_model(
-        translator.model, translator.spm_proto, export_dir, options.decoding,
-        version=export.version, overwrite=export.overwrite, jit_compile=export.jit_compile,
-        constraint=translator.constraint, preprocess=translator.preprocess,
-        postprocess=translator.postprocess, log=log)
+    path = write_translator(translator, export_dir, version=export.version,
+                            overwrite=export.overwrite, log=log)
     if export.check_ops:
         report = check_ops(path)
         log(report.format())

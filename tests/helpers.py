@@ -1,9 +1,12 @@
-"""Shared test helpers: where the real data is, tiny configurations and random id batches."""
+"""Shared test helpers: where the real data is, tiny configurations, random id batches and
+gradients on the current Keras backend."""
 import gzip
 import os
 import pathlib
 
+import keras
 import numpy as np
+from keras import ops
 
 from keras_transformer import TransformerConfig
 
@@ -82,3 +85,30 @@ def tiny_config(**overrides):
 def random_ids(batch, length, vocab_size=50, seed=0, low=3):
     """Random non-pad ids [batch, length] (ids below `low` are reserved)."""
     return np.random.default_rng(seed).integers(low, vocab_size, size=(batch, length)).astype("int32")
+
+
+def gradients(fn, *values):
+    """The gradients of the scalar `fn(*values)` with respect to each of `values` (float
+    arrays), as numpy arrays, on the current Keras backend.
+
+    Each backend differentiates its own way; the tests run under TensorFlow and JAX.
+    """
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        grads = jax.jit(jax.grad(fn, argnums=tuple(range(len(values)))))(*values)
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        tensors = [tf.convert_to_tensor(v) for v in values]
+        with tf.GradientTape() as tape:
+            tape.watch(tensors)
+            result = fn(*tensors)
+        # Dense, as JAX's: an embedding lookup's gradient is IndexedSlices, an unused
+        # input's None.
+        grads = [tf.zeros_like(t) if g is None else tf.convert_to_tensor(g)
+                 for t, g in zip(tensors, tape.gradient(result, tensors))]
+    else:
+        raise ValueError(f"no gradient helper for the {backend!r} backend")
+    return [np.asarray(ops.convert_to_numpy(g)) for g in grads]

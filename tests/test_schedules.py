@@ -30,17 +30,18 @@ def _eq3(step, d_model=512, warmup=4000):
     return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 
-@pytest.mark.parametrize("k", [1, 2, 8])
+@pytest.mark.parametrize("k", [1, 4])
 def test_under_accumulation_the_schedule_counts_updates(k):
-    """Keras 3 would evaluate the schedule on micro-batches: 1.57e-06 after 1 update with k=8
-    instead of Eq. 3's 3.49e-07 for update 2."""
+    """Keras 3 would evaluate the schedule on micro-batches: 8.73e-07 after 1 update with k=4
+    instead of Eq. 3's 3.49e-07 for update 2. (Eager updates: about 0.25 s each under JAX,
+    so few of them; `fit` is checked below.)"""
     import keras
     import numpy as np
 
     variable = keras.Variable(np.ones(3, "float32"))
     optimizer = paper_optimizer(512, gradient_accumulation_steps=k if k > 1 else None)
     optimizer.build([variable])
-    for updates in range(1, 13):
+    for updates in range(1, 4):
         for _ in range(k):
             optimizer.apply_gradients([(keras.ops.ones(3), variable)])
         # Adam's bias correction and the schedule both count updates.
@@ -48,27 +49,31 @@ def test_under_accumulation_the_schedule_counts_updates(k):
         assert float(optimizer.learning_rate) == pytest.approx(_eq3(updates + 1), rel=1e-6)
     # A plain Keras optimizer counts micro-batches: the schedule divides them itself.
     plain = NoamSchedule(512, accumulation_steps=k)
-    assert float(plain(12 * k)) == pytest.approx(_eq3(13), rel=1e-6)
+    assert float(plain(3 * k)) == pytest.approx(_eq3(4), rel=1e-6)
 
 
 def test_accumulating_4_batches_equals_one_batch_4_times_larger():
+    """Through `fit` with the label-smoothed loss, compiled as training runs it
+    (`tf.function`, or `jax.jit` of the stateless step). The property is the optimizer's
+    and the loss's, so two dense layers over one-hot tokens stand in for the Transformer
+    (dense gradients, as the Transformer's tied embedding gets)."""
     import keras
     import numpy as np
 
-    from keras_transformer import LabelSmoothedCrossEntropy, Transformer
-    from tests.helpers import random_ids, tiny_config
+    from keras_transformer import LabelSmoothedCrossEntropy
+    from tests.helpers import random_ids
 
     from keras_transformer.schedules import UpdateCountingAdam
 
-    config = tiny_config(dropout=0.0)
     # Equal lengths, no padding: every micro-batch has as many tokens, so the mean of the
     # micro-batch losses is the loss of the whole batch.
-    source, target = random_ids(32, 6, seed=1), random_ids(32, 7, seed=2)
-    inputs, labels = (source, target[:, :-1]), target[:, 1:]
+    inputs = np.eye(50, dtype="float32")[random_ids(32, 6, seed=1)]
+    labels = random_ids(32, 6, seed=2)
 
     def train(k, batch, adam=UpdateCountingAdam):
         keras.utils.set_random_seed(7)
-        model = Transformer(config)
+        model = keras.Sequential([keras.Input((None, 50)), keras.layers.Dense(16),
+                                  keras.layers.Dense(50)])
         # paper_optimizer's machinery with a larger epsilon: Adam's first steps are about
         # lr * sign(gradient), so with 1e-9 float noise in a near-zero gradient flips them.
         optimizer = adam(NoamSchedule(32, warmup_steps=2), beta_1=0.9, beta_2=0.98,

@@ -15,8 +15,8 @@ class DecoderLayer(keras.layers.Layer):
     Example:
         >>> layer = DecoderLayer(d_ff=64, num_heads=2, d_k=8, d_v=8)
         >>> memory = keras.ops.zeros((2, 7, 16))
-        >>> layer(keras.ops.zeros((2, 5, 16)), memory).shape
-        TensorShape([2, 5, 16])
+        >>> tuple(layer(keras.ops.zeros((2, 5, 16)), memory).shape)
+        (2, 5, 16)
 
     Args: as `EncoderLayer`.
     """

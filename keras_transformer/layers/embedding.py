@@ -15,8 +15,8 @@ class SharedEmbedding(keras.layers.Layer):
     Example:
         >>> embedding = SharedEmbedding(vocab_size=100, d_model=16)
         >>> x = embedding(keras.ops.array([[5, 7, 0]]))     # [1, 3, 16]
-        >>> embedding.project(x).shape                     # logits over the vocabulary
-        TensorShape([1, 3, 100])
+        >>> tuple(embedding.project(x).shape)              # logits over the vocabulary
+        (1, 3, 100)
 
     Args:
         vocab_size: number of ids.

@@ -13,8 +13,8 @@ class EncoderLayer(keras.layers.Layer):
 
     Example:
         >>> layer = EncoderLayer(d_ff=64, num_heads=2, d_k=8, d_v=8)
-        >>> layer(keras.ops.zeros((2, 5, 16))).shape
-        TensorShape([2, 5, 16])
+        >>> tuple(layer(keras.ops.zeros((2, 5, 16))).shape)
+        (2, 5, 16)
 
     Args:
         d_ff, num_heads, d_k, d_v: see `TransformerConfig`.

@@ -7,8 +7,8 @@ class FeedForward(keras.layers.Layer):
     """Two linear maps with a ReLU between, applied to every position alike (Section 3.3).
 
     Example:
-        >>> FeedForward(d_ff=64)(keras.ops.zeros((2, 5, 16))).shape
-        TensorShape([2, 5, 16])
+        >>> tuple(FeedForward(d_ff=64)(keras.ops.zeros((2, 5, 16))).shape)
+        (2, 5, 16)
 
     Args:
         d_ff: inner width.

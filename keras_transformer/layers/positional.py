@@ -13,8 +13,8 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
     weights. Sines and cosines are interleaved as in the paper's formula.
 
     Example:
-        >>> SinusoidalPositionalEncoding()(keras.ops.zeros((2, 7, 16))).shape
-        TensorShape([1, 7, 16])
+        >>> tuple(SinusoidalPositionalEncoding()(keras.ops.zeros((2, 7, 16))).shape)
+        (1, 7, 16)
     """
 
     def get_config(self):

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export import op_check
+from export import op_check, text
 from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERVING_SIGNATURE,
                                 VOCAB_COPY_FILE, export_saved_model, next_version,
                                 write_translator)
 from export.translator import ExportError, Translator
-from keras_transformer import DecodingSettings, text
+from keras_transformer import DecodingSettings
 from pipelines import options as options_lib
 from pipelines import stages
 from tests.export.conftest import MAX_LENGTH, SETTINGS
@@ -52,7 +52,7 @@ def _strings(tensor):
 
 
 def _tokenize(translator, sources):
-    """Source ids as the text signature makes them (`keras_transformer.text`)."""
+    """Source ids as the text signature makes them (`export.text`)."""
     import tensorflow_text as tf_text
 
     tokenizer = tf_text.SentencepieceTokenizer(model=translator.spm_proto, out_type=tf.int32)

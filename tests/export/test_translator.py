@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from export import text
 from export.translator import ExportError, Translator
-from keras_transformer import DecodingSettings, Transformer, text
+from keras_transformer import DecodingSettings, Transformer
 from tests.export.conftest import VOCAB_SIZE
 from tests.helpers import ROOT, tiny_config
 

@@ -15,21 +15,25 @@ checks, in order:
   * an explicit mask (optional): changing inputs where the mask forbids attention does not
     change the outputs that must not see them, while the same change without the mask does
     (so the check can fail);
-  * graph mode with unknown batch and length (optional; tracing costs seconds for the
-    stacks, so it is asked for by the layers that compute with dynamic shapes): a
-    `tf.function` over the layer with `None` dimensions gives the eager output (what export
-    and `fit` run);
+  * compiled (optional; tracing costs seconds for the stacks, so it is asked for by the
+    layers that compute with dynamic shapes): under TensorFlow a `tf.function` with `None`
+    batch and length dimensions (what export and `fit` run), under JAX `jax.jit` over
+    `stateless_call` (what `fit` runs), gives the eager output;
   * dtype policies: under "mixed_bfloat16" (training) and "bfloat16" (decoding) the output
     has the compute dtype, the variables the variable dtype, every sub-layer carries the
     layer's policy, and given the same weights the output is the float32 one to within
     bfloat16 precision.
 
-Dropout is left in place but every comparison runs with `training=False`.
+Dropout is left in place but every comparison runs with `training=False`. The checks run
+on the current Keras backend (TensorFlow, or JAX in `tests/test_backends.py`).
 """
+import inspect
+
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
+
+from tests.helpers import gradients
 
 PACKAGE = "keras_transformer"
 PRECISION_POLICIES = ("mixed_bfloat16", "bfloat16")
@@ -73,13 +77,57 @@ def copy_weights(source, target, relative=False):
         variable.assign(value.astype(ops.convert_to_numpy(variable).dtype))
 
 
-def _graph_spec(x):
-    """TensorSpec with every dimension unknown except the model width of float tensors."""
-    x = ops.convert_to_tensor(x)
-    shape = [None] * len(x.shape)
-    if x.dtype.is_floating and shape:
-        shape[-1] = x.shape[-1]
-    return tf.TensorSpec(shape, x.dtype)
+def dtype(x):
+    """A tensor's dtype as Keras names it ("float32", "bfloat16"), on every backend."""
+    return keras.backend.standardize_dtype(x.dtype)
+
+
+def stateless(layer, input_data, call_kwargs):
+    """`f(trainable_values, non_trainable_values) -> output`: the layer as `fit` runs it."""
+    if "training" not in inspect.signature(layer.call).parameters:
+        # `layer(...)` drops an argument its `call` lacks; `stateless_call` passes it on.
+        call_kwargs = {k: v for k, v in call_kwargs.items() if k != "training"}
+
+    def run(trainable, non_trainable):
+        if isinstance(input_data, dict):
+            output, _ = layer.stateless_call(trainable, non_trainable, **input_data, **call_kwargs)
+        else:
+            output, _ = layer.stateless_call(trainable, non_trainable, input_data, **call_kwargs)
+        return output
+
+    return run
+
+
+def compiled_output(layer, input_data, call_kwargs):
+    """The layer's output compiled as the backend's `fit` (and, on TensorFlow, export) runs
+    it: a `tf.function` with every dimension unknown but the width of float tensors; a
+    `jax.jit` of `stateless_call`."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        run = jax.jit(stateless(layer, input_data, call_kwargs))
+        return run([v.value for v in layer.trainable_variables],
+                   [v.value for v in layer.non_trainable_variables])
+    import tensorflow as tf
+
+    tensors = input_data if isinstance(input_data, dict) else {"__first__": input_data}
+    names = list(tensors)
+    specs = []
+    for name in names:
+        x = tf.convert_to_tensor(tensors[name])
+        shape = [None] * len(x.shape)
+        if x.dtype.is_floating and shape:
+            shape[-1] = x.shape[-1]
+        specs.append(tf.TensorSpec(shape, x.dtype))
+
+    @tf.function(input_signature=specs)
+    def traced(*args):
+        named = dict(zip(names, args))
+        if "__first__" in named:
+            return layer(named.pop("__first__"), **named, **call_kwargs)
+        return layer(**named, **call_kwargs)
+
+    return traced(*[tf.convert_to_tensor(tensors[n]) for n in names])
 
 
 def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
@@ -107,7 +155,7 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
         masked_input_data: `input_data` changed only where `call_kwargs[mask_kwarg]` forbids
             attention.
         unaffected_output: index of the output that must not see those changes.
-        run_graph_check: compare a `tf.function` with unknown dimensions to eager.
+        run_graph_check: compare the compiled layer (`compiled_output`) to eager.
         precision_policies: dtype policies to check.
         precision_rtol: largest error allowed under them (given the same weights), relative
             to the largest float32 output.
@@ -118,14 +166,11 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
 
     # ---------------------------------------------------------------- build, call, gradient
     layer = layer_cls(**init_kwargs)
-    with tf.GradientTape() as tape:  # the first call builds the layer inside the tape
-        output = call(layer, input_data, **call_kwargs)
-        probe = np.random.default_rng(0).normal(size=tuple(output.shape)).astype("float32")
-        loss = ops.sum(ops.cast(output, "float32") * probe)
+    output = call(layer, input_data, **call_kwargs)
     assert tuple(output.shape) == tuple(expected_output_shape), (
         f"{layer_cls.__name__}: output shape {tuple(output.shape)}, "
         f"expected {tuple(expected_output_shape)}")
-    assert output.dtype == layer.compute_dtype == "float32"
+    assert dtype(output) == layer.compute_dtype == "float32"
     expected = to_numpy(output)
     assert np.all(np.isfinite(expected)), f"{layer_cls.__name__}: non-finite output"
 
@@ -146,11 +191,15 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
     assert layer.supports_masking == expected_supports_masking
 
     if run_gradient_check and layer.trainable_weights:
-        gradients = tape.gradient(loss, layer.trainable_weights)
-        for variable, gradient in zip(layer.trainable_weights, gradients):
-            assert gradient is not None, f"no gradient reaches {variable.path}"
-            assert np.any(to_numpy(tf.convert_to_tensor(gradient)) != 0), (
-                f"zero gradient for {variable.path}")
+        probe = np.random.default_rng(0).normal(size=tuple(output.shape)).astype("float32")
+        run = stateless(layer, input_data, call_kwargs)
+        non_trainable = [v.value for v in layer.non_trainable_variables]
+        grads = gradients(
+            lambda *trainable: ops.sum(ops.cast(run(list(trainable), non_trainable),
+                                                "float32") * probe),
+            *[v.value for v in layer.trainable_variables])
+        for variable, gradient in zip(layer.trainable_variables, grads):
+            assert np.any(gradient != 0), f"no gradient reaches {variable.path}"
 
     # ---------------------------------------------------------------- config round trip
     # Rebuilt as `.keras` loading does (from_config, then build_from_config), given the
@@ -188,22 +237,11 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
         assert not np.allclose(before[unaffected_output], after[unaffected_output],
                                atol=1e-3), "vacuous mask check: the change is invisible anyway"
 
-    # ---------------------------------------------------------------- graph mode
+    # ---------------------------------------------------------------- compiled
     if run_graph_check:
-        tensors = input_data if isinstance(input_data, dict) else {"__first__": input_data}
-        names = list(tensors)
-        specs = [_graph_spec(tensors[n]) for n in names]
-
-        @tf.function(input_signature=specs)
-        def traced(*args):
-            named = dict(zip(names, args))
-            if "__first__" in named:
-                return layer(named.pop("__first__"), **named, **call_kwargs)
-            return layer(**named, **call_kwargs)
-
-        graph_output = traced(*[ops.convert_to_tensor(tensors[n]) for n in names])
-        np.testing.assert_allclose(to_numpy(graph_output), expected, atol=atol,
-                                   err_msg="tf.function with unknown dimensions differs")
+        np.testing.assert_allclose(
+            to_numpy(compiled_output(layer, input_data, call_kwargs)), expected, atol=atol,
+            err_msg=f"compiled under {keras.backend.backend()}, the output differs")
 
     # ---------------------------------------------------------------- dtype policies
     for policy_name in precision_policies:
@@ -214,7 +252,7 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
             copy_weights(layer, low, relative=True)
         low_output = call(low, input_data, **call_kwargs)
         assert tuple(low_output.shape) == tuple(expected_output_shape)
-        assert low_output.dtype == policy.compute_dtype, (
+        assert dtype(low_output) == policy.compute_dtype, (
             f"{layer_cls.__name__} under {policy_name}: output {low_output.dtype}")
         assert all(v.dtype == policy.variable_dtype for v in low.weights), (
             [(v.path, v.dtype) for v in low.weights])

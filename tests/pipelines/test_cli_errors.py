@@ -63,6 +63,7 @@ def refused(args, message, shared_data, watch, script="pipelines/run.py"):
     (["--mode=translate,bogus"], "--mode bogus: choose from prepare, train"),
     (["--beam_size=abc"], "flag --beam_size=abc"),
     (["--mode=evaluate", "--beam_size=0"], "--beam_size 0: must be >= 1"),
+    (["--mode=evaluate", "--quantize=int8"], "--quantize: only --mode export and translate"),
     (["--mode=train", "--keep_checkpoints=2", "--average_last=5"],
      "--keep_checkpoints 2 is below --average_last 5"),
     (["--mode=train", "--keep_best_by=dev_metric"],

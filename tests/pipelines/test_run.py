@@ -69,7 +69,7 @@ def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shar
 def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, shared_data):
     import numpy as np
 
-    from keras_transformer import text
+    from export import text
     from keras_transformer.search import score_ids
     from pipelines import model_dir as md
     from pipelines import vocab

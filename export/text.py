@@ -1,5 +1,9 @@
 """Sentences <-> ids around any in-graph tokenizer: the one rule for both directions.
 
+It works on TensorFlow strings and ragged tensors, so it lives beside the serving functions
+rather than in the backend-neutral library; `pipelines` imports it from here, and `export`
+still imports nothing of `pipelines`.
+
 Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that the EOS the model
 was trained with always fits, EOS appended, rows 0-padded to the longest. Ids -> sentence:
 the pieces before the first EOS or padding, detokenized. The evaluation input, the dev
