@@ -6,7 +6,7 @@ from keras_transformer.losses import LabelSmoothedCrossEntropy
 from keras_transformer.metrics import Perplexity, TokenAccuracy, TokenCount
 from keras_transformer.model import Transformer
 from keras_transformer.schedules import NoamSchedule, paper_optimizer
-from keras_transformer.search import DecodingSettings
+from keras_transformer.decoding import DecodingSettings
 
 __all__ = ["PRESETS", "TransformerConfig", "PAD_ID", "UNK_ID", "BOS_ID", "EOS_ID",
            "LabelSmoothedCrossEntropy", "Perplexity", "TokenAccuracy", "TokenCount",

@@ -63,6 +63,19 @@ def test_the_library_under_jax(tmp_path):
         assert f"PASSED tests/test_backends.py::{test}" in result.stdout, test
 
 
+@on_tensorflow
+def test_the_package_imports_without_tensorflow_under_jax():
+    """Under another backend `import keras_transformer` (model, layers, loss, schedule,
+    decoding settings) loads no TensorFlow: only `keras_transformer.search` and `.sampling`
+    need it."""
+    probe = ("import sys, keras_transformer; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))")
+    result = subprocess.run([sys.executable, "-c", probe], env=backend_env("jax"), cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "[]", result.stdout[-2000:]
+
+
 @pytest.fixture(scope="module")
 def tensorflow_reference(tmp_path_factory):
     """The values the library computes under TensorFlow: from the file the TensorFlow
