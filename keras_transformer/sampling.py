@@ -151,10 +151,8 @@ def sample_ids(model, source_ids, *, seed, topk=0, topp=1.0, temperature=1.0, nu
     topp, temperature = tf.cast(topp, tf.float32), tf.cast(temperature, tf.float32)
     seed = tf.cast(seed, tf.int64)
     cap = model.config.max_length if max_length is None else max_length
-    prefix = None
-    if target_prefix_ids is not None:
-        prefix = tf.convert_to_tensor(target_prefix_ids, tf.int32)[:, :cap - 1]
-    max_lengths, max_steps = output_lengths(source_ids, extra_length, cap, prefix)
+    max_lengths, max_steps, prefix = output_lengths(source_ids, extra_length, cap,
+                                                    target_prefix_ids)
     if prefix is not None:  # one column per step: prefix[:, step] is always defined
         prefix = tf.concat([prefix, tf.zeros([batch, max_steps], tf.int32)], 1)[:, :max_steps]
     row_lengths = tf.repeat(max_lengths, n)  # [batch * n], row-major like the draws

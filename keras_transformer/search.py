@@ -454,13 +454,16 @@ def output_lengths(source_ids, extra_length, cap, prefix_ids=None):
         source_ids: int32 [batch, source_len], 0-padded.
         extra_length: a translation has at most source length + this many tokens.
         cap: the most tokens any translation may have.
-        prefix_ids: optional int32 [batch, width] forced first tokens, 0-padded: each
-            sentence then has room for its prefix and the end token (within `cap`).
+        prefix_ids: optional int [batch, width] forced first tokens, 0-padded: cut to
+            `cap - 1` (room for the end token); each sentence then has room for its prefix
+            and the end token (within `cap`).
     Returns:
-        (max_lengths int32 [batch], max_steps int32 scalar). max_steps comes from the padded
-        width, not the lengths: a value-independent bound keeps one compiled (XLA) search
-        per input shape.
+        (max_lengths int32 [batch], max_steps int32 scalar, the cut prefix int32 or None).
+        max_steps comes from the padded width, not the lengths: a value-independent bound
+        keeps one compiled (XLA) search per input shape.
     """
+    if prefix_ids is not None:
+        prefix_ids = tf.convert_to_tensor(prefix_ids, tf.int32)[:, :cap - 1]
     source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
     max_lengths = tf.minimum(source_lengths + extra_length, cap)
     max_steps = tf.minimum(tf.shape(source_ids)[1] + extra_length, cap)
@@ -472,7 +475,7 @@ def output_lengths(source_ids, extra_length, cap, prefix_ids=None):
             axis=1)
         max_lengths = tf.minimum(tf.maximum(max_lengths, prefix_lengths + 1), cap)
         max_steps = tf.minimum(tf.maximum(max_steps, width + 1), cap)
-    return max_lengths, max_steps
+    return max_lengths, max_steps, prefix_ids
 
 
 def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
@@ -514,10 +517,8 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
         model.build()
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     cap = model.config.max_length if max_length is None else max_length
-    prefix = None
-    if target_prefix_ids is not None:
-        prefix = tf.convert_to_tensor(target_prefix_ids, tf.int32)[:, :cap - 1]
-    max_lengths, max_steps = output_lengths(source_ids, extra_length, cap, prefix)
+    max_lengths, max_steps, prefix = output_lengths(source_ids, extra_length, cap,
+                                                    target_prefix_ids)
     memory, mask = model.encode(source_ids, training=False)
     cache, memory_state = model.initial_decode_state(
         memory, mask, num_rows=beam_size, max_length=cache_length(max_steps))
@@ -561,7 +562,7 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
     result = beam_search(symbols_to_logits_fn, start, cache, beam_size, max_lengths, eos_id,
                          alpha=alpha, num_results=num_results, early_finish=early_finish,
                          max_steps=max_steps,
-                         forced_ids=None if target_prefix_ids is None else prefix,
+                         forced_ids=prefix,
                          return_token_scores=return_token_scores and track,
                          return_alignment=return_alignment and track,
                          sentence_state=sentences)
