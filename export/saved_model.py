@@ -135,14 +135,17 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
                                         "score": "float32 [batch]"}},
             OPTIONS_SIGNATURE: {
                 "inputs": {"source": "string [batch]", **options,
-                           "target_prefix": "string [batch] (empty: none)"},
+                           "target_prefix": "string [batch] (empty: none)",
+                           "terms": "string [batch, phrases]: required target phrases "
+                                    "('' = none; [[]] = none at all)"},
                 "outputs": {"translations": "string [batch, num_results]",
                             "scores": "float32 [batch, num_results], best first",
                             "tokens": "string [batch, num_results, length] ('' = padding)",
                             **per_token}},
             IDS_OPTIONS_SIGNATURE: {
                 "inputs": {"source_ids": "int32 [batch, length]", **options,
-                           "target_prefix_ids": "int32 [batch, length] 0-padded (0: none)"},
+                           "target_prefix_ids": "int32 [batch, length] 0-padded (0: none)",
+                           "terms_ids": "int32 [batch, phrases, length] 0-padded (0: none)"},
                 "outputs": {"ids": "int32 [batch, num_results, length] 0-padded",
                             "scores": "float32 [batch, num_results], best first",
                             **per_token}},

@@ -12,9 +12,10 @@ well (the translate stage uses them, so it answers exactly as the served model d
   vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
   keeping its EOS (`export.text.truncate_ids`).
 * ``translate_with_options`` / ``translate_ids_with_options``: the same with decoding options
-  given per request (beam size, alpha, n-best, extra length, a target prefix, and sampling:
-  top-k, top-p, temperature and seed, `keras_transformer.sampling`) and per-token outputs
-  (pieces, log-probabilities, alignment). Beam search and sampling are both in the graph
+  given per request (beam size, alpha, n-best, extra length, a target prefix, sampling:
+  top-k, top-p, temperature and seed, `keras_transformer.sampling`, and required target
+  phrases, `keras_transformer.terms`) and per-token outputs (pieces, log-probabilities,
+  alignment). Beam search and sampling are both in the graph
   (`tf.cond`): ``sampling_temperature`` 0 means beam search, as every request must send every
   input (TensorFlow Serving). The two fixed-settings functions are left exactly as they were:
   their search is built with a Python beam size (static shapes).
@@ -50,6 +51,14 @@ default to beam search (`BEAM_SEARCH`); a served signature needs them in every r
 BEAM_SEARCH = (0, 1.0, 0.0, 0)
 """(sampling_topk, sampling_topp, sampling_temperature, seed) that mean "beam search": a
 temperature of 0 (which needs top-k 0 and top-p 1; the seed is then unused)."""
+TERMS_SPEC = tf.TensorSpec([None, None], tf.string, name="terms")
+"""The last input of `translate_with_options`: target phrases each translation of a source
+row must contain (row i for source i; "" is no phrase; [[]] is none for any row)."""
+TERMS_IDS_SPEC = tf.TensorSpec([None, None, None], tf.int32, name="terms_ids")
+"""The last input of `translate_ids_with_options`: the phrases as 0-padded ids [batch,
+phrases, length] ([[[]]] is none)."""
+NO_TERMS = tf.zeros([1, 0], tf.string)
+NO_TERMS_IDS = tf.zeros([1, 0, 0], tf.int32)
 
 
 class ExportError(UserError):
@@ -66,15 +75,19 @@ class Translator:
     `translate` (tf.string [batch] -> {"translation", "score"}) and `translate_ids` (int32
     [batch, length] -> {"ids", "score"}) decode with `settings`;
     `translate_with_options(source, beam_size, alpha, num_results, max_extra_length,
-    target_prefix, sampling_topk, sampling_topp, sampling_temperature, seed)` ->
+    target_prefix, sampling_topk, sampling_topp, sampling_temperature, seed, terms)` ->
     {"translations", "scores", "tokens", "token_log_probs", "alignment"}
-    and `translate_ids_with_options(source_ids, ..., target_prefix_ids, ...)` -> {"ids",
-    "scores", "token_log_probs", "alignment"} take the options per call (checked in the graph:
+    and `translate_ids_with_options(source_ids, ..., target_prefix_ids, ..., terms_ids)` ->
+    {"ids", "scores", "token_log_probs", "alignment"} take the options per call (checked in the
+    graph:
     InvalidArgumentError for beam_size outside [1, MAX_BEAM_SIZE], num_results outside
     [1, beam_size] (sampling: [1, MAX_BEAM_SIZE]), alpha negative or not finite,
     max_extra_length negative, a prefix with another batch size, source or prefix ids outside
     the vocabulary, sampling_temperature negative or not finite, sampling_topk negative,
-    sampling_topp outside (0, 1], or top-k/top-p without a temperature). A temperature > 0
+    sampling_topp outside (0, 1], or top-k/top-p without a temperature; terms with another
+    batch size, with sampling, with a decoding constraint (the parser), containing BOS/EOS
+    ids, or too long for the output cap). Every translation of a source contains each of its
+    terms (lexically constrained beam search, `keras_transformer.terms`). A temperature > 0
     samples `num_results` translations per source (`keras_transformer.sampling.sample_ids`),
     best score first; 0, the in-process default, is beam search. All four are
     `tf.function`s with fixed input signatures; the export registers these very functions as
@@ -140,7 +153,8 @@ class Translator:
                                         jit_compile=self.jit_compile, autograph=False)
         self._search_with_options = tf.function(
             self._search_with_options_fn, autograph=False,
-            input_signature=[id_rows, *OPTION_SPECS, id_rows, tuple(SAMPLING_SPECS)])
+            input_signature=[id_rows, *OPTION_SPECS, id_rows, tuple(SAMPLING_SPECS),
+                             tf.TensorSpec([None, None, None], tf.int32)])
         self.translate = tf.function(self._translate, input_signature=[strings],
                                      autograph=False)
         self.translate_ids = tf.function(self._translate_ids, input_signature=[ids],
@@ -149,12 +163,12 @@ class Translator:
             self._translate_with_options, autograph=False,
             input_signature=[strings, *OPTION_SPECS,
                              tf.TensorSpec([None], tf.string, name="target_prefix"),
-                             *SAMPLING_SPECS])
+                             *SAMPLING_SPECS, TERMS_SPEC])
         self.translate_ids_with_options = tf.function(
             self._translate_ids_with_options, autograph=False,
             input_signature=[ids, *OPTION_SPECS,
                              tf.TensorSpec([None, None], tf.int32, name="target_prefix_ids"),
-                             *SAMPLING_SPECS])
+                             *SAMPLING_SPECS, TERMS_IDS_SPEC])
 
     # ------------------------------------------------------------------ graph pieces
     def settings(self) -> dict[str, Any]:
@@ -226,13 +240,14 @@ class Translator:
 
     # ------------------------------------------------------------------ per-request options
     def _check_options(self, batch, beam_size, alpha, num_results, max_extra_length,
-                       prefix_batch, sampling):
+                       prefix_batch, sampling, terms_ids):
         """In-graph checks (core Assert ops: InvalidArgument, before any decoding)."""
         def check(condition, *message):
             return tf.debugging.Assert(condition, list(message), summarize=5)
 
         topk, topp, temperature, _ = sampling
         samples = temperature > 0.0
+        has_terms = tf.reduce_any(tf.not_equal(terms_ids, PAD_ID))
         return [
             check((beam_size >= 1) & (beam_size <= MAX_BEAM_SIZE),
                   f"beam_size must be in [1, {MAX_BEAM_SIZE}], got", beam_size),
@@ -256,15 +271,29 @@ class Translator:
             check(tf.equal(prefix_batch, batch),
                   "the target prefix must have one row per source row: got", prefix_batch,
                   "prefix rows for", batch, "sources"),
+            check(tf.equal(tf.shape(terms_ids)[0], batch) | ~has_terms,
+                  "terms must have one row per source row: got", tf.shape(terms_ids)[0],
+                  "rows for", batch, "sources"),
+            check(tf.reduce_all((terms_ids >= 0) & (terms_ids < self.vocab_size)
+                                & tf.not_equal(terms_ids, EOS_ID) & tf.not_equal(terms_ids, BOS_ID)),
+                  f"term ids must be in [0, {self.vocab_size}) and neither BOS ({BOS_ID}) nor "
+                  f"EOS ({EOS_ID})"),
+            check(~(has_terms & samples),
+                  "terms need beam search (sampling_temperature 0): sampling does not take "
+                  "them"),
+            check(~has_terms | (self.constraint is None),
+                  "terms: this model's decoding constraint does not take required phrases"),
         ]
 
     def _search_with_options_fn(self, source_ids, beam_size, alpha, num_results,
-                                max_extra_length, prefix_ids, sampling):
+                                max_extra_length, prefix_ids, sampling, terms_ids):
         """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs,
-        alignment [batch, n, len]), also for an empty batch; by beam search, or by sampling
-        when `sampling` (topk, topp, temperature, seed) has a temperature > 0."""
+        alignment [batch, n, len]), also for an empty batch; by beam search (with required
+        phrases where `terms_ids` has any, `keras_transformer.terms`), or by sampling when
+        `sampling` (topk, topp, temperature, seed) has a temperature > 0."""
         checks = self._check_options(tf.shape(source_ids)[0], beam_size, alpha, num_results,
-                                     max_extra_length, tf.shape(prefix_ids)[0], sampling)
+                                     max_extra_length, tf.shape(prefix_ids)[0], sampling,
+                                     terms_ids)
         checks.append(tf.debugging.Assert(
             tf.reduce_all((prefix_ids >= 0) & (prefix_ids < self.vocab_size)),
             [f"target prefix ids must be in [0, {self.vocab_size})"]))
@@ -275,13 +304,19 @@ class Translator:
             extra = tf.minimum(max_extra_length, self.output_cap)
             prefix_ids = tf.identity(prefix_ids)
             sampling = [tf.identity(value) for value in sampling]
+            terms_ids = tf.identity(terms_ids)
 
-        def beam():
+        def beam(terms=None):
             return translate_ids(
                 self.model, source_ids, beam_size=beam_size, alpha=alpha, extra_length=extra,
                 max_length=self.output_cap, num_results=num_results,
                 constraint=self.constraint, return_token_scores=True, return_alignment=True,
-                target_prefix_ids=prefix_ids)
+                target_prefix_ids=prefix_ids, terms_ids=terms)
+
+        def beam_with_terms():
+            if self.constraint is not None:  # refused by the checks above
+                return beam()
+            return beam(terms_ids)
 
         def sample():
             topk, topp, temperature, seed = sampling
@@ -299,7 +334,9 @@ class Translator:
 
         def search():
             with self._model_weights():
-                out = tf.cond(sampling[2] > 0.0, sample, beam)
+                out = tf.case([(sampling[2] > 0.0, sample),
+                               (tf.reduce_any(tf.not_equal(terms_ids, PAD_ID)),
+                                beam_with_terms)], default=beam)
             ids = out["ids"]
             width = tf.reduce_max(
                 tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 2))
@@ -315,7 +352,8 @@ class Translator:
     def _translate_with_options(self, source, beam_size, alpha, num_results, max_extra_length,
                                 target_prefix, sampling_topk=BEAM_SEARCH[0],
                                 sampling_topp=BEAM_SEARCH[1],
-                                sampling_temperature=BEAM_SEARCH[2], seed=BEAM_SEARCH[3]):
+                                sampling_temperature=BEAM_SEARCH[2], seed=BEAM_SEARCH[3],
+                                terms=NO_TERMS):
         tokenizer = self._tokenizer()
         if self.preprocess is not None:
             source = self.preprocess(source)
@@ -323,9 +361,11 @@ class Translator:
         # The prefix's pieces, no end token; an empty string forces nothing.
         prefix_ids = tf.cast(tokenizer.tokenize(target_prefix), tf.int32).to_tensor(
             default_value=PAD_ID)[:, :self.output_cap - 1]
+        # Each phrase's pieces: tokenized alone, a word-initial phrase keeps its word marker.
+        terms_ids = tf.cast(tokenizer.tokenize(terms), tf.int32).to_tensor(default_value=PAD_ID)
         ids, scores, token_log_probs, alignment = self._search_with_options(
             source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids,
-            (sampling_topk, sampling_topp, sampling_temperature, seed))
+            (sampling_topk, sampling_topp, sampling_temperature, seed), terms_ids)
         shape = tf.shape(ids)
         flat = tf.reshape(ids, [shape[0] * shape[1], shape[2]])
         translations = text.ids_to_sentences(tokenizer, flat)
@@ -338,10 +378,11 @@ class Translator:
     def _translate_ids_with_options(self, source_ids, beam_size, alpha, num_results,
                                     max_extra_length, target_prefix_ids,
                                     sampling_topk=BEAM_SEARCH[0], sampling_topp=BEAM_SEARCH[1],
-                                    sampling_temperature=BEAM_SEARCH[2], seed=BEAM_SEARCH[3]):
+                                    sampling_temperature=BEAM_SEARCH[2], seed=BEAM_SEARCH[3],
+                                    terms_ids=NO_TERMS_IDS):
         ids, scores, token_log_probs, alignment = self._search_with_options(
             self._client_ids(source_ids), beam_size, alpha, num_results, max_extra_length,
             target_prefix_ids[:, :self.output_cap - 1],
-            (sampling_topk, sampling_topp, sampling_temperature, seed))
+            (sampling_topk, sampling_topp, sampling_temperature, seed), terms_ids)
         return {"ids": ids, "scores": scores, "token_log_probs": token_log_probs,
                 "alignment": alignment}

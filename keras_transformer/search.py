@@ -21,6 +21,7 @@ import abc
 
 import tensorflow as tf
 
+from keras_transformer import terms as terms_lib
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import PRECISIONS, DecodingSettings  # noqa: F401 (re-exported)
 
@@ -97,6 +98,19 @@ def top_k(values, k):
     return top_values, indices
 
 
+def _rows(logits):
+    """(float32 [batch * beam, vocab] rows of `logits`, their maxima and log-softmax
+    normalisers [rows, 1]), the normaliser as tf.nn.log_softmax computes it: max + log sum
+    exp(x - max). A token's log-probability is (logit - max) - normaliser."""
+    logits = tf.cast(logits, tf.float32)
+    rows = tf.reshape(logits, [-1, tf.shape(logits)[2]])
+    if logits.shape[-1] is not None:
+        rows.set_shape([None, logits.shape[-1]])
+    row_max = tf.reduce_max(rows, axis=1, keepdims=True)
+    normaliser = tf.math.log(tf.reduce_sum(tf.exp(rows - row_max), axis=1, keepdims=True))
+    return rows, row_max, normaliser
+
+
 def _candidates(logits, alive_log_probs, width, eos_id, last, forced):
     """The `width` best one-token continuations of each sentence's live hypotheses.
 
@@ -121,14 +135,8 @@ def _candidates(logits, alive_log_probs, width, eos_id, last, forced):
         [batch, width], the tokens' log-probabilities float32 [batch, width]); disallowed
         candidates (only where fewer than `width` are allowed) have log-probability `_NEG`.
     """
-    logits = tf.cast(logits, tf.float32)
     batch, beams, vocab = tf.shape(logits)[0], tf.shape(logits)[1], tf.shape(logits)[2]
-    rows = tf.reshape(logits, [-1, vocab])
-    if logits.shape[-1] is not None:
-        rows.set_shape([None, logits.shape[-1]])
-    # The log-softmax normaliser as tf.nn.log_softmax computes it: max + log sum exp(x - max).
-    row_max = tf.reduce_max(rows, axis=1, keepdims=True)
-    normaliser = tf.math.log(tf.reduce_sum(tf.exp(rows - row_max), axis=1, keepdims=True))
+    rows, row_max, normaliser = _rows(logits)
     # One more than `width` per hypothesis: padding, never chosen, may be among them. The
     # end (or forced) token is appended as its own column, the only one allowed where the
     # sentence must end (or take the forced token) and never allowed elsewhere.
@@ -152,6 +160,86 @@ def _candidates(logits, alive_log_probs, width, eos_id, last, forced):
     flat_log_probs = tf.reshape(token_log_probs, [batch, -1])
     return (top_sums, picks // columns, tf.gather(flat_tokens, picks, batch_dims=1),
             tf.gather(flat_log_probs, picks, batch_dims=1))
+
+
+def _term_candidates(logits, alive_log_probs, k, eos_id, last, forced, room, state, terms,
+                     lengths):
+    """`_candidates` for a search with required phrases (`keras_transformer.terms`): 2k
+    candidates, the k live ones chosen by dynamic beam allocation, then the k best endings.
+
+    Each hypothesis offers its 2k + 1 best tokens, the next token of every phrase it lacks
+    (`terms.next_tokens`) and the end token, each once. The end token is allowed only once
+    every phrase is met; where the phrase tokens still `needed` just fill the `room` left,
+    only the `terms.forced_token` is; a target prefix token (`forced` > 0) comes first.
+    The live candidates are picked by `terms.round_robin` over banks of equal phrase
+    tokens met after the candidate's token; every allowed ending is offered. A sentence
+    without phrases gets exactly the candidates `_candidates` gives it.
+
+    Args:
+        logits, alive_log_probs, eos_id, last, forced: as for `_candidates`.
+        k: the beam size.
+        room: int32 [batch], tokens a hypothesis may still take before its end token, the
+            one chosen now included (max_lengths - 1 - step).
+        state: the `terms` state of the live hypotheses [batch, beam, ...].
+        terms, lengths: int32 [batch, phrases, length] and their `terms.phrase_lengths`.
+    Returns:
+        (sums, beams, tokens, token log-probabilities) as `_candidates` returns them, width
+        2k: the k live picks first (`_NEG` sums where fewer are allowed), then k endings
+        (`_NEG` sums where fewer ended).
+    """
+    batch, beams = tf.shape(logits)[0], tf.shape(logits)[1]
+    rows, row_max, normaliser = _rows(logits)
+    _, best = top_k(rows, tf.minimum(2 * k + 1, tf.shape(rows)[1]))
+    offered = [best, tf.reshape(terms_lib.next_tokens(state, terms), [batch * beams, -1]),
+               tf.fill([batch * beams, 1], eos_id)]
+    if forced is not None:
+        offered.append(tf.repeat(forced, beams)[:, None])
+    tokens = tf.concat(offered, axis=1)
+    width = tf.shape(tokens)[1]
+    token_log_probs = (tf.gather(rows, tokens, batch_dims=1) - row_max) - normaliser
+
+    def per_row(x):  # [batch, beam] -> [batch * beam, 1]
+        return tf.reshape(x, [-1, 1])
+
+    earlier = tf.range(width)[None, :] < tf.range(width)[:, None]
+    once = ~tf.reduce_any(tf.equal(tokens[:, :, None], tokens[:, None, :]) & earlier, axis=2)
+    is_end = tf.equal(tokens, eos_id)
+    still = per_row(terms_lib.needed(state, lengths))
+    allowed = tf.not_equal(tokens, PAD_ID) & (~is_end | tf.equal(still, 0))
+    only_phrases = (still > 0) & (still >= tf.repeat(room, beams)[:, None])
+    allowed = tf.where(only_phrases,
+                       tf.equal(tokens, per_row(terms_lib.forced_token(state, terms))),
+                       allowed)
+    allowed = tf.where(tf.repeat(last, beams)[:, None], is_end & tf.equal(still, 0), allowed)
+    if forced is not None:
+        prefix = tf.repeat(forced, beams)[:, None]
+        allowed = tf.where(prefix > 0, tf.equal(tokens, prefix), allowed)
+    valid = allowed & once & (per_row(alive_log_probs) > _NEG / 2)
+    sums = tf.where(valid, per_row(alive_log_probs) + token_log_probs, _NEG)
+
+    def per_sentence(x):  # [batch * beam, width] -> [batch, beam * width]
+        return tf.reshape(x, [batch, beams * width])
+
+    sums, tokens, token_log_probs, valid, is_end = map(
+        per_sentence, (sums, tokens, token_log_probs, valid, is_end))
+    after = terms_lib.advance(tf.nest.map_structure(lambda x: tf.repeat(x, width, axis=1), state),
+                              tokens, terms, lengths)
+    banks = tf.reduce_sum(lengths, axis=1)[:, None] - terms_lib.needed(after, lengths)
+    lives = terms_lib.round_robin(sums, banks, valid & ~is_end, k)
+    # A sentence without phrases ends as `beam_search` without terms lets it: only endings
+    # among its k best candidates count; with phrases, every allowed ending does.
+    no_phrases = tf.equal(tf.reduce_sum(lengths, axis=1), 0)[:, None]
+    kth_best = tf.math.top_k(sums, k=k).values[:, -1:]
+    valid &= ~is_end | ~no_phrases | (sums >= kth_best)
+    _, ends = tf.math.top_k(tf.where(valid & is_end, sums, _NEG), k=k)
+    picks = tf.concat([lives, ends], axis=1)
+    kind = tf.concat([tf.zeros_like(lives, tf.bool), tf.ones_like(ends, tf.bool)], axis=1)
+    taken = (tf.gather(valid, picks, batch_dims=1)
+             & tf.equal(tf.gather(is_end, picks, batch_dims=1), kind))
+    source_beam = tf.tile(tf.repeat(tf.range(beams), width)[None, :], [batch, 1])
+    return (tf.where(taken, tf.gather(sums, picks, batch_dims=1), _NEG),
+            tf.gather(source_beam, picks, batch_dims=1), tf.gather(tokens, picks, batch_dims=1),
+            tf.gather(token_log_probs, picks, batch_dims=1))
 
 
 def compiling_with_xla():
@@ -192,7 +280,7 @@ def _is_static(value):
 def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max_lengths,
                 eos_id, alpha, num_results=1, early_finish=True, max_steps=None,
                 forced_ids=None, return_token_scores=False, return_alignment=False,
-                sentence_state=None):
+                sentence_state=None, terms=None):
     """Finds high-scoring continuations of `initial_ids` for every sentence of a batch.
 
     Args:
@@ -235,6 +323,11 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
             sentences still searched: on Multi30k val in batches of 32, 45% of the steps'
             sentence rows. Results are the same: a sentence that cannot improve never
             changes its finished hypotheses again.
+        terms: optional int32 [batch, phrases, length]: target phrases (0-padded rows of
+            token ids, no end token; a row of zeros is none) every returned hypothesis
+            contains (`keras_transformer.terms`: dynamic beam allocation, Post & Vilar
+            2018). max_lengths must leave room for them and the end token (after any
+            forced tokens; `translate_ids` sees to it).
     Returns:
         (sequences int32 [batch, num_results, max_steps], 0-padded after the end token;
         scores float32 [batch, num_results], best first). With `return_token_scores` or
@@ -287,6 +380,12 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
         sentences["forced"] = forced_ids
     if sentence_state is not None:
         sentences["state"] = sentence_state
+    if terms is not None:
+        # The phrase state is per hypothesis, kept and reordered with the decoder cache.
+        sentences["terms"] = tf.convert_to_tensor(terms, tf.int32)
+        sentences["term_lengths"] = terms_lib.phrase_lengths(sentences["terms"])
+        initial_cache = {"model": initial_cache,
+                         "terms": terms_lib.initial_state(sentences["term_lengths"], k)}
     compact = sentence_state is not None and early_finish and not compiling_with_xla()
 
     def can_improve(step, alive_log_probs, finished_scores, max_lengths):
@@ -311,12 +410,22 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
             kept, kept_scores = tf.nest.map_structure(lambda x: tf.gather(x, index),
                                                       (finished, finished_scores))
         state = (sentences["state"],) if sentence_state is not None else ()
+        if terms is not None:  # the phrases met with the tokens just chosen
+            term_state = terms_lib.advance(cache["terms"], alive["ids"][:, :, step],
+                                           sentences["terms"], sentences["term_lengths"])
+            cache = cache["model"]
         out = symbols_to_logits_fn(alive["ids"][:, :, step], step, cache, *state)
         logits, cache = out[0], out[1]
         last = tf.equal(step + 1, lengths)
         forced = sentences["forced"][:, step] if forced_ids is not None else None
-        top_log_probs, top_beams, top_tokens, top_token_log_probs = _candidates(
-            logits, alive_log_probs, 2 * k, eos_id, last, forced)
+        if terms is None:
+            top_log_probs, top_beams, top_tokens, top_token_log_probs = _candidates(
+                logits, alive_log_probs, 2 * k, eos_id, last, forced)
+        else:
+            top_log_probs, top_beams, top_tokens, top_token_log_probs = _term_candidates(
+                logits, alive_log_probs, k, eos_id, last, forced, lengths - 1 - step,
+                term_state, sentences["terms"], sentences["term_lengths"])
+            cache = {"model": cache, "terms": term_state}
         new_values = {"ids": top_tokens}
         if return_token_scores:
             new_values["token_log_probs"] = top_token_log_probs
@@ -335,8 +444,10 @@ def beam_search(symbols_to_logits_fn, initial_ids, initial_cache, beam_size, max
 
         # Finished: the k best of the old finished and the candidates that ended now. As in
         # fairseq, an ending counts only if it ranks among the k best candidates, so that
-        # beam size 1 is exactly greedy decoding.
-        ended = top_is_eos & (tf.range(2 * k) < k)[None, :] & (top_log_probs > _NEG / 2)
+        # beam size 1 is exactly greedy decoding (with phrases, every allowed ending counts).
+        ended = top_is_eos & (top_log_probs > _NEG / 2)
+        if terms is None:
+            ended &= (tf.range(2 * k) < k)[None, :]
         ended_scores = tf.where(ended, top_log_probs / length_penalty(step + 1, alpha), _NEG)
         pool_scores = tf.concat([kept_scores, ended_scores], axis=1)
         pool = tf.nest.map_structure(lambda f, t: tf.concat([f, t], axis=1), kept, top)
@@ -447,7 +558,7 @@ def alignment_layer(num_layers):
     return max(num_layers - 2, 0)
 
 
-def output_lengths(source_ids, extra_length, cap, prefix_ids=None):
+def output_lengths(source_ids, extra_length, cap, prefix_ids=None, terms_ids=None):
     """How many tokens a translation of each source may have, and the search's bound.
 
     Args:
@@ -457,10 +568,16 @@ def output_lengths(source_ids, extra_length, cap, prefix_ids=None):
         prefix_ids: optional int [batch, width] forced first tokens, 0-padded: cut to
             `cap - 1` (room for the end token); each sentence then has room for its prefix
             and the end token (within `cap`).
+        terms_ids: optional int [batch, phrases, length] required target phrases,
+            0-padded: each sentence then has room for its prefix, its phrases and the end
+            token.
     Returns:
         (max_lengths int32 [batch], max_steps int32 scalar, the cut prefix int32 or None).
         max_steps comes from the padded width, not the lengths: a value-independent bound
         keeps one compiled (XLA) search per input shape.
+    Raises:
+        InvalidArgumentError: a sentence's prefix, phrases and end token need more than
+            `cap` tokens (only with `terms_ids`: a prefix alone is cut to fit).
     """
     if prefix_ids is not None:
         prefix_ids = tf.convert_to_tensor(prefix_ids, tf.int32)[:, :cap - 1]
@@ -470,11 +587,25 @@ def output_lengths(source_ids, extra_length, cap, prefix_ids=None):
     if prefix_ids is not None:
         width = tf.shape(prefix_ids)[1]
         # Up to the last non-padding column: the forced tokens plus the end token must fit.
-        prefix_lengths = tf.reduce_max(
+        # (0 for a prefix of width 0, whose maximum over no columns is the lowest int32.)
+        prefix_lengths = tf.maximum(tf.reduce_max(
             tf.where(tf.not_equal(prefix_ids, PAD_ID), tf.range(1, width + 1)[None, :], 0),
-            axis=1)
-        max_lengths = tf.minimum(tf.maximum(max_lengths, prefix_lengths + 1), cap)
-        max_steps = tf.minimum(tf.maximum(max_steps, width + 1), cap)
+            axis=1), 0)
+    else:
+        prefix_lengths, width = 0, 0
+    needed, bound = prefix_lengths + 1, width + 1
+    if terms_ids is not None:
+        terms_ids = tf.convert_to_tensor(terms_ids, tf.int32)
+        needed += tf.reduce_sum(tf.cast(tf.not_equal(terms_ids, PAD_ID), tf.int32), [1, 2])
+        bound += tf.shape(terms_ids)[1] * tf.shape(terms_ids)[2]
+        check = tf.debugging.assert_less_equal(
+            needed, cap, message=f"the required phrases do not fit: with the target prefix "
+            f"and the end token, a translation may have at most {cap} tokens")
+        with tf.control_dependencies([check]):
+            needed = tf.identity(needed)
+    if prefix_ids is not None or terms_ids is not None:
+        max_lengths = tf.minimum(tf.maximum(max_lengths, needed), cap)
+        max_steps = tf.minimum(tf.maximum(max_steps, bound), cap)
     return max_lengths, max_steps, prefix_ids
 
 
@@ -482,7 +613,7 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
                   alpha=PAPER_DECODING.alpha, extra_length=PAPER_DECODING.extra_length,
                   max_length=None, bos_id=BOS_ID, eos_id=EOS_ID, num_results=1,
                   early_finish=True, constraint=None, return_token_scores=False,
-                  return_alignment=False, target_prefix_ids=None):
+                  return_alignment=False, target_prefix_ids=None, terms_ids=None):
     """Beam search over a `Transformer`: source ids in, target ids and scores out.
 
     Encodes once; cross-attention keys/values are computed once per sentence and shared by
@@ -507,6 +638,12 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
             search continues from them. Their log-probabilities count in the score. Each
             sentence may then produce at least its prefix and the end token (within
             `max_length`; longer prefixes are cut to `max_length - 1`).
+        terms_ids: optional int [batch, phrases, length]: target phrases every output of a
+            sentence contains (0-padded rows of ids, no end token; a row of zeros is none),
+            found by lexically constrained beam search with dynamic beam allocation
+            (`keras_transformer.terms`). Each sentence may then produce at least its
+            prefix, its phrases and the end token; InvalidArgumentError where they need
+            more than `max_length` tokens.
     Returns:
         (ids int32 [batch, num_results, length] 0-padded, scores float32 [batch, num_results])
         as before when neither `return_token_scores` nor `return_alignment` is set;
@@ -518,7 +655,10 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     cap = model.config.max_length if max_length is None else max_length
     max_lengths, max_steps, prefix = output_lengths(source_ids, extra_length, cap,
-                                                    target_prefix_ids)
+                                                    target_prefix_ids, terms_ids)
+    if terms_ids is not None:  # nothing runs before the phrases are known to fit
+        with tf.control_dependencies([max_lengths]):
+            source_ids = tf.identity(source_ids)
     memory, mask = model.encode(source_ids, training=False)
     cache, memory_state = model.initial_decode_state(
         memory, mask, num_rows=beam_size, max_length=cache_length(max_steps))
@@ -565,7 +705,7 @@ def translate_ids(model, source_ids, beam_size=PAPER_DECODING.beam_size,
                          forced_ids=prefix,
                          return_token_scores=return_token_scores and track,
                          return_alignment=return_alignment and track,
-                         sentence_state=sentences)
+                         sentence_state=sentences, terms=terms_ids)
     if not post_pass:
         return result
     ids, scores = result

@@ -206,6 +206,7 @@ class IOOptions:
     with_scores: bool = False  # translate: pieces and their log-probabilities (JSON lines)
     with_alignment: bool = False  # translate: source piece of each target piece (JSON lines)
     prefix_file: str | None = None  # translate: forced target prefixes, line by line
+    terms_file: str | None = None  # translate: required target phrases, tab-separated, by line
 
     @property
     def detailed(self) -> bool:
@@ -430,7 +431,7 @@ def resolve(given: Mapping[str, Any], *,
                      n_best=given.get("n_best") or 1,
                      with_scores=bool(given.get("with_scores")),
                      with_alignment=bool(given.get("with_alignment")),
-                     prefix_file=given.get("prefix_file")),
+                     prefix_file=given.get("prefix_file"), terms_file=given.get("terms")),
         verbose=given.get("verbose", 1), init=init,
         sampling=_sampling(given, training.seed), origins=origins)
 

@@ -134,6 +134,9 @@ flags.DEFINE_bool("with_alignment", False, "translate: add, for each target piec
                   "piece it attends to most (JSON lines).")
 flags.DEFINE_string("prefix_file", None, "translate: target prefixes, line by line with the "
                     "input (empty line: none); every hypothesis starts with its prefix.")
+flags.DEFINE_string("terms", None, "translate: required target phrases, line by line with the "
+                    "input, tab-separated (empty line: none); every translation contains each "
+                    "(lexically constrained beam search, Post & Vilar 2018).")
 flags.DEFINE_string("target", None, "score: file of translations, line by line with "
                     "--input.")
 flags.DEFINE_string("checkpoint", None, "evaluate, translate, score, export: decode this "
@@ -205,6 +208,11 @@ def main(argv):
         sampling = [name for name in options_lib.SAMPLING_FLAGS if getattr(FLAGS, name) is not None]
         if sampling and "translate" not in FLAGS.mode:
             raise ConfigError(f"--{sampling[0]}: only --mode translate samples")
+        if FLAGS.terms is not None and "translate" not in FLAGS.mode:
+            raise ConfigError("--terms: only --mode translate takes required phrases")
+        if FLAGS.terms is not None and sampling:
+            raise ConfigError(f"--terms: beam search only; drop --{sampling[0]} (sampling does "
+                              "not take required phrases)")
         if FLAGS.quantize is not None and not {"export", "translate"} & set(FLAGS.mode):
             raise ConfigError("--quantize: only --mode export and translate use it (evaluate "
                               "decodes the weights as trained)")

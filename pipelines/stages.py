@@ -22,7 +22,7 @@ import tensorflow as tf
 from export.op_check import check_ops
 from export.quantize import Int8Weights
 from export.saved_model import write_translator
-from export.translator import ExportError, Translator
+from export.translator import BEAM_SEARCH, SAMPLING_SPECS, ExportError, Translator
 from export import text
 from keras_transformer.search import score_ids
 from pipelines import Log
@@ -263,25 +263,36 @@ def chunk_seed(seed: int, index: int) -> int:
     return (seed + index * 2 ** 32 + 2 ** 63) % 2 ** 64 - 2 ** 63
 
 
+def _terms_tensor(lines: list[str]) -> tf.Tensor:
+    """string [lines, phrases]: the tab-separated phrases of each --terms line, ""-padded
+    (blank phrases dropped)."""
+    rows = [[p for p in line.split("\t") if p.strip()] for line in lines]
+    width = max(map(len, rows), default=0)
+    return tf.constant([row + [""] * (width - len(row)) for row in rows] if width else
+                       [[]] * max(len(rows), 1), tf.string)
+
+
 def _translate_lines(translator: Translator, options: RunOptions, chunk: list[str],
-                     prefixes: list[str] | None, index: int = 0) -> list[str]:
+                     prefixes: list[str] | None, index: int = 0,
+                     terms: list[str] | None = None) -> list[str]:
     """Output lines for `chunk` (the `index`-th): the translations (sampled with
-    `options.sampling`), or with n-best, scores, alignments or prefixes asked for, one JSON
-    object per line (the `translate_with_options` signature's outputs for that input line,
-    padding dropped)."""
+    `options.sampling`, or each containing its line of `terms`), or with n-best, scores,
+    alignments or prefixes asked for, one JSON object per line (the
+    `translate_with_options` signature's outputs for that input line, padding dropped)."""
     sources = tf.constant(chunk, tf.string)
     sampling = options.sampling
-    if not options.io.detailed and sampling is None:
+    if not options.io.detailed and sampling is None and terms is None:
         return [t.decode("utf-8") for t in translator.translate(sources)["translation"].numpy()]
     io, decoding = options.io, options.decoding
-    sampling_inputs = [] if sampling is None else [
-        tf.constant(sampling.topk), tf.constant(sampling.topp, tf.float32),
-        tf.constant(sampling.temperature, tf.float32),
-        tf.constant(chunk_seed(sampling.seed, index), tf.int64)]
+    sampling = (BEAM_SEARCH if sampling is None else
+                (sampling.topk, sampling.topp, sampling.temperature,
+                 chunk_seed(sampling.seed, index)))
     out = translator.translate_with_options(
         sources, tf.constant(max(decoding.beam_size, io.n_best)), tf.constant(decoding.alpha),
         tf.constant(io.n_best), tf.constant(decoding.extra_length),
-        tf.constant(prefixes or [""] * len(chunk), tf.string), *sampling_inputs)
+        tf.constant(prefixes or [""] * len(chunk), tf.string),
+        *[tf.constant(value, spec.dtype) for value, spec in zip(sampling, SAMPLING_SPECS)],
+        _terms_tensor(terms or []))
     out = {name: value.numpy() for name, value in out.items()}
     if not io.detailed:
         return [t.decode("utf-8") for t in out["translations"][:, 0]]
@@ -316,24 +327,34 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
     if options.sampling is not None:
         log(f"translate: sampling instead of beam search, {options.sampling}")
     lines = (line for _, line in iter_lines(options.io.input))
-    prefixes = (None if options.io.prefix_file is None
-                else (line for _, line in iter_lines(options.io.prefix_file)))
+    # Files read line by line with the input: (path, lines, what one line holds).
+    beside = {name: (path, (line for _, line in iter_lines(path)), what)
+              for name, path, what in (("prefixes", options.io.prefix_file, "prefix"),
+                                       ("terms", options.io.terms_file, "line of terms"))
+              if path is not None}
     count, first = 0, None
+
+    def lines_beside(name: str, chunk: list[str]) -> list[str] | None:
+        if name not in beside:
+            return None
+        path, source, what = beside[name]
+        taken = list(itertools.islice(source, len(chunk)))
+        if len(taken) != len(chunk):
+            raise DataError(f"{path} has fewer lines than the input ({count + len(taken)} "
+                            f"for at least {count + len(chunk)}); give one {what} per input "
+                            "line")
+        return taken
 
     def translations():
         nonlocal count, first
         while chunk := list(itertools.islice(lines, TRANSLATE_CHUNK)):
-            chunk_prefixes = None
-            if prefixes is not None:
-                chunk_prefixes = list(itertools.islice(prefixes, len(chunk)))
-                if len(chunk_prefixes) != len(chunk):
-                    raise DataError(f"{options.io.prefix_file} has fewer lines than the input "
-                                    f"({count + len(chunk_prefixes)} for at least "
-                                    f"{count + len(chunk)}); give one prefix per input line")
+            chunk_prefixes, chunk_terms = (lines_beside(name, chunk)
+                                           for name in ("prefixes", "terms"))
             first = chunk[0] if first is None else first
             count += len(chunk)
             index = (count - len(chunk)) // TRANSLATE_CHUNK
-            for line in _translate_lines(translator, options, chunk, chunk_prefixes, index):
+            for line in _translate_lines(translator, options, chunk, chunk_prefixes, index,
+                                         chunk_terms):
                 yield line + "\n"
             print(f"\rtranslate: {count:,} lines", end="", file=sys.stderr, flush=True)
 

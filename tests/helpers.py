@@ -112,3 +112,24 @@ def gradients(fn, *values):
     else:
         raise ValueError(f"no gradient helper for the {backend!r} backend")
     return [np.asarray(ops.convert_to_numpy(g)) for g in grads]
+
+
+def reversal_model(seed=5, n=2048, width=6, vocab_size=12, bos=2, eos=3):
+    """A tiny model trained briefly to reverse sequences of ids 4..11 of varied length: its
+    outputs depend on the input and end at various steps, but it is unsure enough for beams
+    to disagree (the search tests' model)."""
+    from keras_transformer import LabelSmoothedCrossEntropy, Transformer
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(2, width + 1, size=n)
+    source = rng.integers(4, vocab_size, size=(n, width)).astype("int32")
+    source[np.arange(width)[None, :] >= lengths[:, None]] = 0
+    target = np.zeros((n, width + 1), "int32")
+    for i, length in enumerate(lengths):
+        target[i, :length] = source[i, :length][::-1]
+        target[i, length] = eos
+    target_in = np.concatenate([np.full((n, 1), bos, "int32"), target[:, :-1]], axis=1)
+    model = Transformer(tiny_config(vocab_size=vocab_size))
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=LabelSmoothedCrossEntropy(0.1))
+    model.fit((source, target_in), target, batch_size=64, epochs=2, verbose=0)
+    return model

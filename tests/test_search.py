@@ -3,34 +3,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras
-
-from keras_transformer import LabelSmoothedCrossEntropy, Transformer
 from keras_transformer.search import (beam_search, cache_length, compiling_with_xla,
                                       score_ids, translate_ids)
-from tests.helpers import random_ids, tiny_config
+from tests.helpers import random_ids, reversal_model
 
 BOS, EOS = 2, 3
 
 
 @pytest.fixture(scope="module")
 def model():
-    """A model trained briefly to reverse sequences of varied length: its outputs depend on
-    the input and end at various steps, but it is unsure enough for beams to disagree."""
-    rng = np.random.default_rng(5)
-    n, width = 2048, 6
-    lengths = rng.integers(2, width + 1, size=n)
-    source = rng.integers(4, 12, size=(n, width)).astype("int32")
-    source[np.arange(width)[None, :] >= lengths[:, None]] = 0
-    target = np.zeros((n, width + 1), "int32")
-    for i, length in enumerate(lengths):
-        target[i, :length] = source[i, :length][::-1]
-        target[i, length] = EOS
-    target_in = np.concatenate([np.full((n, 1), BOS, "int32"), target[:, :-1]], axis=1)
-    model = Transformer(tiny_config(vocab_size=12))
-    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=LabelSmoothedCrossEntropy(0.1))
-    model.fit((source, target_in), target, batch_size=64, epochs=2, verbose=0)
-    return model
+    return reversal_model()
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,8 @@ def _sampling_inputs(topk=BEAM_SEARCH[0], topp=BEAM_SEARCH[1], temperature=BEAM_
             "seed": {"dtype": "int64", "value": seed}}
 
 
-def _inputs(source, beam_size, alpha, num_results, max_extra_length, prefix=None, **sampling):
+def _inputs(source, beam_size, alpha, num_results, max_extra_length, prefix=None, terms=None,
+            **sampling):
     prefix = [""] * len(source) if prefix is None else prefix
     return {"source": {"dtype": "string", "value": source},
             "beam_size": {"dtype": "int32", "value": beam_size},
@@ -44,17 +45,19 @@ def _inputs(source, beam_size, alpha, num_results, max_extra_length, prefix=None
             "num_results": {"dtype": "int32", "value": num_results},
             "max_extra_length": {"dtype": "int32", "value": max_extra_length},
             "target_prefix": {"dtype": "string", "value": prefix},
+            "terms": {"dtype": "string", "value": [[""]] if terms is None else terms},
             **_sampling_inputs(**sampling)}
 
 
 def _ids_inputs(source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids,
-                **sampling):
+                terms_ids=None, **sampling):
     return {"source_ids": {"dtype": "int32", "value": source_ids},
             "beam_size": {"dtype": "int32", "value": beam_size},
             "alpha": {"dtype": "float32", "value": alpha},
             "num_results": {"dtype": "int32", "value": num_results},
             "max_extra_length": {"dtype": "int32", "value": max_extra_length},
             "target_prefix_ids": {"dtype": "int32", "value": prefix_ids},
+            "terms_ids": {"dtype": "int32", "value": [[[0]]] if terms_ids is None else terms_ids},
             **_sampling_inputs(**sampling)}
 
 
@@ -77,6 +80,9 @@ def case(exported, translator, shared_data, tmp_path_factory):
     references = (shared_data / "multi30k" / "val.de").read_text("utf-8").splitlines()[:COUNT]
     prefixes = [" ".join(line.split()[:2]) for line in references]  # "Ein Mann", ...
     source_ids = _tokenize(translator, sources)
+    # A required phrase per sentence: the longest word of its reference.
+    terms = [[max(line.rstrip(".").split(), key=len)] for line in references]
+    terms_ids = _piece_ids(translator, terms)
     two = sources[:2]
     good = dict(beam_size=BEAM, alpha=ALPHA, num_results=1, max_extra_length=EXTRA)
     calls = [
@@ -92,6 +98,11 @@ def case(exported, translator, shared_data, tmp_path_factory):
          "inputs": _ids_inputs(source_ids.tolist(), BEAM, ALPHA, 1, EXTRA, [[0]] * COUNT)},
         {"id": "greedy_ids", "signature": IDS_OPTIONS_SIGNATURE,
          "inputs": _ids_inputs(source_ids.tolist(), 1, 0.0, 1, EXTRA, [[0]] * COUNT)},
+        {"id": "terms", "signature": OPTIONS_SIGNATURE,
+         "inputs": _inputs(sources, 4, 0.6, 2, EXTRA, terms=terms)},
+        {"id": "terms_ids", "signature": IDS_OPTIONS_SIGNATURE,
+         "inputs": _ids_inputs(source_ids.tolist(), 4, 0.6, 2, EXTRA, [[0]] * COUNT,
+                               terms_ids.tolist())},
     ]
     for name, change, _ in BAD_OPTIONS:
         calls.append({"id": name, "signature": OPTIONS_SIGNATURE,
@@ -103,6 +114,15 @@ def case(exported, translator, shared_data, tmp_path_factory):
          "inputs": _ids_inputs(source_ids[:2].tolist(), BEAM, ALPHA, 1, EXTRA, [[10 ** 6]] * 2)},
         {"id": "prefix_id_negative", "signature": IDS_OPTIONS_SIGNATURE,
          "inputs": _ids_inputs(source_ids[:2].tolist(), BEAM, ALPHA, 1, EXTRA, [[-4]] * 2)},
+        {"id": "terms_too_long", "signature": OPTIONS_SIGNATURE,
+         "inputs": _inputs(two, **good, terms=[["Hund " * MAX_LENGTH]] * 2)},
+        {"id": "terms_rows", "signature": OPTIONS_SIGNATURE,
+         "inputs": _inputs(two, **good, terms=[["Hund"]] * 3)},
+        {"id": "terms_sampling", "signature": OPTIONS_SIGNATURE,
+         "inputs": _inputs(two, **good, terms=[["Hund"]] * 2, temperature=1.0)},
+        {"id": "terms_ids_eos", "signature": IDS_OPTIONS_SIGNATURE,
+         "inputs": _ids_inputs(source_ids[:2].tolist(), BEAM, ALPHA, 1, EXTRA, [[0]] * 2,
+                               [[[EOS_ID]]] * 2)},
         # After every refusal, the same model still answers, and the same way.
         {"id": "after", "signature": OPTIONS_SIGNATURE, "inputs": _inputs(sources, **good)},
     ]
@@ -110,7 +130,15 @@ def case(exported, translator, shared_data, tmp_path_factory):
         exported, {"sources": sources[:2], "source_ids": source_ids[:2].tolist(),
                     "calls": calls}, tmp_path_factory.mktemp("serve_options"))
     return {"result": result, "sources": sources, "prefixes": prefixes,
-            "source_ids": source_ids}
+            "source_ids": source_ids, "terms": terms}
+
+
+def _piece_ids(translator, phrases):
+    """int32 [rows, phrases, length]: the SentencePiece ids of each phrase, 0-padded."""
+    import tensorflow_text as tf_text
+
+    tokenizer = tf_text.SentencepieceTokenizer(model=translator.spm_proto, out_type=tf.int32)
+    return tokenizer.tokenize(tf.constant(phrases)).to_tensor().numpy()
 
 
 def _out(case, loader, call_id):
@@ -231,6 +259,21 @@ def test_prefix_starts_every_result_and_its_log_probs_count(case, loader, traine
     assert np.all(first < 0)  # the forced first piece is not free
 
 
+@pytest.mark.parametrize("loader", LOADERS)
+def test_every_result_contains_its_required_phrase(case, loader):
+    out, ids_out, plain = (_out(case, loader, name) for name in ("terms", "terms_ids", "nbest4"))
+    for row, (term,) in enumerate(case["terms"]):
+        assert all(term in t.decode("utf-8") for t in out["translations"][row]), (
+            term, out["translations"][row])
+    # Without the phrases the model often misses them: the search put them there.
+    missed = sum(term not in plain["translations"][row, 0].decode("utf-8")
+                 for row, (term,) in enumerate(case["terms"]))
+    assert missed >= COUNT // 4, missed
+    # The ids signature, given the phrases' pieces, finds the same translations.
+    assert out["scores"].shape == ids_out["scores"].shape == (COUNT, 2)
+    np.testing.assert_allclose(ids_out["scores"], out["scores"], atol=1e-5)
+
+
 def _greedy(model, source_ids, max_lengths):
     """Arg-max over non-padding ids with the full forward pass; EOS forced at the limit."""
     target = np.full([len(source_ids), 1], BOS_ID, np.int32)
@@ -263,7 +306,10 @@ def test_bad_options_are_invalid_argument_and_the_model_still_answers(case, load
     calls = case["result"][loader]["calls"]
     expected = {name: message for name, _, message in BAD_OPTIONS}
     expected.update(prefix_rows="one row per source row", prefix_id_too_big="target prefix ids",
-                    prefix_id_negative="target prefix ids")
+                    prefix_id_negative="target prefix ids",
+                    terms_too_long="required phrases do not fit",
+                    terms_rows="terms must have one row per source row",
+                    terms_sampling="terms need beam search", terms_ids_eos="term ids must be")
     for name, message in expected.items():
         assert calls[name].get("error") == "InvalidArgumentError", (name, calls[name])
         assert message in calls[name]["message"], (name, calls[name]["message"][:300])
@@ -283,13 +329,15 @@ def test_signature_defs_export_json_and_op_check(case, exported):
                  "alignment": ["int32", [-1, -1, -1]]}
     assert signatures[OPTIONS_SIGNATURE] == {
         "method_name": "tensorflow/serving/predict",
-        "inputs": {"source": ["string", [-1]], "target_prefix": ["string", [-1]], **scalars},
+        "inputs": {"source": ["string", [-1]], "target_prefix": ["string", [-1]],
+                   "terms": ["string", [-1, -1]], **scalars},
         "outputs": {"translations": ["string", [-1, -1]], "scores": ["float32", [-1, -1]],
                     "tokens": ["string", [-1, -1, -1]], **per_token}}
     assert signatures[IDS_OPTIONS_SIGNATURE] == {
         "method_name": "tensorflow/serving/predict",
         "inputs": {"source_ids": ["int32", [-1, -1]],
-                   "target_prefix_ids": ["int32", [-1, -1]], **scalars},
+                   "target_prefix_ids": ["int32", [-1, -1]],
+                   "terms_ids": ["int32", [-1, -1, -1]], **scalars},
         "outputs": {"ids": ["int32", [-1, -1, -1]], "scores": ["float32", [-1, -1]],
                     **per_token}}
     info = json.loads((exported / EXTRA_DIR / EXPORT_INFO_FILE).read_text(encoding="utf-8"))

@@ -74,6 +74,9 @@ def refused(args, message, shared_data, watch, script="pipelines/run.py"):
     (["--mode=train", "--config=big"], "--config 'big' differs from 'multi30k_small'"),
     (["--mode=translate", "--input=/nonexistent/input.en"], "/nonexistent/input.en: cannot open"),
     (["--mode=score", "--input=/nonexistent/input.en"], "--mode score needs --input SOURCES and --target"),
+    (["--mode=evaluate", "--terms=/dev/null"], "--terms: only --mode translate takes"),
+    (["--mode=translate", "--terms=/dev/null", "--sampling_topk=5"],
+     "--terms: beam search only; drop --sampling_topk"),
 ])
 def test_flag_mistakes(model_dir, shared_data, args, message):
     refused([f"--model_dir={model_dir}", *args], message, shared_data, model_dir)
@@ -178,3 +181,24 @@ def test_translate_n_best_scores_alignment_and_prefix_as_json_lines(model_dir, t
     assert len({tuple(tokens) for tokens in records[1]["tokens"]}) == 3  # distinct hypotheses
     refused([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}",
              "--n_best=17"], "--n_best 17: at most 16", shared_data, model_dir)
+
+
+def test_translate_with_terms_puts_each_phrase_in_its_line(model_dir, tmp_path, shared_data):
+    """The untrained model would never write these words; the search must."""
+    source = tmp_path / "input.en"
+    source.write_text("A dog runs.\nTwo men work on a roof.\nA cat.\n", encoding="utf-8")
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("Hund\tSchnee\n\nKatze\n", encoding="utf-8")
+    result = run_command([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}",
+                          f"--terms={terms}"], shared_data)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3
+    assert "Hund" in lines[0] and "Schnee" in lines[0] and "Katze" in lines[2], lines
+    plain = run_command([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}"],
+                        shared_data)
+    assert plain.stdout.splitlines()[1] == lines[1]  # no terms: the plain search's answer
+    terms.write_text("Hund\n", encoding="utf-8")
+    refused([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}",
+             f"--terms={terms}"], f"{terms} has fewer lines than the input", shared_data,
+            tmp_path)

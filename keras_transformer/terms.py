@@ -1,0 +1,144 @@
+"""Terminology constraints: target phrases every translation must contain (Post & Vilar, 2018).
+
+Lexically constrained beam search with dynamic beam allocation ("Fast Lexically Constrained
+Decoding with Dynamic Beam Allocation for Neural Machine Translation", NAACL 2018). Each
+hypothesis tracks which required phrases it has produced; at every step its candidates are
+the model's best tokens plus the next token of every phrase it still lacks, and the beam is
+shared out between "banks" of hypotheses that have met the same number of phrase tokens, so
+that hypotheses which started a phrase are not crowded out by unconstrained ones with a
+better score. A hypothesis may end only once it has met every phrase.
+
+Two choices differ from the paper, both for a guarantee and for tensors:
+
+* Banks are filled round-robin, as fairseq's implementation does: the best candidate of
+  every bank (most tokens met first), then the second best of every bank, and so on, until
+  the beam is full. This is the paper's even split with unused slots handed on, computed
+  with one sort instead of a loop over banks.
+* A hypothesis whose remaining phrase tokens just fit before its length limit may only take
+  its next phrase token. So every hypothesis can always still meet all phrases in time, and
+  every returned translation contains every phrase, whatever the scores (the paper has no
+  such rule and may return a hypothesis that misses a constraint).
+
+A phrase is a 0-padded row of token ids (no end token). A hypothesis works on at most one
+phrase at a time: a token that breaks the phrase in progress abandons it (its tokens stay in
+the output but no longer count), and a token that starts a phrase it lacks begins that one.
+Phrases are met in any order; a phrase given twice must appear twice.
+
+State, per hypothesis (a nest of tensors shaped [batch, hypotheses, ...]):
+  "met" bool [.., phrases], "phrase" int32 (the phrase in progress, -1 for none) and
+  "position" int32 (how many of its tokens are done).
+"""
+import tensorflow as tf
+
+from keras_transformer.constants import PAD_ID
+
+
+def phrase_lengths(terms):
+    """int32 [batch, phrases]: the tokens of each phrase of `terms` int32 [batch, phrases,
+    length] (0-padded; a row of zeros is no phrase)."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(terms, PAD_ID), tf.int32), axis=2)
+
+
+def initial_state(lengths, hypotheses):
+    """The state before any token: nothing met but the empty phrases.
+
+    Args:
+        lengths: int32 [batch, phrases] from `phrase_lengths`.
+        hypotheses: int or int32 scalar, hypotheses per sentence.
+    """
+    batch = tf.shape(lengths)[0]
+    return {"met": tf.tile(tf.equal(lengths, 0)[:, None, :], [1, hypotheses, 1]),
+            "phrase": tf.fill([batch, hypotheses], -1),
+            "position": tf.zeros([batch, hypotheses], tf.int32)}
+
+
+def _expected(state, terms):
+    """int32 [batch, n]: the next token of each hypothesis's phrase in progress (0: none)."""
+    length = tf.shape(terms)[2]
+    flat = tf.reshape(terms, [tf.shape(terms)[0], -1])
+    index = tf.maximum(state["phrase"], 0) * length + tf.minimum(state["position"], length - 1)
+    return tf.where(state["phrase"] >= 0, tf.gather(flat, index, batch_dims=1), PAD_ID)
+
+
+def _one_hot(index, depth):
+    """bool [..., depth], True at `index` (nowhere where index is -1)."""
+    return tf.equal(tf.range(depth), index[..., None])
+
+
+def advance(state, tokens, terms, lengths):
+    """The state after each hypothesis takes `tokens` int32 [batch, n].
+
+    Args:
+        state: nest of [batch, n, ...] (see the module docstring).
+        terms: int32 [batch, phrases, length]; lengths: their `phrase_lengths`.
+    """
+    phrases = tf.shape(terms)[1]
+    met, phrase, position = state["met"], state["phrase"], state["position"]
+    continues = (phrase >= 0) & tf.equal(tokens, _expected(state, terms))
+    length = tf.gather(lengths, tf.maximum(phrase, 0), batch_dims=1)
+    completes = continues & tf.equal(position + 1, length)
+    met = met | (completes[..., None] & _one_hot(phrase, phrases))
+    # A token that does not continue the phrase in progress may start the first unmet
+    # phrase it begins.
+    starts = (~continues[..., None] & ~met
+              & tf.equal(terms[:, None, :, 0], tokens[..., None]))
+    started = tf.reduce_any(starts, axis=-1)
+    first = tf.argmax(tf.cast(starts, tf.int32), axis=-1, output_type=tf.int32)
+    whole = started & tf.equal(tf.gather(lengths, first, batch_dims=1), 1)
+    met = met | (whole[..., None] & _one_hot(first, phrases))
+    goes_on, begins = continues & ~completes, started & ~whole
+    return {"met": met,
+            "phrase": tf.where(goes_on, phrase, tf.where(begins, first, -1)),
+            "position": tf.where(goes_on, position + 1, tf.where(begins, 1, 0))}
+
+
+def needed(state, lengths):
+    """int32 [batch, n]: the phrase tokens each hypothesis still has to produce."""
+    missing = tf.where(state["met"], 0, lengths[:, None, :])
+    return tf.reduce_sum(missing, axis=-1) - state["position"]
+
+
+def next_tokens(state, terms):
+    """int32 [batch, n, phrases]: the token that takes each hypothesis one token further in
+    each phrase: the next one of the phrase in progress, the first one of the others it
+    lacks, 0 for those it has met."""
+    in_progress = _one_hot(state["phrase"], tf.shape(terms)[1])
+    tokens = tf.where(in_progress, _expected(state, terms)[..., None], terms[:, None, :, 0])
+    return tf.where(state["met"], PAD_ID, tokens)
+
+
+def forced_token(state, terms):
+    """int32 [batch, n]: the token a hypothesis takes when it has no room left for anything
+    but its phrases: the next of the phrase in progress, else the first of the first phrase
+    it lacks (either lowers `needed` by exactly one)."""
+    first_unmet = tf.argmax(tf.cast(~state["met"], tf.int32), axis=-1, output_type=tf.int32)
+    first_token = tf.gather(terms[:, :, 0], first_unmet, batch_dims=1)
+    return tf.where(state["phrase"] >= 0, _expected(state, terms), first_token)
+
+
+def round_robin(scores, banks, valid, k):
+    """The `k` candidates dynamic beam allocation keeps, bank by bank.
+
+    Each bank is the candidates with the same number of phrase tokens met. The picks are
+    the best of every bank (fullest bank first), then the second best of every bank, ...:
+    every bank gets an even share of the beam, and slots a bank cannot fill go to the next.
+
+    Args:
+        scores: float32 [batch, m] (higher is better); banks: int32 [batch, m];
+        valid: bool [batch, m], the candidates that may be kept.
+        k: int or int32 scalar.
+    Returns:
+        int32 [batch, k] indices into m, valid ones first (invalid ones only where fewer
+        than k are valid).
+    """
+    m = tf.shape(scores)[1]
+    order = tf.range(m)
+    ahead = (scores[:, None, :] > scores[:, :, None]) | (
+        tf.equal(scores[:, None, :], scores[:, :, None]) & (order[None, None, :]
+                                                             < order[None, :, None]))
+    same_bank = tf.equal(banks[:, None, :], banks[:, :, None]) & valid[:, None, :]
+    rank = tf.reduce_sum(tf.cast(ahead & same_bank, tf.int32), axis=2)
+    most = tf.reduce_max(banks) + 1
+    turn = tf.cast(rank * most + (most - 1 - banks), tf.float32)
+    _, picks = tf.math.top_k(tf.where(valid, -turn, -1e9), k=k)
+    return picks
