@@ -8,15 +8,26 @@ shared with `pipelines`); `export_saved_model(model, spm_proto, export_dir, sett
 TensorFlow or tensorflow-text. This package depends on `keras_transformer` only; reading a
 model directory is `pipelines.stages.run_export`, which both CLIs call. Serving
 instructions: export/README.md.
-"""
-from export.op_check import FORBIDDEN_OPS, OpReport, check_ops, graph_op_types
-from export.quantize import QUANTIZE_MODES, Int8Weights
-from export.saved_model import (IDS_OPTIONS_SIGNATURE, IDS_SIGNATURE, OPTIONS_SIGNATURE,
-                                SERVING_SIGNATURE, existing_versions, export_saved_model,
-                                next_version, write_translator)
-from export.translator import MAX_BEAM_SIZE, ExportError, Translator
 
-__all__ = ["FORBIDDEN_OPS", "OpReport", "check_ops", "graph_op_types", "IDS_SIGNATURE",
-           "SERVING_SIGNATURE", "OPTIONS_SIGNATURE", "IDS_OPTIONS_SIGNATURE", "MAX_BEAM_SIZE",
-           "ExportError", "Translator", "existing_versions", "QUANTIZE_MODES", "Int8Weights",
-           "export_saved_model", "next_version", "write_translator"]
+The names below load on first use (PEP 562), so that importing `export.text` (which the
+data pipeline uses, also under another Keras backend) does not load the TensorFlow-only
+search behind `Translator`.
+"""
+import importlib
+
+_WHERE = {
+    "export.op_check": ["FORBIDDEN_OPS", "OpReport", "check_ops", "graph_op_types"],
+    "export.quantize": ["QUANTIZE_MODES", "Int8Weights"],
+    "export.saved_model": ["IDS_OPTIONS_SIGNATURE", "IDS_SIGNATURE", "OPTIONS_SIGNATURE",
+                           "SERVING_SIGNATURE", "existing_versions", "export_saved_model",
+                           "next_version", "write_translator"],
+    "export.translator": ["MAX_BEAM_SIZE", "ExportError", "Translator"],
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'export' has no attribute {name!r}")
+    return getattr(importlib.import_module(_MODULE_OF[name]), name)

@@ -28,7 +28,10 @@ one `model.decode_step` a token.
 import dataclasses
 import math
 
-import tensorflow as tf
+from keras_transformer.backend import require_tensorflow
+
+require_tensorflow(__name__)
+import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.search import (alignment_layer, cache_length, loop_shape_invariants,

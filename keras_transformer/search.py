@@ -19,7 +19,10 @@ and at most input length + 50 tokens.
 """
 import abc
 
-import tensorflow as tf
+from keras_transformer.backend import require_tensorflow
+
+require_tensorflow(__name__)
+import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
 
 from keras_transformer import terms as terms_lib
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID

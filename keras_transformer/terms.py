@@ -28,7 +28,10 @@ State, per hypothesis (a nest of tensors shaped [batch, hypotheses, ...]):
   "met" bool [.., phrases], "phrase" int32 (the phrase in progress, -1 for none) and
   "position" int32 (how many of its tokens are done).
 """
-import tensorflow as tf
+from keras_transformer.backend import require_tensorflow
+
+require_tensorflow(__name__)
+import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
 
 from keras_transformer.constants import PAD_ID
 

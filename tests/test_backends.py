@@ -7,6 +7,7 @@ test writes to a file first. Run alone, `KERAS_BACKEND=jax pytest tests/test_bac
 computes the TensorFlow values in a TensorFlow subprocess instead.
 """
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -15,14 +16,16 @@ import numpy as np
 import pytest
 
 from tests.helpers import ROOT, tiny_config
+from tests.test_beam_ops import EOS, JAX_CASES, VOCAB, case_name, write_beam_reference
 from tests.test_losses import loss_and_gradient
 
 JAX_TESTS = ["tests/layers", "tests/test_losses.py", "tests/test_schedules.py",
              "tests/test_backends.py"]
 """What runs under JAX: every layer (the shared harness, masks, cached steps), the loss and
-metrics, the schedule and optimizer, and the model's training below; about 90 s of one
-core, most of it XLA compiling each new op shape that eager JAX meets. tests/test_model.py
-would add minutes for that reason; `test_fit_lowers_the_loss` trains the model instead."""
+metrics, the schedule and optimizer, and the model's training and beam search below; about
+100 s of one core, most of it XLA compiling each new op shape that eager JAX meets.
+tests/test_model.py would add minutes for that reason; `test_fit_lowers_the_loss` trains the
+model instead."""
 LABEL_SMOOTHINGS = (0.1, 0.0)
 REFERENCE_FILE = "KT_TENSORFLOW_REFERENCE"
 """The environment variable naming the file of TensorFlow's values (`write_reference`)."""
@@ -38,13 +41,21 @@ def backend_env(backend, **extra):
     return {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu", **extra}
 
 
+def beam_weights(reference_path):
+    """Where `write_reference` saves the beam-search model's weights: beside the .npz."""
+    return str(pathlib.Path(reference_path).with_suffix(".weights.h5"))
+
+
 def write_reference(path):
     """Saves the loss and its gradient (`tests.test_losses.loss_and_gradient`), as this
-    process's backend computes them, to `path` (.npz)."""
+    process's backend computes them, to `path` (.npz); and a trained model's weights
+    (`beam_weights(path)`) with TensorFlow's beam search results for it
+    (`tests.test_beam_ops.write_beam_reference`)."""
     values = {}
     for label_smoothing in LABEL_SMOOTHINGS:
         values[f"loss_{label_smoothing}"], values[f"gradient_{label_smoothing}"] = (
             loss_and_gradient(label_smoothing))
+    write_beam_reference(beam_weights(path), values)
     np.savez(path, **values)
 
 
@@ -59,34 +70,49 @@ def test_the_library_under_jax(tmp_path):
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
     # The JAX-side tests ran there (here they are skipped).
-    for test in ("test_loss_and_gradient_equal_tensorflows", "test_fit_lowers_the_loss"):
+    for test in ("test_loss_and_gradient_equal_tensorflows", "test_fit_lowers_the_loss",
+                 "test_beam_search_equals_tensorflows"):
         assert f"PASSED tests/test_backends.py::{test}" in result.stdout, test
 
 
 @on_tensorflow
 def test_the_package_imports_without_tensorflow_under_jax():
     """Under another backend `import keras_transformer` (model, layers, loss, schedule,
-    decoding settings) loads no TensorFlow: only `keras_transformer.search` and `.sampling`
-    need it."""
+    decoding settings, the keras.ops beam search `translate`) loads no TensorFlow: only
+    `keras_transformer.search`, `.sampling` and `.terms` need it, and say so on import."""
     probe = ("import sys, keras_transformer; "
-             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))")
+             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))\n"
+             "for name in ('search', 'sampling', 'terms'):\n"
+             "    try:\n"
+             "        __import__('keras_transformer.' + name)\n"
+             "    except ImportError as e:\n"
+             "        print(name, e)")
     result = subprocess.run([sys.executable, "-c", probe], env=backend_env("jax"), cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "[]", result.stdout[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "[]", result.stdout[-2000:]
+    assert [line.split()[0] for line in lines[1:]] == ["search", "sampling", "terms"], lines
+    assert all("needs the TensorFlow Keras backend (KERAS_BACKEND=jax)" in line
+               and "keras_transformer.translate" in line for line in lines[1:]), lines
 
 
 @pytest.fixture(scope="module")
-def tensorflow_reference(tmp_path_factory):
-    """The values the library computes under TensorFlow: from the file the TensorFlow
-    process that started this one wrote, else from a fresh TensorFlow process."""
+def tensorflow_reference_path(tmp_path_factory):
+    """The file of the values the library computes under TensorFlow: the one the TensorFlow
+    process that started this one wrote, else one from a fresh TensorFlow process."""
     path = os.environ.get(REFERENCE_FILE)
     if not path:
         path = str(tmp_path_factory.mktemp("tensorflow") / "tensorflow.npz")
         subprocess.run([sys.executable, "-c", "from tests.test_backends import "
                         f"write_reference; write_reference({path!r})"],
                        env=backend_env("tensorflow"), cwd=ROOT, check=True, timeout=300)
-    return np.load(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def tensorflow_reference(tensorflow_reference_path):
+    return np.load(tensorflow_reference_path)
 
 
 @on_jax
@@ -119,3 +145,23 @@ def test_fit_lowers_the_loss():
     assert int(model.optimizer.iterations) == 200
     assert history["loss"][1] < history["loss"][0] - 1.0, history
     assert history["token_accuracy"][1] > 0.85, history
+
+
+@on_jax
+def test_beam_search_equals_tensorflows(tensorflow_reference, tensorflow_reference_path):
+    """The keras.ops beam search (`keras_transformer.translate`, jax.jit) finds the n-best
+    lists that TensorFlow's search (`keras_transformer.search`) found with the same weights
+    (`tests.test_beam_ops.JAX_CASES`), on sources of 1-6 tokens."""
+    from keras_transformer import Transformer, translate
+
+    model = Transformer(tiny_config(vocab_size=VOCAB))
+    model.build()
+    model.load_weights(beam_weights(tensorflow_reference_path))
+    for case in JAX_CASES:
+        ids, scores = translate(model, tensorflow_reference["beam_source"], extra_length=5,
+                                eos_id=EOS, **case)
+        np.testing.assert_array_equal(np.asarray(ids),
+                                      tensorflow_reference[f"beam_ids_{case_name(case)}"])
+        np.testing.assert_allclose(np.asarray(scores),
+                                   tensorflow_reference[f"beam_scores_{case_name(case)}"],
+                                   rtol=0, atol=1e-5)

@@ -1,9 +1,12 @@
-"""The Keras script in README.md runs as written (with a tiny model and few steps)."""
+"""The Keras script in README.md runs as written (with a tiny model and few steps), under
+TensorFlow and under JAX."""
 import os
 import pathlib
 import re
 import subprocess
 import sys
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -15,7 +18,8 @@ def readme_script():
     return match.group(1)
 
 
-def test_readme_keras_script_runs(tmp_path, shared_data):
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_readme_keras_script_runs(tmp_path, shared_data, backend):
     script = readme_script()
     # Only sizes change: a tiny vocabulary and model, a few steps, a temporary work dir.
     replacements = {
@@ -32,7 +36,7 @@ def test_readme_keras_script_runs(tmp_path, shared_data):
     path = tmp_path / "script.py"
     path.write_text(script, encoding="utf-8")
     env = dict(os.environ, KT_DATA_DIR=str(shared_data), TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=str(ROOT))
+               PYTHONPATH=str(ROOT), KERAS_BACKEND=backend, JAX_PLATFORMS="cpu")
     result = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
                             env=env, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

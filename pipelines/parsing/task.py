@@ -37,7 +37,7 @@ from typing import ClassVar, Sequence
 
 import nltk
 
-from keras_transformer.search import DecodingSettings
+from keras_transformer.decoding import DecodingSettings
 from pipelines.errors import DataError
 from pipelines.files import atomic_files, input_identity, read_manifest
 from pipelines.parsing import constraint, evalb, forms, linearize, serving, treebank

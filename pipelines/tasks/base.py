@@ -15,7 +15,7 @@ import os
 import pathlib
 from typing import ClassVar, Sequence
 
-from keras_transformer.search import DecodingSettings
+from keras_transformer.decoding import DecodingSettings
 from pipelines import Log
 
 SPLITS = ("train", "dev", "test")

@@ -1,0 +1,17 @@
+"""The one check of the TensorFlow-only modules (search, sampling, terms): they are written
+with TensorFlow ops for the exported SavedModel, so under another Keras backend they refuse
+to import, naming what runs there instead."""
+import keras
+
+
+def require_tensorflow(module: str) -> None:
+    """Raises ImportError unless TensorFlow is the Keras backend.
+
+    Args:
+        module: the importing module's `__name__`, for the message.
+    """
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise ImportError(
+            f"{module} needs the TensorFlow Keras backend (KERAS_BACKEND={backend}); beam "
+            "search on every backend: keras_transformer.translate (keras_transformer.beam_ops)")
