@@ -57,8 +57,10 @@ row must contain (row i for source i; "" is no phrase; [[]] is none for any row)
 TERMS_IDS_SPEC = tf.TensorSpec([None, None, None], tf.int32, name="terms_ids")
 """The last input of `translate_ids_with_options`: the phrases as 0-padded ids [batch,
 phrases, length] ([[[]]] is none)."""
-NO_TERMS = tf.zeros([1, 0], tf.string)
-NO_TERMS_IDS = tf.zeros([1, 0, 0], tf.int32)
+NO_TERMS = (("",),)
+NO_TERMS_IDS = (((0,),),)
+"""The in-process defaults of the two: no phrase (Python values: a tensor made at import
+would start TensorFlow's runtime before the CLI sets up its devices)."""
 
 
 class ExportError(UserError):
