@@ -58,6 +58,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=0, help="the first N (0: all)")
     parser.add_argument("--terms_per_sentence", type=int, default=1)
     parser.add_argument("--min_term_chars", type=int, default=4)
+    parser.add_argument("--beam_size", type=int, default=None,
+                        help="decode both ways with this beam (default: the model dir's)")
     args = parser.parse_args()
 
     data = pathlib.Path(args.data_dir) / "multi30k"
@@ -74,9 +76,11 @@ def main() -> None:
     terms_path.write_text("".join("\t".join(t) + "\n" for t in terms), encoding="utf-8")
 
     results, metric = {}, sacrebleu.BLEU()
+    beam = () if args.beam_size is None else (f"--beam_size={args.beam_size}",
+                                               "--override_saved")
     for name, extra in (("unconstrained", ()), ("terms", ("--terms", str(terms_path)))):
         print(f"terminology: translating {len(sources)} sentences, {name}", file=sys.stderr)
-        outputs, seconds = translate(args.model_dir, source_path, *extra)
+        outputs, seconds = translate(args.model_dir, source_path, *beam, *extra)
         if len(outputs) != len(sources):
             sys.exit(f"terminology: {len(outputs)} translations for {len(sources)} sources")
         used = sum(t in out for out, row in zip(outputs, terms) for t in row)
@@ -86,7 +90,7 @@ def main() -> None:
                          "seconds": round(seconds, 1)}
         print(f"terminology: {name}: {results[name]}", file=sys.stderr)
     print(json.dumps({
-        "model_dir": args.model_dir, "sentences": len(sources),
+        "model_dir": args.model_dir, "sentences": len(sources), "beam_size": args.beam_size,
         "term_count": sum(map(len, terms)), "terms_per_sentence": args.terms_per_sentence,
         **results,
         "bleu_delta": round(results["terms"]["bleu"] - results["unconstrained"]["bleu"], 2),
