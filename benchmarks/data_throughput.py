@@ -57,7 +57,7 @@ def main(argv):
     proto = prepare.ensure_vocab(task, work_dir, FLAGS.vocab_size, log=quiet)
     tokenizer = vocab.load_tokenizer(proto)
     clean = prepare.clean_split(task, "train", work_dir, log=quiet)
-    prepared = prepare.prepare_split(task, "train", work_dir, proto, tokenizer=tokenizer, log=quiet)
+    prepared = prepare.prepare_split(task, "train", work_dir, proto, log=quiet)
 
     one = lambda x: tf.constant(1, tf.int64)  # noqa: E731
     figures = {

@@ -8,7 +8,7 @@ Layout inside ``work_dir``::
     spm.model                          shared SentencePiece model (vocab.MODEL_FILENAME)
     data/<task>/                       text materialized by the task (tfds, decompressed gz)
     clean/<task>/<split>/              cleaned parallel text + manifest.json (text_io)
-    cache/<task>-<split>-<hash>/       tokenized pairs (Dataset.save) + lengths.npy (dataset)
+    cache/<task>-<split>-<hash>/       tokenized pairs (shards) + lengths.npy (token_cache)
     downloads/                         raw downloads (Multi30k)
 """
 from __future__ import annotations
@@ -79,6 +79,7 @@ def ensure_vocab(
         vocab_size or task.vocab_size,
         max_sentences=sample_lines,
         user_defined_symbols=task.vocab_symbols(clean.target_path),
+        total_lines=2 * clean.stats.kept,
         log=log,
     )
     return vocab_lib.read_model_proto(path)
@@ -99,17 +100,14 @@ def prepare_split(
     work_dir: os.PathLike | str,
     proto: bytes,
     *,
-    tokenizer=None,
     log: Log = print,
 ) -> PreparedSplit:
-    """Clean ``split`` and cache its token ids under a key of task, split, vocab and text."""
+    """Clean ``split`` and cache its token ids under a key of task, split, vocab and text
+    (tokenized with ``proto`` on every core: the in-graph tokenizer's ids)."""
     clean = clean_split(task, split, work_dir, log=log)
     key = token_cache.cache_key(task.name, split, vocab_lib.model_digest(proto), clean.digest)
     cache = token_cache.load_or_build_cache(
-        clean.source_path,
-        clean.target_path,
-        tokenizer if tokenizer is not None else vocab_lib.load_tokenizer(proto),
-        pathlib.Path(work_dir) / "cache" / key,
+        clean.source_path, clean.target_path, proto, pathlib.Path(work_dir) / "cache" / key,
         log=log,
     )
     return PreparedSplit(split, clean, cache)
@@ -184,7 +182,6 @@ def prepare(
     splits = [split for split in splits if split == "train" or task.has_split(split)]
     log(task.describe())
     proto = ensure_vocab(task, work_dir, vocab_size, sample_lines=vocab_sample_lines, log=log)
-    tokenizer = vocab_lib.load_tokenizer(proto)
     result: dict = {
         "task": task.name,
         "vocab": {
@@ -196,7 +193,7 @@ def prepare(
     }
     prepared = {}
     for split in splits:
-        prepared[split] = prepare_split(task, split, work_dir, proto, tokenizer=tokenizer, log=log)
+        prepared[split] = prepare_split(task, split, work_dir, proto, log=log)
         result["splits"][split] = split_stats(task, prepared[split])
     log(f"corpus ({task.source_lang} / {task.target_lang}, subword tokens without EOS/BOS):")
     for split, stats in result["splits"].items():

@@ -28,13 +28,15 @@ import io
 import os
 import pathlib
 import random
+import time
 from typing import Iterable, Sequence
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from pipelines import Log
 from pipelines.errors import DataError
 from pipelines.files import write_atomic
-from pipelines.text_io import iter_lines
+from pipelines.progress import DEFAULT_INTERVAL, Progress, format_duration, heartbeat
+from pipelines.text_io import PROGRESS_EVERY, iter_lines
 
 MODEL_FILENAME = "spm.model"
 
@@ -45,21 +47,28 @@ def sample_lines(
     num_lines: int,
     *,
     seed: int = 0,
+    total_lines: int | None = None,
     log: Log = print,
-    progress_every: int = 1_000_000,
+    progress_interval: float = DEFAULT_INTERVAL,
 ) -> list[str]:
     """Uniformly sample up to ``num_lines`` non-empty lines from several files, in one pass.
 
     Reservoir sampling (seeded) keeps memory at ``num_lines`` whatever the corpus size, and
     reading every file keeps the sample representative of all parts of the corpus.
+    ``total_lines`` (all files), when known, gives the progress lines a percentage and ETA.
     """
     if num_lines <= 0:
         raise ValueError(f"num_lines must be positive, got {num_lines}")
     rng = random.Random(seed)
     reservoir: list[str] = []
-    seen = 0
+    seen = read = 0
+    progress = Progress("vocab: sampling", total_lines, "lines", log,
+                        interval=progress_interval)
     for path in paths:
         for _, line in iter_lines(path):
+            read += 1
+            if read % PROGRESS_EVERY == 0:
+                progress.update(read)
             if not line.strip():
                 continue
             seen += 1
@@ -69,9 +78,8 @@ def sample_lines(
                 slot = rng.randrange(seen)
                 if slot < num_lines:
                     reservoir[slot] = line
-            if seen % progress_every == 0:
-                log(f"vocab: read {seen:,} lines")
-    log(f"vocab: read {seen:,} lines in total, sampled {len(reservoir):,} for training")
+    log(f"vocab: read {seen:,} lines in total, sampled {len(reservoir):,} for training "
+        f"(in {format_duration(progress.elapsed())})")
     return reservoir
 
 
@@ -128,7 +136,9 @@ def build_vocab(
     max_sentences: int = 1_000_000,
     seed: int = 0,
     user_defined_symbols: Sequence[str] = (),
+    total_lines: int | None = None,
     log: Log = print,
+    progress_interval: float = DEFAULT_INTERVAL,
 ) -> pathlib.Path:
     """Train the shared vocabulary on a sample of ``train_files`` and store ``<dir>/spm.model``.
 
@@ -139,15 +149,21 @@ def build_vocab(
       max_sentences: size of the training sample (lines, both sides pooled).
       seed: seed of the line sample (BPE training itself is deterministic).
       user_defined_symbols: strings kept as single pieces (see ``train_sentencepiece``).
+      total_lines: lines of all ``train_files`` if known (progress percentage and ETA).
       log: progress sink.
+      progress_interval: seconds between progress lines (sampling; "still running" lines
+        while SentencePiece trains, which reports nothing itself).
     Returns:
       The path of the written model.
     """
-    sample = sample_lines(train_files, max_sentences, seed=seed, log=log)
+    sample = sample_lines(train_files, max_sentences, seed=seed, total_lines=total_lines,
+                          log=log, progress_interval=progress_interval)
     log(f"vocab: training BPE, vocab_size={vocab_size:,} on {len(sample):,} lines")
+    start = time.monotonic()
     try:
-        proto = train_sentencepiece(sample, vocab_size,
-                                    user_defined_symbols=user_defined_symbols)
+        with heartbeat("vocab: training BPE", log, interval=progress_interval):
+            proto = train_sentencepiece(sample, vocab_size,
+                                        user_defined_symbols=user_defined_symbols)
     except RuntimeError as e:
         hint = (
             " Choose a smaller vocab_size for this corpus."
@@ -160,7 +176,8 @@ def build_vocab(
         ) from e
     path = pathlib.Path(model_dir) / MODEL_FILENAME
     write_atomic(path, proto)
-    log(f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 {model_digest(proto)[:12]})")
+    log(f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 {model_digest(proto)[:12]}; "
+        f"trained in {format_duration(time.monotonic() - start)})")
     return path
 
 

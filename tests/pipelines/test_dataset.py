@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipelines import buckets, token_cache
+from pipelines import buckets, token_cache, token_shards
 from pipelines import dataset as ds_lib
 from pipelines import prepare, text_io, vocab
 from pipelines.tasks import get_task
@@ -99,13 +99,12 @@ def test_batch_multiple_and_distribution_options(multi30k):
 
 def test_overlong_pairs_are_dropped_and_counted(multi30k, tmp_path):
     _, _, proto, _ = multi30k
-    tokenizer = vocab.load_tokenizer(proto)
     long_line = " ".join(["word"] * 10_000)
     (tmp_path / "s").write_text(f"a dog runs\n{long_line}\ntwo men\nshort\n", encoding="utf-8")
     (tmp_path / "t").write_text(f"ein Hund\nlang\nzwei Männer\n{long_line}\n", encoding="utf-8")
     clean = text_io.clean_parallel(tmp_path / "s", tmp_path / "t", tmp_path / "c", log=QUIET)
     cache = token_cache.load_or_build_cache(
-        clean.source_path, clean.target_path, tokenizer, tmp_path / "cache", log=QUIET
+        clean.source_path, clean.target_path, proto, tmp_path / "cache", log=QUIET
     )
     assert cache.lengths[1, 0] >= 10_000
     counts = buckets.length_filter_counts(cache.lengths, 64, 64)
@@ -124,7 +123,7 @@ def test_cache_is_reused_and_keyed_by_vocab_and_text(multi30k, monkeypatch):
     def must_not_tokenize(*args, **kwargs):
         raise AssertionError("a second run must not tokenize again")
 
-    monkeypatch.setattr(token_cache, "tokenize_pair_batches", must_not_tokenize)
+    monkeypatch.setattr(token_shards, "tokenize_shard", must_not_tokenize)
     logs = []
     again = prepare.prepare_split(task, "train", work_dir, proto, log=logs.append)
     assert again.cache.path == train.cache.path and any("cache: reusing" in m for m in logs)

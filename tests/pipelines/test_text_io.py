@@ -1,5 +1,6 @@
 """Bad-input handling of the cleaning pass: every case fails clearly or is repaired and counted."""
 import json
+import re
 import time
 
 import pytest
@@ -130,3 +131,22 @@ def test_iter_lines_and_count_lines_agree_with_tf_data_line_splitting(tmp_path):
     path = write(tmp_path / "f", "a\r\nb\n\nlast".encode())
     assert list(text_io.iter_lines(path)) == [(1, "a"), (2, "b"), (3, ""), (4, "last")]
     assert text_io.count_lines(path) == 4
+
+
+def test_a_long_pass_reports_progress_with_rate_and_eta(tmp_path):
+    """A WMT-sized corpus takes a while to clean: progress lines say how far and how fast
+    (here every text_io.PROGRESS_EVERY pairs, the interval being 0 s)."""
+    src = "".join(f"sentence {i}\n" for i in range(10_000)).encode()
+    tgt = "".join(f"Satz {i}\n" for i in range(10_000)).encode()
+    (tmp_path / "in.src").write_bytes(src)
+    (tmp_path / "in.tgt").write_bytes(tgt)
+    logs = []
+    clean_parallel(tmp_path / "in.src", tmp_path / "in.tgt", tmp_path / "out",
+                   log=logs.append, progress_interval=0)
+    assert len(logs) == 3, logs
+    size = (len(src) + len(tgt)) / 1e6
+    for line in logs[:2]:  # done / total in bytes read, as MB
+        assert re.fullmatch(rf"clean: [0-9.]+ / {size:.1f} MB \(\d+\.\d%\), "
+                            r"[0-9,.M]+ MB/s, [0-9,.M]+ pairs/s, ETA \d+s", line), line
+    assert logs[-1].startswith("clean: in.src / in.tgt: pairs read 10,000, kept 10,000")
+    assert logs[-1].endswith("(in 0s)")

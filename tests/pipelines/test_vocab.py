@@ -85,14 +85,38 @@ def test_unseen_characters_use_byte_fallback_not_unk(model_path):
 
 def test_sample_is_seeded_bounded_and_reports_progress(tmp_path):
     path = tmp_path / "f.txt"
-    path.write_text("".join(f"line {i}\n" for i in range(1000)) + "\n  \n", encoding="utf-8")
+    path.write_text("".join(f"line {i}\n" for i in range(10_000)) + "\n  \n", encoding="utf-8")
     logs = []
-    first = vocab.sample_lines([path], 100, seed=3, log=logs.append, progress_every=250)
+    first = vocab.sample_lines([path], 100, seed=3, total_lines=10_002, log=logs.append,
+                               progress_interval=0)
     again = vocab.sample_lines([path], 100, seed=3, log=lambda m: None)
     assert first == again and len(first) == 100 and len(set(first)) == 100
     assert vocab.sample_lines([path], 100, seed=4, log=lambda m: None) != first
-    assert logs[:4] == [f"vocab: read {n:,} lines" for n in (250, 500, 750, 1000)]
-    assert "read 1,000 lines in total, sampled 100" in logs[-1]
+    # A line every text_io.PROGRESS_EVERY lines once the interval has passed (here 0 s).
+    assert [line.split(", ")[0] for line in logs[:2]] == [
+        "vocab: sampling: 4,096 / 10,002 lines (41.0%)",
+        "vocab: sampling: 8,192 / 10,002 lines (81.9%)"]
+    assert all(" lines/s, ETA " in line for line in logs[:2])
+    assert "read 10,000 lines in total, sampled 100" in logs[-1] and "(in 0s)" in logs[-1]
+
+
+def test_bpe_training_reports_that_it_is_still_running(tmp_path, monkeypatch):
+    """SentencePiece says nothing while it trains (minutes on WMT): a heartbeat line does."""
+    import time
+
+    def slow_train(*args, **kwargs):
+        time.sleep(0.35)
+        return real_train(*args, **kwargs)
+
+    real_train = vocab.train_sentencepiece
+    monkeypatch.setattr(vocab, "train_sentencepiece", slow_train)
+    path = tmp_path / "f.txt"
+    path.write_text("".join(f"line {i} of the text\n" for i in range(200)), encoding="utf-8")
+    logs = []
+    vocab.build_vocab([path], tmp_path, 300, log=logs.append, progress_interval=0.1)
+    beats = [line for line in logs if line.startswith("vocab: training BPE: still running")]
+    assert len(beats) >= 2, logs
+    assert "trained in 0s" in logs[-1]
 
 
 def test_missing_model_and_empty_corpus_are_clear_errors(tmp_path):

@@ -1,0 +1,133 @@
+"""Progress lines for long passes over a corpus: done / total, rate and ETA, every N seconds.
+
+A WMT-sized corpus takes minutes to clean, sample and tokenize; a pass that says nothing
+for minutes looks hung. ``Progress`` logs one line at most every ``interval`` seconds while
+work is reported (``update``), and ``heartbeat`` logs elapsed time for work that cannot
+report its own progress (SentencePiece training). The clock is an argument so that tests
+need not wait.
+
+Example line::
+
+    cache: 1,800,000 / 4,500,000 pairs (40.0%), 27,412 pairs/s, 1.44M tokens/s, ETA 1m 38s
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Callable, Iterator
+
+from pipelines import Log
+
+DEFAULT_INTERVAL = 15.0
+"""Seconds between progress lines: well within the 30 s a user waits before worrying."""
+
+
+def format_duration(seconds: float) -> str:
+    """``75.2 -> "1m 15s"``, ``3725 -> "1h 02m"``, ``9.4 -> "9s"``."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+
+
+def format_count(value: float) -> str:
+    """A rate or count, short: ``0.24 -> "0.2"``, ``27412.3 -> "27,412"``, ``1.44e6 -> "1.44M"``."""
+    if value >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    if value < 10 and not float(value).is_integer():
+        return f"{value:.1f}"
+    return f"{value:,.0f}"
+
+
+class Progress:
+    """Reports ``done`` of ``total`` ``unit``s: a line at most every ``interval`` seconds.
+
+    The rate counts only work done since ``start`` (``already``, work found done, e.g. the
+    shards a killed run left, counts toward done but not toward the rate), so the ETA
+    stays honest when a run resumes.
+
+    Args:
+      label: line prefix, e.g. "cache".
+      total: units of the whole pass (0 or None: unknown, no percentage or ETA).
+      unit: what is counted, e.g. "pairs" or "MB".
+      log: the sink (stderr in the CLI).
+      already: units done before this run started.
+      interval: seconds between lines.
+      clock: ``time.monotonic`` or a fake for tests.
+    """
+
+    def __init__(self, label: str, total: float | None, unit: str, log: Log, *,
+                 already: float = 0, interval: float = DEFAULT_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic):
+        self.label, self.total, self.unit, self.log = label, total, unit, log
+        self.interval, self.clock = interval, clock
+        self.already = self.done = already
+        self.start = self.last = clock()
+
+    def elapsed(self) -> float:
+        """Seconds since the start."""
+        return self.clock() - self.start
+
+    def seconds_to_next(self) -> float:
+        """Seconds until the next line is due (0 if it is due now)."""
+        return max(0.0, self.last + self.interval - self.clock())
+
+    def update(self, done: float, extra: dict[str, float] | None = None) -> None:
+        """Record ``done`` units in all; log a line if ``interval`` has passed since the last
+        (none once all is done: ``finish`` says that).
+
+        ``extra``: other counts whose rate is shown, e.g. ``{"tokens": 1.2e6}`` (this run's).
+        """
+        self.done = done
+        if (not self.total or done < self.total) and self.clock() - self.last >= self.interval:
+            self.log(self.line(extra))
+            self.last = self.clock()
+
+    def finish(self, extra: dict[str, float] | None = None) -> None:
+        """Log the final line (done, rate over this run, time taken)."""
+        self.log(self.line(extra, final=True))
+
+    def line(self, extra: dict[str, float] | None = None, *, final: bool = False) -> str:
+        """``label: done / total unit (pct), rate unit/s[, rate extra/s], ETA t`` (or
+        ``in t`` when ``final``)."""
+        elapsed = max(self.elapsed(), 1e-9)
+        rate = (self.done - self.already) / elapsed
+        text = f"{self.label}: {format_count(self.done)}"
+        if self.total:
+            share = 100 * self.done / self.total
+            text += f" / {format_count(self.total)} {self.unit} ({share:.1f}%)"
+        else:
+            text += f" {self.unit}"
+        text += f", {format_count(rate)} {self.unit}/s"
+        for name, count in (extra or {}).items():
+            text += f", {format_count(count / elapsed)} {name}/s"
+        if final:
+            return text + f", in {format_duration(elapsed)}"
+        if self.total and rate > 0:
+            text += f", ETA {format_duration((self.total - self.done) / rate)}"
+        return text
+
+
+@contextlib.contextmanager
+def heartbeat(label: str, log: Log, *, interval: float = DEFAULT_INTERVAL) -> Iterator[None]:
+    """Log ``label: still running (t)`` every ``interval`` seconds while the body runs.
+
+    For work that reports nothing itself and releases the GIL (SentencePiece training).
+    """
+    stop = threading.Event()
+    start = time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(interval):
+            log(f"{label}: still running ({format_duration(time.monotonic() - start)})")
+
+    thread = threading.Thread(target=beat, name=f"heartbeat {label}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
