@@ -3,9 +3,10 @@
 Prints one JSON line with three figures, each the median of ``--repeats`` timed passes after
 a warm-up, counted in-graph (``Dataset.reduce``) so Python iteration is not measured:
 
-* ``read_tokenize_batched``: read both files and tokenize 1,024 lines per op call
-  (``pipelines.dataset.tokenize_pair_batches``; what building the token cache costs);
-* ``read_tokenize_pairs``: the same, unbatched to one pair per element (``tokenize_pairs``);
+* ``read_tokenize_batched``: read both files and tokenize 1,024 lines per op call with the
+  in-graph tensorflow-text tokenizer (the token cache itself tokenizes in worker processes,
+  ``pipelines.token_shards``: see benchmarks/prepare_speed.py);
+* ``read_tokenize_pairs``: the same, unbatched to one pair per element;
 * ``cached_batches``: one pass of token-budget training batches from the cache
   (filter, shuffle, EOS/BOS, bucketing, padding: what every epoch costs).
 
@@ -25,6 +26,18 @@ flags.DEFINE_string("work_dir", None, "Work directory (vocab, caches); a temp di
 flags.DEFINE_integer("repeats", 3, "Timed passes per figure; the median is reported.")
 flags.DEFINE_integer("vocab_size", 8000, "Vocabulary size if a model must be trained.")
 FLAGS = flags.FLAGS
+
+
+def _tokenized(source_path, target_path, tokenizer, lines_per_call=1024):
+    """``(source_ids, target_ids)`` ragged batches of ``lines_per_call`` lines of two aligned
+    files, tokenized in-graph, one tokenizer call per batch."""
+    import tensorflow as tf
+
+    lines = tf.data.Dataset.zip(tf.data.TextLineDataset(str(source_path)),
+                                tf.data.TextLineDataset(str(target_path)))
+    return lines.batch(lines_per_call).map(
+        lambda src, tgt: (tokenizer.tokenize(src), tokenizer.tokenize(tgt)),
+        num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def _timed(dataset, pairs_of) -> tuple[float, int]:
@@ -47,7 +60,6 @@ def main(argv):
         raise app.UsageError("pass --data_dir (the directory containing multi30k/) or set $KT_DATA_DIR")
     import tensorflow as tf
 
-    from pipelines import token_cache
     from pipelines import dataset as ds_lib
     from pipelines import prepare, tasks, vocab
 
@@ -62,11 +74,11 @@ def main(argv):
     one = lambda x: tf.constant(1, tf.int64)  # noqa: E731
     figures = {
         "read_tokenize_batched": _timed(
-            token_cache.tokenize_pair_batches(clean.source_path, clean.target_path, tokenizer),
+            _tokenized(clean.source_path, clean.target_path, tokenizer),
             lambda x: x[0].nrows(),
         ),
         "read_tokenize_pairs": _timed(
-            token_cache.tokenize_pairs(clean.source_path, clean.target_path, tokenizer), one
+            _tokenized(clean.source_path, clean.target_path, tokenizer).unbatch(), one
         ),
         "cached_batches": _timed(
             ds_lib.training_batches(

@@ -25,15 +25,10 @@ require_tensorflow(__name__)
 import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
 
 from keras_transformer import terms as terms_lib
+from keras_transformer.beam_ops import NEG as _NEG
+from keras_transformer.beam_ops import length_penalty  # noqa: F401 (re-exported)
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import PRECISIONS, DecodingSettings  # noqa: F401 (re-exported)
-
-_NEG = -1e9  # a finite "minus infinity": keeps sums of scores free of NaNs
-
-
-def length_penalty(length, alpha):
-    """GNMT length penalty ((5 + length) / 6) ** alpha."""
-    return tf.pow((5.0 + tf.cast(length, tf.float32)) / 6.0, alpha)
 
 
 def _gather_beams(nest, beam_indices, sentences=None):

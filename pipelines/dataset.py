@@ -91,7 +91,7 @@ def training_batches(
     """Token-budget batches of ``((source, target_in), target_out)`` from tokenized pairs.
 
     Args:
-      pairs: ``(source_ids, target_ids)`` without specials (``tokenize_pairs`` or a cache).
+      pairs: ``(source_ids, target_ids)`` without specials (``TokenCache.dataset``).
       max_source_length, max_target_length: limits including EOS/BOS; longer pairs are
         dropped (count them with ``length_filter_counts``).
       batch_tokens: GLOBAL token budget per side and batch (all replicas together).

@@ -38,42 +38,6 @@ from pipelines.files import write_atomic, write_json_atomic
 from pipelines.progress import DEFAULT_INTERVAL, Progress
 
 
-def tokenize_pair_batches(
-    source_path: os.PathLike | str,
-    target_path: os.PathLike | str,
-    tokenizer,
-    *,
-    lines_per_call: int = 1024,
-) -> tf.data.Dataset:
-    """Read two aligned text files, tokenize in-graph ``lines_per_call`` lines per op call.
-
-    Elements are ``(source_ids, target_ids)`` RaggedTensors ``[lines, None]``, int32, without
-    BOS/EOS, in file order. One tokenizer call per batch of lines, not per line. (The token
-    cache tokenizes with ``token_shards`` instead: the same ids, several times faster.)
-    """
-    lines = tf.data.Dataset.zip(
-        tf.data.TextLineDataset(str(source_path)), tf.data.TextLineDataset(str(target_path))
-    )
-
-    def tokenize(src: tf.Tensor, tgt: tf.Tensor):
-        return tokenizer.tokenize(src), tokenizer.tokenize(tgt)
-
-    return lines.batch(lines_per_call).map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
-
-
-def tokenize_pairs(
-    source_path: os.PathLike | str,
-    target_path: os.PathLike | str,
-    tokenizer,
-    *,
-    lines_per_call: int = 1024,
-) -> tf.data.Dataset:
-    """Like ``tokenize_pair_batches`` but one pair per element: ``(source_ids, target_ids)``."""
-    return tokenize_pair_batches(
-        source_path, target_path, tokenizer, lines_per_call=lines_per_call
-    ).unbatch()
-
-
 # Bumped whenever the saved element structure changes, so old caches are never misread.
 # 3: shard files of raw int32 (token_shards) instead of Dataset.save.
 CACHE_FORMAT_VERSION = "3"
