@@ -35,9 +35,9 @@ from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.errors import UserError
 from keras_transformer.sampling import sample_ids
-from keras_transformer.search import DecodingSettings, length_penalty, translate_ids
+from keras_transformer.decoding import MAX_BEAM_SIZE, DecodingSettings
+from keras_transformer.search import length_penalty, translate_ids
 
-MAX_BEAM_SIZE = 16  # the largest beam_size the *_with_options functions accept
 OPTION_SPECS = [tf.TensorSpec([], tf.int32, name="beam_size"),
                 tf.TensorSpec([], tf.float32, name="alpha"),
                 tf.TensorSpec([], tf.int32, name="num_results"),

@@ -1,8 +1,13 @@
-"""How to decode (`DecodingSettings`): plain settings, no TensorFlow, so that the package
-imports on every Keras backend; the search itself is `keras_transformer.search`."""
+"""How to decode (`DecodingSettings`) and sample (`SamplingSettings`): plain settings, no
+TensorFlow, so that the package and the pipeline's options import on every Keras backend;
+the searches themselves are `keras_transformer.search` and `keras_transformer.sampling`."""
 import dataclasses
+import math
 
 PRECISIONS = ("float32", "bfloat16")
+MAX_BEAM_SIZE = 16
+"""The largest beam_size (and n-best, and samples per sentence) the served model's
+*_with_options functions accept."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,3 +59,35 @@ class DecodingSettings:
         if self.max_input_length is None:
             return model_max_length
         return min(self.max_input_length, model_max_length)
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingSettings:
+    """How to sample (see the module docstring).
+
+    Attributes:
+        topk: keep the k most likely tokens; 0: no cut.
+        topp: keep the smallest most-likely set reaching this probability, in (0, 1]; 1: no cut.
+        temperature: divides the log-probabilities, > 0.
+        seed: the integer all randomness derives from.
+    """
+
+    topk: int = 0
+    topp: float = 1.0
+    temperature: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        problems = []
+        if isinstance(self.topk, bool) or not isinstance(self.topk, int) or self.topk < 0:
+            problems.append(f"topk must be an integer >= 0, got {self.topk!r}")
+        if not isinstance(self.topp, (int, float)) or not 0 < self.topp <= 1:
+            problems.append(f"topp must be in (0, 1], got {self.topp!r}")
+        if not isinstance(self.temperature, (int, float)) or not (
+                self.temperature > 0 and math.isfinite(self.temperature)):
+            problems.append(f"temperature must be a number > 0, got {self.temperature!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) \
+                or not -2 ** 63 <= self.seed < 2 ** 63:
+            problems.append(f"seed must be a 64-bit integer, got {self.seed!r}")
+        if problems:
+            raise ValueError("; ".join(problems))

@@ -25,51 +25,17 @@ The incremental decoder is reached as in `keras_transformer.search.translate_ids
 cross-attention keys/values are computed once per sentence and shared by its samples), then
 one `model.decode_step` a token.
 """
-import dataclasses
-import math
-
 from keras_transformer.backend import require_tensorflow
 
 require_tensorflow(__name__)
 import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.decoding import SamplingSettings  # noqa: F401  (this module's settings)
 from keras_transformer.search import (alignment_layer, cache_length, loop_shape_invariants,
                                       output_lengths)
 
 _NEG = -1e9  # a finite "minus infinity", as in beam search
-
-
-@dataclasses.dataclass(frozen=True)
-class SamplingSettings:
-    """How to sample (see the module docstring).
-
-    Attributes:
-        topk: keep the k most likely tokens; 0: no cut.
-        topp: keep the smallest most-likely set reaching this probability, in (0, 1]; 1: no cut.
-        temperature: divides the log-probabilities, > 0.
-        seed: the integer all randomness derives from.
-    """
-
-    topk: int = 0
-    topp: float = 1.0
-    temperature: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self):
-        problems = []
-        if isinstance(self.topk, bool) or not isinstance(self.topk, int) or self.topk < 0:
-            problems.append(f"topk must be an integer >= 0, got {self.topk!r}")
-        if not isinstance(self.topp, (int, float)) or not 0 < self.topp <= 1:
-            problems.append(f"topp must be in (0, 1], got {self.topp!r}")
-        if not isinstance(self.temperature, (int, float)) or not (
-                self.temperature > 0 and math.isfinite(self.temperature)):
-            problems.append(f"temperature must be a number > 0, got {self.temperature!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) \
-                or not -2 ** 63 <= self.seed < 2 ** 63:
-            problems.append(f"seed must be a 64-bit integer, got {self.seed!r}")
-        if problems:
-            raise ValueError("; ".join(problems))
 
 
 def truncated_logits(log_probs, topk, topp, temperature):

@@ -6,6 +6,12 @@ step counter), written by `tf.train.CheckpointManager`: data files first, then t
 index does not name, which are never restored, so the same command resumes at the last
 complete checkpoint's step.
 
+The checkpoints are the same under every Keras backend: under TensorFlow they hold the
+Keras variables' own `tf.Variable`s; under another backend (`run.py --backend jax`) they
+hold `tf.Variable` copies (`_Mirror`), filled from the Keras values before each save and
+written back after each restore. A run trained under JAX resumes, averages and exports
+under TensorFlow, and the other way round.
+
 Beside them, `dev_metric.jsonl` records the dev metric of each evaluated checkpoint, so that
 `--keep_best_by dev_metric` (which checkpoints are kept and averaged) and
 `--early_stop_patience` see the same history in a resumed run and in a later `--mode average`.
@@ -16,6 +22,7 @@ from __future__ import annotations
 import json
 import pathlib
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -27,8 +34,9 @@ METRIC_LOG = "dev_metric.jsonl"
 13.1}`, in step order; rewritten whole (atomically) at each evaluation."""
 
 
-def _by_path(variables, model_name: str | None = None) -> dict:
-    """Variables keyed by their Keras path without the owner's (counter-suffixed) name.
+def _key(variable, model_name: str | None = None) -> str:
+    """A variable's checkpoint name: its Keras path without the owner's (counter-suffixed)
+    name.
 
     `tf.train.Checkpoint(model=keras_model)` does not see variables of layers held in
     lists (measured with Keras 3.15: only the embedding was saved), so checkpoints name
@@ -38,23 +46,52 @@ def _by_path(variables, model_name: str | None = None) -> dict:
     with `model_name`, that prefix is written as the first model of a process names it
     ("transformer_"), the form every checkpoint written by the command line has.
     """
-    def key(variable):
-        name = variable.path.split("/", 1)[-1]
-        if model_name and name.startswith(model_name + "_"):
-            name = "transformer_" + name[len(model_name) + 1:]
-        return name
-
-    named = {key(v): v.value for v in variables}
-    if len(named) != len(variables):
-        raise ValueError("variable paths are not unique; cannot checkpoint by name")
-    return named
+    name = variable.path.split("/", 1)[-1]
+    if model_name and name.startswith(model_name + "_"):
+        name = "transformer_" + name[len(model_name) + 1:]
+    return name
 
 
-def _checkpoint(model, optimizer=None) -> tf.train.Checkpoint:
-    if optimizer is None:
-        return tf.train.Checkpoint(model=_by_path(model.weights))
-    return tf.train.Checkpoint(model=_by_path(model.weights),
-                               optimizer=_by_path(optimizer.variables, model.name))
+class _Mirror:
+    """Keras variables as the named `tf.Variable`s a `tf.train.Checkpoint` holds.
+
+    Under the TensorFlow backend these are the variables themselves and `pull`/`push` do
+    nothing. Under another backend they are copies of the same name, shape and dtype (the
+    declared one: JAX keeps int64 counters as int32), so the checkpoint files are the same:
+    `pull` copies the Keras values into them before a save, `push` copies them back after
+    a restore.
+    """
+
+    def __init__(self, variables, model_name: str | None = None):
+        self._pairs = [(_key(v, model_name), v) for v in variables]
+        if len({key for key, _ in self._pairs}) != len(self._pairs):
+            raise ValueError("variable paths are not unique; cannot checkpoint by name")
+        self._own = keras.backend.backend() == "tensorflow"
+        self.named = {key: v.value if self._own else
+                      tf.Variable(np.asarray(v.numpy(), dtype=v.dtype), trainable=False)
+                      for key, v in self._pairs}
+
+    def pull(self) -> None:
+        """The Keras values -> the checkpoint's variables (before a save)."""
+        if not self._own:
+            for key, variable in self._pairs:
+                self.named[key].assign(np.asarray(variable.numpy(), dtype=variable.dtype))
+
+    def push(self) -> None:
+        """The checkpoint's variables -> the Keras variables (after a restore)."""
+        if not self._own:
+            for key, variable in self._pairs:
+                variable.assign(self.named[key].numpy())
+
+
+def _checkpoint(model, optimizer=None) -> tuple[tf.train.Checkpoint, list[_Mirror]]:
+    """The checkpoint of `model`'s weights (and `optimizer`'s variables), and the mirrors
+    to `pull` before saving it and `push` after restoring it."""
+    mirrors = {"model": _Mirror(model.weights)}
+    if optimizer is not None:
+        mirrors["optimizer"] = _Mirror(optimizer.variables, model.name)
+    return (tf.train.Checkpoint(**{name: m.named for name, m in mirrors.items()}),
+            list(mirrors.values()))
 
 
 def _step(path) -> int:
@@ -140,9 +177,15 @@ class _Manager(tf.train.CheckpointManager):
     the index, where averaging finds them.
     """
 
-    def __init__(self, *args, keep_best: int = 0, **kwargs):
+    def __init__(self, *args, keep_best: int = 0, mirrors=(), **kwargs):
         self.keep_best = keep_best
+        self.mirrors = list(mirrors)  # pulled before each save (`_Mirror`)
         super().__init__(*args, **kwargs)
+
+    def save(self, *args, **kwargs):
+        for mirror in self.mirrors:
+            mirror.pull()
+        return super().save(*args, **kwargs)
 
     def _sweep(self):
         if not self.keep_best:
@@ -158,15 +201,15 @@ class _Manager(tf.train.CheckpointManager):
 
 
 def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_best=0):
-    """The manager of `checkpoint_dir`, numbering checkpoints by optimizer update, keeping
-    the `max_to_keep` newest and the `keep_best` best by dev metric (`_Manager`).
+    """The manager of `checkpoint_dir`, keeping the `max_to_keep` newest checkpoints and the
+    `keep_best` best by dev metric (`_Manager`). Each save names its optimizer update
+    (`save(checkpoint_number=step)`), the number restore_latest reads back.
 
     The optimizer must be built (its variables exist) before this is called.
     """
-    checkpoint = _checkpoint(model, optimizer)
+    checkpoint, mirrors = _checkpoint(model, optimizer)
     return _Manager(checkpoint, str(checkpoint_dir), max_to_keep=max_to_keep,
-                    step_counter=optimizer.iterations, checkpoint_name="ckpt",
-                    keep_best=keep_best)
+                    checkpoint_name="ckpt", keep_best=keep_best, mirrors=mirrors)
 
 
 def _restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool):
@@ -186,6 +229,8 @@ def restore_latest(manager, optimizer) -> int:
     if manager.latest_checkpoint is None:
         return 0
     _restore(manager.checkpoint, manager.latest_checkpoint, partial=False)
+    for mirror in manager.mirrors:
+        mirror.push()
     return int(optimizer.iterations.numpy())
 
 
@@ -197,7 +242,10 @@ def checkpoint_paths(checkpoint_dir) -> list[str]:
 
 def restore_weights(model, path: str) -> None:
     """Loads the model weights of checkpoint `path` into `model` (optimizer state ignored)."""
-    _restore(_checkpoint(model), path, partial=True)
+    checkpoint, mirrors = _checkpoint(model)
+    _restore(checkpoint, path, partial=True)
+    for mirror in mirrors:
+        mirror.push()
 
 
 def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by="last",

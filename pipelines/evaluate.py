@@ -2,7 +2,9 @@
 
 The evaluate stage, the dev metric during training and the benchmarks decode through here;
 sentences become ids and ids become text by `export.text`, the rule the exported
-SavedModel uses too.
+SavedModel uses too. Under TensorFlow the search is `keras_transformer.search`'s (the
+exported one); under another Keras backend (training with `--backend jax`) the dev metric
+decodes with `keras_transformer.beam_ops`, which gives the same ids.
 """
 from __future__ import annotations
 
@@ -11,11 +13,13 @@ import json
 import pathlib
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from export import text
-from keras_transformer.search import DecodingSettings, translate_ids
+from keras_transformer.decoding import DecodingSettings
 from pipelines import dataset as ds_lib
+from pipelines.errors import ConfigError
 from pipelines.files import atomic_files
 from pipelines.model_dir import EVAL_DIR
 
@@ -23,8 +27,27 @@ from pipelines.model_dir import EVAL_DIR
 def make_translator(model, settings: DecodingSettings, jit_compile=False, constraint=None):
     """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function.
 
-    `constraint`: the task's `DecodingConstraint` (`Task.decoding_constraint`), if any.
+    `constraint`: the task's `DecodingConstraint` (`Task.decoding_constraint`), if any; only
+    TensorFlow's search takes one. `jit_compile`: TensorFlow's choice; other backends always
+    compile (`beam_ops.make_translate_function`).
     """
+    if keras.backend.backend() != "tensorflow":
+        if constraint is not None:
+            raise ConfigError(f"--backend {keras.backend.backend()}: this task's constrained "
+                              f"search runs under TensorFlow only; train with --backend "
+                              f"tensorflow, or drop --dev_metric_every")
+        from keras_transformer import beam_ops
+
+        search = beam_ops.make_translate_function(
+            model, beam_size=settings.beam_size, alpha=settings.alpha,
+            extra_length=settings.extra_length)
+
+        def translate_elsewhere(source_ids):
+            ids, scores = search(np.asarray(source_ids))
+            return np.asarray(ids)[:, 0], np.asarray(scores)[:, 0]
+
+        return translate_elsewhere
+    from keras_transformer.search import translate_ids
 
     @tf.function(jit_compile=jit_compile, reduce_retracing=True)
     def translate(source_ids):
@@ -46,7 +69,7 @@ def translate_batches(translate, batches, tokenizer, verbose=1):
         ids, batch_scores = translate(tf.constant(batch.source_ids))
         texts.append([t.decode("utf-8")
                       for t in text.ids_to_sentences(tokenizer, ids).numpy()])
-        scores.append([float(s) for s in batch_scores.numpy()])
+        scores.append([float(s) for s in np.asarray(batch_scores)])
         progress.add(len(batch.indices))
     return ds_lib.restore_order(batches, texts), ds_lib.restore_order(batches, scores)
 

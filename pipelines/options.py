@@ -34,10 +34,8 @@ import os
 from typing import Any, Mapping
 
 from export.quantize import QUANTIZE_MODES
-from export.translator import MAX_BEAM_SIZE
 from keras_transformer import PRESETS, TransformerConfig
-from keras_transformer.sampling import SamplingSettings
-from keras_transformer.decoding import DecodingSettings
+from keras_transformer.decoding import MAX_BEAM_SIZE, DecodingSettings, SamplingSettings
 from pipelines import device_policy
 from pipelines import init_from as init_lib
 from pipelines import model_dir as md

@@ -6,6 +6,8 @@
     python pipelines/run.py --mode evaluate --model_dir runs/base
     python pipelines/run.py --init_from runs/multi30k_ende --task text --train_src a.en \
         --train_tgt a.de --warmup_steps 100 --train_steps 300 --model_dir runs/tuned
+    python pipelines/run.py --backend jax --model_dir runs/m30_jax   # prepare, train, average
+    python pipelines/run.py --mode evaluate,export --model_dir runs/m30_jax  # TensorFlow
 
 Flags -> options (`pipelines.options.resolve`: flag > settings.json > preset > task >
 paper, logged) -> stages, under the model dir's lock when they write (`pipelines.lock`);
@@ -18,8 +20,40 @@ import os
 import pathlib
 import sys
 
+BACKENDS = ("tensorflow", "jax")
+"""--backend's choices. PyTorch is not among them: its wheel on the package index brings
+CUDA's (gigabytes), and its CPU build is 0.55 GB more to install and test."""
+
+
+def early_flag(argv: list[str], name: str, default: str) -> str:
+    """The value of `--name` in `argv`, read before absl parses it: Keras fixes its backend,
+    and XLA the number of its CPU devices, when first imported, which the imports below do.
+    absl parses and checks the same flags again afterwards."""
+    for i, arg in enumerate(argv[1:], 1):
+        if arg == "--":
+            break
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1]
+        if arg == f"--{name}" and i + 1 < len(argv):
+            return argv[i + 1]
+    return default
+
+
+def select_backend(argv: list[str]) -> str:
+    """Sets KERAS_BACKEND to --backend's value (default tensorflow, whatever the environment
+    says) and, under JAX, `--num_cpu_devices N` as XLA's CPU device count; returns it."""
+    backend = early_flag(argv, "backend", "tensorflow")
+    backend = backend if backend in BACKENDS else "tensorflow"  # absl refuses it later
+    os.environ["KERAS_BACKEND"] = backend
+    cpu_devices = early_flag(argv, "num_cpu_devices", "1")
+    if backend == "jax" and cpu_devices.isdigit() and int(cpu_devices) > 1:
+        os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
+                                   f"--xla_force_host_platform_device_count={cpu_devices}").strip()
+    return backend
+
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+select_backend(sys.argv)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from absl import app, flags, logging  # noqa: E402
@@ -29,6 +63,12 @@ from pipelines.parsing.forms import TARGET_FORMS  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(shared_flags)
+flags.DEFINE_enum("backend", "tensorflow", list(BACKENDS), "Keras backend that trains: "
+                  "tensorflow, or jax (jax.jit steps; keras.distribution.DataParallel over "
+                  "several devices). Under jax only prepare, train and average run (the "
+                  "default --mode then); their checkpoints and final.weights.h5 are the same "
+                  "files, so evaluate, export and translate run after them under tensorflow, "
+                  "and either backend resumes the other's run. tf.data feeds both.")
 flags.DEFINE_string("task", None, "Task: multi30k_ende (default), wmt14_ende, wmt14_enfr, "
                     "ptb_parsing or text. After prepare: the model dir's.")
 flags.DEFINE_list("mode", ["prepare", "train", "average", "evaluate", "export"],
@@ -97,7 +137,8 @@ flags.DEFINE_integer("memory_limit_mb", None, "Memory one training step may use;
                      "on the largest batch before training (default: on a CPU the RAM "
                      "available, on a GPU no limit).")
 flags.DEFINE_integer("num_cpu_devices", 1, "Split the CPU into N logical devices "
-                     "(MirroredStrategy with N replicas on a CPU machine).")
+                     "(MirroredStrategy with N replicas on a CPU machine; under --backend jax, "
+                     "N XLA CPU devices and DataParallel).")
 flags.DEFINE_integer("dev_metric_every", None, "Steps between dev-metric evaluations (the "
                      "task's metric: BLEU, F1 for parsing; 0: never).")
 flags.DEFINE_alias("dev_bleu_every", "dev_metric_every")
@@ -144,7 +185,7 @@ flags.DEFINE_string("checkpoint", None, "evaluate, translate, score, export: dec
 flags.DEFINE_string("plot_attention", None, "translate: save the first sentence's "
                     "encoder-decoder attention heat map to this PNG.")
 
-NOT_OPTIONS = ("mode", "num_cpu_devices", "dev_bleu_every", "dev_bleu_sentences")
+NOT_OPTIONS = ("mode", "backend", "num_cpu_devices", "dev_bleu_every", "dev_bleu_sentences")
 ONLY_WHEN_PRESENT = ("override_saved", "overwrite_export", "export_jit_compile",
                      "with_scores", "with_alignment")
 
@@ -194,7 +235,8 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)  # keep TensorFlow's checkpoint chatter out
     from pipelines import train as train_lib
 
-    train_lib.configure_cpu_devices(FLAGS.num_cpu_devices)  # before TensorFlow starts
+    backend = FLAGS.backend
+    train_lib.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts
     import keras
 
     from pipelines import device_policy
@@ -205,6 +247,15 @@ def main(argv):
         unknown = [m for m in FLAGS.mode if m not in stages.STAGES]
         if unknown:
             raise ConfigError(f"--mode {','.join(unknown)}: choose from {', '.join(stages.STAGES)}")
+        modes = FLAGS.mode
+        if backend != "tensorflow":
+            if not FLAGS["mode"].present:  # the default job: the stages this backend runs
+                modes = [m for m in modes if m in stages.TRAINING_STAGES]
+            later = [m for m in modes if m not in stages.TRAINING_STAGES]
+            if later:
+                raise ConfigError(f"--mode {later[0]}: decodes with TensorFlow's search; under "
+                                  f"--backend {backend} run {','.join(stages.TRAINING_STAGES)}, "
+                                  f"then --mode {','.join(later)} without --backend")
         sampling = [name for name in options_lib.SAMPLING_FLAGS if getattr(FLAGS, name) is not None]
         if sampling and "translate" not in FLAGS.mode:
             raise ConfigError(f"--{sampling[0]}: only --mode translate samples")
@@ -216,7 +267,7 @@ def main(argv):
         if FLAGS.quantize is not None and not {"export", "translate"} & set(FLAGS.mode):
             raise ConfigError("--quantize: only --mode export and translate use it (evaluate "
                               "decodes the weights as trained)")
-        device = device_policy.detect(FLAGS.num_cpu_devices)
+        device = device_policy.detect(FLAGS.num_cpu_devices, backend)
         options = options_lib.resolve(given_flags(), device=device)
         log(f"options: {options_lib.describe_origins(options)}")
         if "train" in FLAGS.mode:
@@ -227,8 +278,8 @@ def main(argv):
         # writes it; the other workers only train, into <model_dir>/workers/.
         chief = train_lib.is_chief()
         # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
-        with stages.model_dir_lock(FLAGS.mode, options), contextlib.redirect_stdout(sys.stderr):
-            for stage in FLAGS.mode:
+        with stages.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
+            for stage in modes:
                 if not chief and stage != "train":
                     log(f"== {stage}: skipped, a worker other than the chief only trains")
                     continue
@@ -243,6 +294,10 @@ def main(argv):
                     getattr(stages, f"run_{stage}")(options, log=log, out=results)
                 else:
                     getattr(stages, f"run_{stage}")(options, log=log)
+        if modes != FLAGS.mode:
+            log(f"evaluate and export under TensorFlow: python pipelines/run.py --mode "
+                f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "
+                f"{options.model_dir}")
     except UserError as e:
         log(f"error: {e}")
         return 2

@@ -4,6 +4,10 @@ prepare -> train -> average -> evaluate -> export, plus translate. Every stage t
 `RunOptions` that `pipelines.options.resolve` made from the flags and the model directory,
 and asks the task for whatever differs between tasks (metric, constraint, in-graph pre- and
 post-processing); none tests what kind of task it has.
+
+prepare, train and average run under every Keras backend (`TRAINING_STAGES`); the others
+decode with TensorFlow's search and serving graph, imported where they run, so that this
+module imports under JAX too.
 """
 from __future__ import annotations
 
@@ -14,17 +18,12 @@ import json
 import pathlib
 import sys
 import time
-from typing import Callable, Sequence, TextIO
+from typing import TYPE_CHECKING, Callable, Sequence, TextIO
 
 import keras
 import tensorflow as tf
 
-from export.op_check import check_ops
-from export.quantize import Int8Weights
-from export.saved_model import write_translator
-from export.translator import BEAM_SEARCH, SAMPLING_SPECS, ExportError, Translator
 from export import text
-from keras_transformer.search import score_ids
 from pipelines import Log
 from pipelines import checkpoints, evaluate, prepare
 from pipelines import init_from as init_lib
@@ -36,8 +35,14 @@ from pipelines.options import RunOptions, config_for
 from pipelines.tasks import Task
 from pipelines.text_io import iter_lines
 
+if TYPE_CHECKING:
+    from export.translator import Translator
+
 STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "score")
 DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
+TRAINING_STAGES = ("prepare", "train", "average")
+"""The stages that run under every Keras backend (`run.py --backend`); the others need
+TensorFlow's."""
 TRANSLATE_CHUNK = 32
 """Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
 STARTS_MODEL_DIR = ("prepare", "train")
@@ -217,6 +222,9 @@ def make_translator(options: RunOptions, task: Task, log: Log = print) -> Transl
     """The serving functions of the model dir's final model: what the export stage writes,
     and what the translate stage runs, with the same settings, precision and weights (with
     --quantize int8: int8 matrices quantized from the float32 weights)."""
+    from export.quantize import Int8Weights
+    from export.translator import Translator
+
     def load(precision):
         return md.load_final_model(options.model_dir, precision, options.evaluation.checkpoint,
                                    log=log)
@@ -239,6 +247,10 @@ class OpCheckError(RuntimeError):
 
 def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
     """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md)."""
+    from export.op_check import check_ops
+    from export.saved_model import write_translator
+    from export.translator import ExportError
+
     export = options.export
     export_dir = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.EXPORT_DIR)
     if export.version is not None and (export_dir / str(export.version)).exists() \
@@ -279,6 +291,8 @@ def _translate_lines(translator: Translator, options: RunOptions, chunk: list[st
     `options.sampling`, or each containing its line of `terms`), or with n-best, scores,
     alignments or prefixes asked for, one JSON object per line (the
     `translate_with_options` signature's outputs for that input line, padding dropped)."""
+    from export.translator import BEAM_SEARCH, SAMPLING_SPECS
+
     sources = tf.constant(chunk, tf.string)
     sampling = options.sampling
     if not options.io.detailed and sampling is None and terms is None:
@@ -386,6 +400,8 @@ def run_score(options: RunOptions, log: Log = print, out: TextIO | None = None) 
     if not options.io.input or not options.io.target:
         raise ConfigError("--mode score needs --input SOURCES and --target TRANSLATIONS "
                           "(one sentence a line, the same number of lines)")
+    from keras_transformer.search import score_ids
+
     model = md.load_final_model(options.model_dir, options.decoding.precision,
                                 options.evaluation.checkpoint, log=log)
     proto = prepare.vocab_path(options.model_dir).read_bytes()

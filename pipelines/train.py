@@ -1,6 +1,8 @@
-"""The training stage: `model.fit` under a `tf.distribute` strategy, resumable at any step."""
+"""The training stage: `model.fit` under a `tf.distribute` strategy (under JAX, Keras's own
+distribution), resumable at any step."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pathlib
@@ -19,20 +21,49 @@ from pipelines.options import TrainingOptions
 from pipelines.prepare import training_input
 
 
-def configure_cpu_devices(count: int) -> None:
-    """Splits the CPU into `count` logical devices, so MirroredStrategy has replicas.
+def configure_devices(count: int, backend: str = "tensorflow") -> None:
+    """Under TensorFlow, splits the CPU into `count` logical devices, so MirroredStrategy has
+    replicas. Under another backend, TensorFlow only feeds the data: it is kept off the GPUs,
+    whose memory the backend needs (its CPU device count is XLA's flag, `run.py`'s
+    `select_backend`).
 
     Must run before TensorFlow initialises its devices (before any op runs).
     """
-    if count > 1:
+    if backend != "tensorflow":
+        tf.config.set_visible_devices([], "GPU")
+    elif count > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * count)
 
 
+class KerasDistribution:
+    """What training needs of a strategy, under a Keras backend other than TensorFlow: the
+    replica count and a scope. With several local devices, `keras.distribution.DataParallel`
+    replicates the variables on each and splits every batch between them (JAX's
+    counterpart of MirroredStrategy); the loss's token sums are then global already."""
+
+    def __init__(self):
+        devices = keras.distribution.list_devices()
+        self.num_replicas_in_sync = len(devices)
+        if len(devices) > 1:
+            keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+
+    @staticmethod
+    def scope():
+        return contextlib.nullcontext()
+
+
 def make_strategy(jit_compile: bool = False):
     """MultiWorkerMirroredStrategy when TF_CONFIG is set, else MirroredStrategy over the local
-    GPUs or logical CPUs, else (one device) the default strategy."""
+    GPUs or logical CPUs, else (one device) the default strategy. Under another Keras
+    backend, `KerasDistribution`."""
+    if keras.backend.backend() != "tensorflow":
+        if os.environ.get("TF_CONFIG"):
+            raise ConfigError(f"TF_CONFIG is set: multi-worker training is TensorFlow's "
+                              f"(MultiWorkerMirroredStrategy); train with --backend tensorflow, "
+                              f"or unset TF_CONFIG to train on this machine's devices")
+        return KerasDistribution()
     if os.environ.get("TF_CONFIG"):
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
         local = len(strategy.extended.worker_devices)
@@ -185,11 +216,15 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     replicas = strategy.num_replicas_in_sync
     longest = task.max_length  # the largest bucket's boundary
     per_replica = bucket_batch_sizes([longest], batch_tokens, replicas)[0] // replicas
-    memory_check.check_largest_batch(
-        model, strategy, memory_check.largest_batch(
-            per_replica, min(longest, task.max_source_length),
-            min(longest, task.max_target_length), config.vocab_size),
-        limit_mb=t.memory_limit_mb, jit_compile=jit_compile, log=log)
+    if keras.backend.backend() == "tensorflow":
+        memory_check.check_largest_batch(
+            model, strategy, memory_check.largest_batch(
+                per_replica, min(longest, task.max_source_length),
+                min(longest, task.max_target_length), config.vocab_size),
+            limit_mb=t.memory_limit_mb, jit_compile=jit_compile, log=log)
+    else:
+        log(f"train: the largest-batch memory check runs under TensorFlow only; under "
+            f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
     # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
     # is padded to its own longest sentence. Packed rows have one shape.
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,

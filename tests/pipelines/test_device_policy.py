@@ -14,6 +14,8 @@ CPU = Device()
 AVX512_BF16 = Device("cpu", cpu_flags=frozenset({"avx512_bf16"}))
 AMX_BF16 = Device("cpu", cpu_flags=frozenset({"amx_bf16"}))
 PASCAL, TURING, AMPERE, HOPPER = (Device("gpu", cc) for cc in ((6, 1), (7, 5), (8, 0), (9, 0)))
+JAX_CPU = Device("cpu", cpu_flags=frozenset({"avx512_bf16"}), cpu_devices=2, backend="jax")
+JAX_AMPERE = Device("gpu", (8, 0), backend="jax")
 SMALL = TransformerConfig.preset("multi30k_small").d_model  # 256
 BASE = TransformerConfig.preset("base").d_model  # 512
 
@@ -27,6 +29,8 @@ BASE = TransformerConfig.preset("base").d_model  # 512
     (AMPERE, "mixed_bfloat16", "mixed_bfloat16", "8.0 has bfloat16 tensor cores"),
     (HOPPER, "mixed_bfloat16", "mixed_bfloat16", "9.0 has bfloat16 tensor cores"),
     (Device("gpu"), "float32", "mixed_float16", "compute capability unknown"),
+    (JAX_CPU, "float32", "mixed_bfloat16", "jax compiles every step with XLA"),
+    (JAX_AMPERE, "mixed_bfloat16", "mixed_bfloat16", "8.0 has bfloat16 tensor cores"),
 ])
 def test_each_device_s_precision(device, policy, mixed, why):
     """The default policy and its reason; `mixed` is what --mixed_precision means there."""
@@ -44,6 +48,8 @@ def test_each_device_s_precision(device, policy, mixed, why):
     (Device("cpu", cpu_devices=2), BASE, "float32", False, "another logical CPU"),
     (PASCAL, SMALL, "float32", True, "GPUs"),
     (AMPERE, BASE, "mixed_bfloat16", True, "GPUs"),
+    (JAX_CPU, SMALL, "float32", True, "every jax step"),
+    (JAX_AMPERE, BASE, "mixed_bfloat16", True, "every jax step"),
 ])
 def test_each_device_s_xla_setting(device, d_model, policy, on, why):
     compiled, reason = device_policy.jit_compile(device, d_model, policy)
@@ -67,6 +73,7 @@ def test_detect_takes_the_lowest_gpu_compute_capability(monkeypatch):
     assert device.describe() == "gpu (compute capability 7.5)"
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
     assert device_policy.detect(cpu_devices=2).kind == "cpu"
+    assert device_policy.detect(backend="jax").describe().endswith(", jax")
 
 
 @pytest.mark.parametrize("device, config, policy, jit", [
