@@ -56,8 +56,8 @@ class _Mirror:
     """Keras variables as the named `tf.Variable`s a `tf.train.Checkpoint` holds.
 
     Under the TensorFlow backend these are the variables themselves and `pull`/`push` do
-    nothing. Under another backend they are copies of the same name, shape and dtype (the
-    declared one: JAX keeps int64 counters as int32), so the checkpoint files are the same:
+    nothing. Under another backend they are copies of the same name, shape and dtype
+    (`_value`), so the checkpoint files are the same:
     `pull` copies the Keras values into them before a save, `push` copies them back after
     a restore.
     """
@@ -68,14 +68,20 @@ class _Mirror:
             raise ValueError("variable paths are not unique; cannot checkpoint by name")
         self._own = keras.backend.backend() == "tensorflow"
         self.named = {key: v.value if self._own else
-                      tf.Variable(np.asarray(v.numpy(), dtype=v.dtype), trainable=False)
-                      for key, v in self._pairs}
+                      tf.Variable(self._value(v), trainable=False) for key, v in self._pairs}
+
+    @staticmethod
+    def _value(variable) -> np.ndarray:
+        """A Keras variable's value in the dtype TensorFlow keeps it in: integers (the
+        optimizer's step counter) in int64, which JAX without x64 holds in int32."""
+        value = np.asarray(variable.numpy())
+        return value.astype(np.int64) if np.issubdtype(value.dtype, np.integer) else value
 
     def pull(self) -> None:
         """The Keras values -> the checkpoint's variables (before a save)."""
         if not self._own:
             for key, variable in self._pairs:
-                self.named[key].assign(np.asarray(variable.numpy(), dtype=variable.dtype))
+                self.named[key].assign(self._value(variable))
 
     def push(self) -> None:
         """The checkpoint's variables -> the Keras variables (after a restore)."""

@@ -388,6 +388,12 @@ def resolve(given: Mapping[str, Any], *,
     training = TrainingOptions(**{f.name: pick(f.name, training_default(f.name))
                                   for f in dataclasses.fields(TrainingOptions)
                                   if f.name not in RECORDED_TRAINING})
+    if device.backend != "tensorflow" and given.get("jit_compile") is None:
+        # What settings.json says is TensorFlow's choice; under JAX not compiling would run
+        # every op eagerly. Only the flag turns it off.
+        on, why = device_policy.jit_compile(device, d_model, "float32")
+        training = dataclasses.replace(training, jit_compile=on)
+        origins["jit_compile"] = f"device: {why}"
     # --mixed_precision says whether; the device says which mixed policy.
     training = dataclasses.replace(training, precision_policy=(
         device_policy.mixed_policy(device) if training.mixed_precision else "float32"))

@@ -6,8 +6,8 @@
     python pipelines/run.py --mode evaluate --model_dir runs/base
     python pipelines/run.py --init_from runs/multi30k_ende --task text --train_src a.en \
         --train_tgt a.de --warmup_steps 100 --train_steps 300 --model_dir runs/tuned
-    python pipelines/run.py --backend jax --model_dir runs/m30_jax   # prepare, train, average
-    python pipelines/run.py --mode evaluate,export --model_dir runs/m30_jax  # TensorFlow
+    python pipelines/run.py --backend jax --model_dir runs/m30_jax   # ... average, evaluate
+    python pipelines/run.py --mode export --model_dir runs/m30_jax   # TensorFlow
 
 Flags -> options (`pipelines.options.resolve`: flag > settings.json > preset > task >
 paper, logged) -> stages, under the model dir's lock when they write (`pipelines.lock`);
@@ -65,10 +65,10 @@ FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(shared_flags)
 flags.DEFINE_enum("backend", "tensorflow", list(BACKENDS), "Keras backend that trains: "
                   "tensorflow, or jax (jax.jit steps; keras.distribution.DataParallel over "
-                  "several devices). Under jax only prepare, train and average run (the "
+                  "several devices). Under jax prepare, train, average and evaluate run (the "
                   "default --mode then); their checkpoints and final.weights.h5 are the same "
-                  "files, so evaluate, export and translate run after them under tensorflow, "
-                  "and either backend resumes the other's run. tf.data feeds both.")
+                  "files, so export, translate and score run after them under tensorflow, and "
+                  "either backend resumes the other's run. tf.data feeds both.")
 flags.DEFINE_string("task", None, "Task: multi30k_ende (default), wmt14_ende, wmt14_enfr, "
                     "ptb_parsing or text. After prepare: the model dir's.")
 flags.DEFINE_list("mode", ["prepare", "train", "average", "evaluate", "export"],
@@ -250,12 +250,12 @@ def main(argv):
         modes = FLAGS.mode
         if backend != "tensorflow":
             if not FLAGS["mode"].present:  # the default job: the stages this backend runs
-                modes = [m for m in modes if m in stages.TRAINING_STAGES]
-            later = [m for m in modes if m not in stages.TRAINING_STAGES]
+                modes = [m for m in modes if m in stages.ANY_BACKEND_STAGES]
+            later = [m for m in modes if m not in stages.ANY_BACKEND_STAGES]
             if later:
-                raise ConfigError(f"--mode {later[0]}: decodes with TensorFlow's search; under "
-                                  f"--backend {backend} run {','.join(stages.TRAINING_STAGES)}, "
-                                  f"then --mode {','.join(later)} without --backend")
+                raise ConfigError(f"--mode {later[0]}: runs TensorFlow's serving graph; under "
+                                  f"--backend {backend} run {','.join(stages.ANY_BACKEND_STAGES)}"
+                                  f", then --mode {','.join(later)} without --backend")
         sampling = [name for name in options_lib.SAMPLING_FLAGS if getattr(FLAGS, name) is not None]
         if sampling and "translate" not in FLAGS.mode:
             raise ConfigError(f"--{sampling[0]}: only --mode translate samples")
@@ -295,7 +295,7 @@ def main(argv):
                 else:
                     getattr(stages, f"run_{stage}")(options, log=log)
         if modes != FLAGS.mode:
-            log(f"evaluate and export under TensorFlow: python pipelines/run.py --mode "
+            log(f"export under TensorFlow: python pipelines/run.py --mode "
                 f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "
                 f"{options.model_dir}")
     except UserError as e:

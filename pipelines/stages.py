@@ -5,9 +5,9 @@ prepare -> train -> average -> evaluate -> export, plus translate. Every stage t
 and asks the task for whatever differs between tasks (metric, constraint, in-graph pre- and
 post-processing); none tests what kind of task it has.
 
-prepare, train and average run under every Keras backend (`TRAINING_STAGES`); the others
-decode with TensorFlow's search and serving graph, imported where they run, so that this
-module imports under JAX too.
+prepare, train, average and evaluate run under every Keras backend (`ANY_BACKEND_STAGES`);
+export, translate and score run TensorFlow's search and serving graph, imported where they
+run, so that this module imports under JAX too.
 """
 from __future__ import annotations
 
@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 
 STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "score")
 DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
-TRAINING_STAGES = ("prepare", "train", "average")
-"""The stages that run under every Keras backend (`run.py --backend`); the others need
-TensorFlow's."""
+ANY_BACKEND_STAGES = ("prepare", "train", "average", "evaluate")
+"""The stages that run under every Keras backend (`run.py --backend`; evaluate decodes with
+`keras_transformer.beam_ops` there); the others serve TensorFlow's graph."""
 TRANSLATE_CHUNK = 32
 """Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
 STARTS_MODEL_DIR = ("prepare", "train")
@@ -188,7 +188,8 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     split, decoding = options.evaluation.split, options.decoding
     model = md.load_final_model(options.model_dir, decoding.precision,
                                 options.evaluation.checkpoint, log=log)
-    jit = options.evaluation.jit_compile
+    # Under another backend the search is always compiled (`beam_ops`: jax.jit).
+    jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
     log(f"evaluate: {decoding}, XLA {'on' if jit else 'off'}")
     data = evaluate.first_sentences(
         prepare.eval_input(task, split, options.model_dir,

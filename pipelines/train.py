@@ -135,6 +135,22 @@ def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_
     return model
 
 
+def build_compiled_metrics(model, vocab_size: int) -> None:
+    """Builds the compiled loss and metrics on a small random batch before `fit` does.
+
+    Otherwise, under JAX, `fit` builds them on a batch from a first iterator over the
+    training data, then starts a second: the shuffle, reshuffled with each iteration, gives
+    that one another order than TensorFlow's `fit` (which iterates once) would train on, and
+    a run resumed under the other backend would not continue its data order. The metric
+    values are reset, as `fit` resets them each epoch.
+    """
+    (source, target_in), target_out = memory_check.largest_batch(2, 4, 4, vocab_size)
+    logits = model((source, target_in), training=False)
+    model.compute_loss(x=(source, target_in), y=target_out, y_pred=logits)
+    model.compute_metrics((source, target_in), target_out, logits)
+    model.reset_metrics()
+
+
 def checkpoint_optimizer(optimizer):
     """The optimizer whose state checkpoints hold: the paper's Adam, also inside a
     `LossScaleOptimizer`, so that checkpoints are the same under every precision and a run
@@ -225,6 +241,7 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     else:
         log(f"train: the largest-batch memory check runs under TensorFlow only; under "
             f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
+        build_compiled_metrics(model, config.vocab_size)
     # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
     # is padded to its own longest sentence. Packed rows have one shape.
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,

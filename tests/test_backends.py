@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, tiny_config
+from tests.helpers import ROOT, random_ids, tiny_config
 from tests.test_beam_ops import EOS, JAX_CASES, VOCAB, case_name, write_beam_reference
 from tests.test_losses import loss_and_gradient
 
@@ -37,8 +37,12 @@ on_jax = pytest.mark.skipif(keras.backend.backend() != "jax",
 
 
 def backend_env(backend, **extra):
-    """This process's environment with another Keras backend (JAX on the CPU)."""
-    return {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu", **extra}
+    """This process's environment with another Keras backend (JAX on the CPU, as 2 XLA
+    devices for `test_data_parallel_over_two_devices_equals_one_device`; the other tests run
+    on the first)."""
+    return {**os.environ, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} "
+                         "--xla_force_host_platform_device_count=2".strip(), **extra}
 
 
 def beam_weights(reference_path):
@@ -145,6 +149,51 @@ def test_fit_lowers_the_loss():
     assert int(model.optimizer.iterations) == 200
     assert history["loss"][1] < history["loss"][0] - 1.0, history
     assert history["token_accuracy"][1] > 0.85, history
+
+
+@on_jax
+def test_data_parallel_over_two_devices_equals_one_device():
+    """keras.distribution.DataParallel (`pipelines/run.py --backend jax` over several devices)
+    splits each batch between the devices. The loss divides by the global batch's target
+    tokens, so two steps on a batch whose halves hold 4x different token counts give one
+    device's weights; a per-device mean would weight the short half's tokens 4x more.
+
+    The attention key biases are left out: their gradient is 0 in exact arithmetic (they add
+    one constant to all the logits of a query's softmax), and Adam turns its float noise
+    into steps of about the learning rate, different on each device layout."""
+    from keras_transformer import LabelSmoothedCrossEntropy, Transformer, paper_optimizer
+
+    devices = keras.distribution.list_devices("cpu")
+    assert len(devices) == 2, "the JAX process starts with 2 XLA CPU devices (backend_env)"
+    source = random_ids(4, 8, seed=1)
+    target = random_ids(4, 8, seed=2)
+    target[2:, 2:] = 0  # the second device's rows: 2 target tokens each, the first's 8
+    target_in = np.concatenate([np.full((4, 1), 1, "int32"), target[:, :-1]], axis=1)
+    config = tiny_config()
+
+    def trained(distribution):
+        keras.distribution.set_distribution(distribution)
+        try:
+            keras.utils.set_random_seed(0)
+            model = Transformer(config)
+            model.build()
+            before = [np.asarray(w.numpy()) for w in model.weights
+                      if not w.path.endswith("kv/bias")]
+            model.compile(optimizer=paper_optimizer(config.d_model, warmup_steps=10),
+                          loss=LabelSmoothedCrossEntropy(0.1))
+            model.fit((source, target_in), target, batch_size=4, epochs=2, shuffle=False,
+                      verbose=0)
+            return before, [np.asarray(w.numpy()) for w in model.weights
+                            if not w.path.endswith("kv/bias")]
+        finally:
+            keras.distribution.set_distribution(None)
+
+    (start, one), (same_start, two) = (
+        trained(None), trained(keras.distribution.DataParallel(devices=devices)))
+    largest = lambda a, b: max(np.max(np.abs(x - y)) for x, y in zip(a, b))  # noqa: E731
+    assert largest(start, same_start) == 0
+    assert largest(start, one) > 1e-3  # the steps moved the weights ...
+    assert largest(one, two) < 1e-5  # ... as much on 2 devices as on one
 
 
 @on_jax
