@@ -134,15 +134,3 @@ def test_two_jax_cpu_devices_resume_a_tensorflow_checkpoint(prepared, tmp_path, 
     weights = [name for name in before if name.startswith("model/")]
     moved = largest_difference(*({k: values[k] for k in weights} for values in (before, after)))
     assert 1e-4 < moved < 1  # trained, and no blow-up
-
-
-def test_the_serving_stages_under_jax_are_refused_in_one_line(prepared, tmp_path, shared_data):
-    model_dir = copy_prepared(prepared, tmp_path / "model")
-    before = sorted(p.name for p in model_dir.iterdir())
-    result = run_command([f"--model_dir={model_dir}", "--backend=jax", "--mode=train,export"],
-                         shared_data)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: --mode export: runs TensorFlow's serving graph; under --backend jax run "
-        "prepare,train,average,evaluate, then --mode export without --backend")
-    assert sorted(p.name for p in model_dir.iterdir()) == before

@@ -77,6 +77,8 @@ def refused(args, message, shared_data, watch, script="pipelines/run.py"):
     (["--mode=evaluate", "--terms=/dev/null"], "--terms: only --mode translate takes"),
     (["--mode=translate", "--terms=/dev/null", "--sampling_topk=5"],
      "--terms: beam search only; drop --sampling_topk"),
+    (["--backend=torch"], "flag --backend=torch: value should be one of <tensorflow|jax>"),
+    (["--backend=jax", "--mode=translate"], "--mode translate: runs TensorFlow's serving graph"),
 ])
 def test_flag_mistakes(model_dir, shared_data, args, message):
     refused([f"--model_dir={model_dir}", *args], message, shared_data, model_dir)
