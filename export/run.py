@@ -24,6 +24,9 @@ import sys
 
 if __package__ in (None, ""):  # run as a script: make the project importable
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+# The SavedModel is TensorFlow's graph, whatever backend trained the weights (Keras fixes its
+# backend when first imported, which the imports below do).
+os.environ["KERAS_BACKEND"] = "tensorflow"
 
 from absl import app, flags  # noqa: E402
 
@@ -49,7 +52,6 @@ def main(argv):
     if not FLAGS.model_dir:
         log("export/run.py: error: --model_dir is required (the trained model's directory)")
         return 2
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     from pipelines import options as options_lib
     from pipelines import stages
     from pipelines.errors import ModelDirError, UserError

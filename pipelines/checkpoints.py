@@ -57,9 +57,8 @@ class _Mirror:
 
     Under the TensorFlow backend these are the variables themselves and `pull`/`push` do
     nothing. Under another backend they are copies of the same name, shape and dtype
-    (`_value`), so the checkpoint files are the same:
-    `pull` copies the Keras values into them before a save, `push` copies them back after
-    a restore.
+    (`_value`), so the checkpoint files are the same: `pull` copies the Keras values into
+    them before a save, `push` copies them back after a restore.
     """
 
     def __init__(self, variables, model_name: str | None = None):
