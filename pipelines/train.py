@@ -241,6 +241,7 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     else:
         log(f"train: the largest-batch memory check runs under TensorFlow only; under "
             f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
+    if keras.backend.backend() != "tensorflow":  # TensorFlow's fit iterates the data once
         build_compiled_metrics(model, config.vocab_size)
     # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
     # is padded to its own longest sentence. Packed rows have one shape.
