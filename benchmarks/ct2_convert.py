@@ -332,7 +332,7 @@ def check(args):
     import tensorflow as tf
 
     from export import text
-    from keras_transformer.search import translate_ids
+    from keras_transformer.decoding import decode
 
     model, pieces = load_model(args.model_dir)
     args.spm = args.spm or str(pathlib.Path(args.model_dir) / "spm.model")
@@ -349,10 +349,10 @@ def check(args):
         for beam_size, alpha, penalty in ((1, 0.0, 0.0), (4, 0.0, 0.0),
                                           (4, args.alpha, args.length_penalty)):
             search = tf.function(
-                lambda source, b=beam_size, a=alpha: translate_ids(
+                lambda source, b=beam_size, a=alpha: decode(
                     model, text.sentences_to_ids(tokenizer, source, args.max_input_length),
                     beam_size=b, alpha=a, extra_length=args.extra_length,
-                    max_length=args.output_cap)[0],
+                    max_length=args.output_cap).ids,
                 input_signature=[tf.TensorSpec([None], tf.string)])
             ours = []
             for line in lines:  # one at a time: each sentence's own maximum length

@@ -34,7 +34,7 @@ import keras  # noqa: E402
 
 from keras_transformer import LabelSmoothedCrossEntropy, Transformer, TransformerConfig  # noqa: E402
 from keras_transformer.schedules import paper_optimizer  # noqa: E402
-from keras_transformer.search import beam_search  # noqa: E402
+from keras_transformer.decoding.beam import beam_search  # noqa: E402
 
 BOS, EOS = 2, 3
 
@@ -115,11 +115,11 @@ def make_generate(model, args):
         memory, mask = model.encode(source_ids, training=False)
         cache, memory_state = model.initial_decode_state(memory, mask, args.beams, args.gen_len)
 
-        def step(ids, position, cache):
+        def step(ids, position, cache, sentences):
             return model.decode_step(ids, position, cache, memory_state)
 
-        ids, _ = beam_search(step, tf.fill([batch], BOS), cache, args.beams, args.gen_len,
-                             EOS, alpha=0.6, early_finish=False)
+        ids = beam_search(step, tf.fill([batch], BOS), cache, args.beams, args.gen_len,
+                          EOS, alpha=0.6, early_finish=False).ids
         return ids[:, 0]
 
     return generate
@@ -150,7 +150,7 @@ def run_decode(args, result):
         "sentences_per_s": round(args.batch / median, 3),
         "generated_tokens_per_s": round(args.batch * args.gen_len / median, 2),
         "output_shape": list(out.shape),
-        "decoder": "keras_transformer.search.beam_search, self-attention KV cache reordered, "
+        "decoder": "keras_transformer.decoding.beam.beam_search, self-attention KV cache reordered, "
                    "cross-attention K/V once per sentence",
     })
 

@@ -43,7 +43,7 @@ import tensorflow as tf
 
 from export.quantize import QUANTIZE_MODES, Int8Weights
 from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE, ExportError, Translator
-from keras_transformer.search import DecodingSettings, alignment_layer
+from keras_transformer.decoding import DecodingSettings, alignment_layer
 
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"

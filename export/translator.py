@@ -6,15 +6,14 @@ well (the translate stage uses them, so it answers exactly as the served model d
 * ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
   float32 [batch]: pre-processing, SentencePiece tokenization (the model proto is embedded
   in the graph), EOS, truncation and padding (`export.text`), beam search
-  (`keras_transformer.search.translate_ids`), detokenization, post-processing.
+  (`keras_transformer.decoding.decode`), detokenization, post-processing.
 * ``translate_ids``: ``source_ids`` int32 [batch, length] -> ``ids`` int32 [batch, length'],
   ``score`` float32 [batch], for clients that tokenize themselves: ids outside the
   vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
   keeping its EOS (`export.text.truncate_ids`).
 * ``translate_with_options`` / ``translate_ids_with_options``: the same with decoding options
   given per request (beam size, alpha, n-best, extra length, a target prefix, sampling:
-  top-k, top-p, temperature and seed, `keras_transformer.sampling`, and required target
-  phrases, `keras_transformer.terms`) and per-token outputs (pieces, log-probabilities,
+  top-k, top-p, temperature and seed, and required target phrases: `decode` chooses) and per-token outputs (pieces, log-probabilities,
   alignment). Beam search and sampling are both in the graph
   (`tf.cond`): ``sampling_temperature`` 0 means beam search, as every request must send every
   input (TensorFlow Serving). The two fixed-settings functions are left exactly as they were:
@@ -34,9 +33,7 @@ import tensorflow as tf
 from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.errors import UserError
-from keras_transformer.sampling import sample_ids
-from keras_transformer.decoding import MAX_BEAM_SIZE, DecodingSettings
-from keras_transformer.search import length_penalty, translate_ids
+from keras_transformer.decoding import MAX_BEAM_SIZE, DecodingSettings, decode
 
 OPTION_SPECS = [tf.TensorSpec([], tf.int32, name="beam_size"),
                 tf.TensorSpec([], tf.float32, name="alpha"),
@@ -89,8 +86,8 @@ class Translator:
     sampling_topp outside (0, 1], or top-k/top-p without a temperature; terms with another
     batch size, with sampling, with a decoding constraint (the parser), containing BOS/EOS
     ids, or too long for the output cap). Every translation of a source contains each of its
-    terms (lexically constrained beam search, `keras_transformer.terms`). A temperature > 0
-    samples `num_results` translations per source (`keras_transformer.sampling.sample_ids`),
+    terms (lexically constrained beam search, `keras_transformer.decoding.terms`). A
+    temperature > 0 samples `num_results` translations per source,
     best score first; 0, the in-process default, is beam search. All four are
     `tf.function`s with fixed input signatures; the export registers these very functions as
     its four signatures, so calling them here and calling the loaded SavedModel give the same
@@ -109,7 +106,7 @@ class Translator:
             capped by and defaulting to `model.config.max_length`): longer inputs keep their
             first pieces (`export.text.sentences_to_ids`).
         jit_compile: compile the id -> id beam search with XLA (`tf.function(jit_compile=True)`).
-        constraint: a `keras_transformer.search.DecodingConstraint` on the output tokens.
+        constraint: a `keras_transformer.decoding.DecodingConstraint` on the output tokens.
         preprocess: in-graph `sentences -> sentences` applied before tokenization.
         postprocess: in-graph `(sentences, outputs) -> answers` applied to the detokenized
             outputs (the parser turns linearized trees into bracketed trees).
@@ -188,11 +185,10 @@ class Translator:
     def _search_ids(self, source_ids):
         """Beam search on a non-empty batch -> (ids [batch, len] with EOS, 0-padded; scores)."""
         with self._model_weights():
-            ids, scores = translate_ids(
-                self.model, source_ids, beam_size=self.decoding.beam_size,
-                alpha=self.decoding.alpha, extra_length=self.decoding.extra_length,
-                max_length=self.output_cap, num_results=1, constraint=self.constraint)
-        ids, scores = ids[:, 0], scores[:, 0]
+            out = decode(self.model, source_ids, beam_size=self.decoding.beam_size,
+                         alpha=self.decoding.alpha, extra_length=self.decoding.extra_length,
+                         max_length=self.output_cap, constraint=self.constraint)
+        ids, scores = out.ids[:, 0], out.scores[:, 0]
         # The search keeps room for the longest allowed output; drop all-padding columns.
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
         return ids[:, :width], scores
@@ -291,8 +287,8 @@ class Translator:
                                 max_extra_length, prefix_ids, sampling, terms_ids):
         """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs,
         alignment [batch, n, len]), also for an empty batch; by beam search (with required
-        phrases where `terms_ids` has any, `keras_transformer.terms`), or by sampling when
-        `sampling` (topk, topp, temperature, seed) has a temperature > 0."""
+        phrases where `terms_ids` has any), or by sampling when `sampling` (topk, topp,
+        temperature, seed) has a temperature > 0: `decode` chooses in the graph."""
         checks = self._check_options(tf.shape(source_ids)[0], beam_size, alpha, num_results,
                                      max_extra_length, tf.shape(prefix_ids)[0], sampling,
                                      terms_ids)
@@ -308,42 +304,18 @@ class Translator:
             sampling = [tf.identity(value) for value in sampling]
             terms_ids = tf.identity(terms_ids)
 
-        def beam(terms=None):
-            return translate_ids(
-                self.model, source_ids, beam_size=beam_size, alpha=alpha, extra_length=extra,
-                max_length=self.output_cap, num_results=num_results,
-                constraint=self.constraint, return_token_scores=True, return_alignment=True,
-                target_prefix_ids=prefix_ids, terms_ids=terms)
-
-        def beam_with_terms():
-            if self.constraint is not None:  # refused by the checks above
-                return beam()
-            return beam(terms_ids)
-
-        def sample():
-            topk, topp, temperature, seed = sampling
-            out = sample_ids(
-                self.model, source_ids, seed=seed, topk=topk, topp=topp,
-                temperature=temperature, num_results=num_results, extra_length=extra,
-                max_length=self.output_cap, constraint=self.constraint,
-                target_prefix_ids=prefix_ids, return_token_scores=True, return_alignment=True)
-            # Scored as beam search scores (length penalty alpha), best first.
-            lengths = tf.math.count_nonzero(out["ids"], axis=2, dtype=tf.int32)
-            scores, order = tf.math.top_k(out["log_probs"] / length_penalty(lengths, alpha),
-                                          k=num_results)
-            return {"scores": scores, **{name: tf.gather(out[name], order, batch_dims=1)
-                                         for name in ("ids", "token_log_probs", "alignment")}}
-
         def search():
             with self._model_weights():
-                out = tf.case([(sampling[2] > 0.0, sample),
-                               (tf.reduce_any(tf.not_equal(terms_ids, PAD_ID)),
-                                beam_with_terms)], default=beam)
-            ids = out["ids"]
+                out = decode(self.model, source_ids, beam_size=beam_size, alpha=alpha,
+                             extra_length=extra, max_length=self.output_cap,
+                             num_results=num_results, constraint=self.constraint,
+                             target_prefix_ids=prefix_ids, sampling=sampling, details=True,
+                             # refused with a constraint by the checks above
+                             terms_ids=terms_ids if self.constraint is None else None)
             width = tf.reduce_max(
-                tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 2))
-            return (ids[:, :, :width], out["scores"], out["token_log_probs"][:, :, :width],
-                    out["alignment"][:, :, :width])
+                tf.reduce_sum(tf.cast(tf.not_equal(out.ids, PAD_ID), tf.int32), 2))
+            return (out.ids[:, :, :width], out.scores, out.token_log_probs[:, :, :width],
+                    out.alignment[:, :, :width])
 
         def empty():
             return (tf.zeros([0, num_results, 0], tf.int32), tf.zeros([0, num_results]),

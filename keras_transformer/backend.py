@@ -1,4 +1,4 @@
-"""The one check of the TensorFlow-only modules (search, sampling, terms): they are written
+"""The one check of the TensorFlow-only decoding modules (sampling, terms): they are written
 with TensorFlow ops for the exported SavedModel, so under another Keras backend they refuse
 to import, naming what runs there instead."""
 import keras
@@ -14,4 +14,4 @@ def require_tensorflow(module: str) -> None:
     if backend != "tensorflow":
         raise ImportError(
             f"{module} needs the TensorFlow Keras backend (KERAS_BACKEND={backend}); beam "
-            "search on every backend: keras_transformer.translate (keras_transformer.beam_ops)")
+            "search on every backend: keras_transformer.decoding.decode")

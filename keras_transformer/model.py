@@ -34,7 +34,7 @@ class Transformer(keras.Model):
         (1, 3, 100)
 
     For decoding, `encode` runs the encoder once and `decode_step` extends every hypothesis by
-    one token with cached keys and values (see `keras_transformer.search`).
+    one token with cached keys and values (see `keras_transformer.decoding`).
 
     Args:
         config: a `TransformerConfig` (or its dict form, as `from_config` passes it).

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.search import DecodingSettings, translate_ids
+from keras_transformer.decoding import DecodingSettings, decode
 from pipelines.files import atomic_files
 
 
@@ -30,8 +30,8 @@ def plot_attention(model, tokenizer, sentence, path, settings=DecodingSettings()
     source_ids = text.sentences_to_ids(
         tokenizer, [sentence], settings.input_length(model.config.max_length))
     source = source_ids.numpy()[0].tolist()
-    ids, _ = translate_ids(model, source_ids, beam_size=settings.beam_size, alpha=settings.alpha,
-                           extra_length=settings.extra_length)
+    ids = decode(model, source_ids, beam_size=settings.beam_size, alpha=settings.alpha,
+                 extra_length=settings.extra_length).ids
     row = ids[0, 0].numpy()
     ends = np.flatnonzero((row == EOS_ID) | (row == PAD_ID))
     target = row[:ends[0] if ends.size else len(row)].tolist() + [EOS_ID]

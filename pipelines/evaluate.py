@@ -2,9 +2,8 @@
 
 The evaluate stage, the dev metric during training and the benchmarks decode through here;
 sentences become ids and ids become text by `export.text`, the rule the exported
-SavedModel uses too. Under TensorFlow the search is `keras_transformer.search`'s (the
-exported one); under another Keras backend (training with `--backend jax`) the dev metric
-decodes with `keras_transformer.beam_ops`, which gives the same ids.
+SavedModel uses too. The search is `keras_transformer.decoding`'s, the exported one, on
+every Keras backend (training with `--backend jax` too).
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from export import text
-from keras_transformer.decoding import DecodingSettings
+from keras_transformer.decoding import DecodingSettings, make_translate_function
 from pipelines import dataset as ds_lib
 from pipelines.errors import ConfigError
 from pipelines.files import atomic_files
@@ -25,38 +24,25 @@ from pipelines.model_dir import EVAL_DIR
 
 
 def make_translator(model, settings: DecodingSettings, jit_compile=False, constraint=None):
-    """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function.
+    """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function
+    (`keras_transformer.decoding.make_translate_function`, 1-best).
 
     `constraint`: the task's `DecodingConstraint` (`Task.decoding_constraint`), if any; only
     TensorFlow's search takes one. `jit_compile`: TensorFlow's choice; other backends always
-    compile (`beam_ops.make_translate_function`).
+    compile.
     """
-    if keras.backend.backend() != "tensorflow":
-        if constraint is not None:
-            raise ConfigError(f"--backend {keras.backend.backend()}: this task's constrained "
-                              f"search runs under TensorFlow only; train with --backend "
-                              f"tensorflow, or drop --dev_metric_every")
-        from keras_transformer import beam_ops
+    if constraint is not None and keras.backend.backend() != "tensorflow":
+        raise ConfigError(f"--backend {keras.backend.backend()}: this task's constrained "
+                          f"search runs under TensorFlow only; train with --backend "
+                          f"tensorflow, or drop --dev_metric_every")
+    search = make_translate_function(model, jit_compile=jit_compile,
+                                     beam_size=settings.beam_size, alpha=settings.alpha,
+                                     extra_length=settings.extra_length, constraint=constraint)
 
-        search = beam_ops.make_translate_function(
-            model, beam_size=settings.beam_size, alpha=settings.alpha,
-            extra_length=settings.extra_length)
-
-        def translate_elsewhere(source_ids):
-            ids, scores = search(np.asarray(source_ids))
-            return np.asarray(ids)[:, 0], np.asarray(scores)[:, 0]
-
-        return translate_elsewhere
-    from keras_transformer.search import translate_ids
-
-    @tf.function(jit_compile=jit_compile, reduce_retracing=True)
-    def translate(source_ids):
-        ids, scores = translate_ids(model, source_ids, beam_size=settings.beam_size,
-                                    alpha=settings.alpha, extra_length=settings.extra_length,
-                                    constraint=constraint)
-        return ids[:, 0], scores[:, 0]
-
-    return translate
+    if keras.backend.backend() == "tensorflow":
+        return lambda source_ids: tuple(value[:, 0] for value in search(source_ids)[:2])
+    return lambda source_ids: tuple(np.asarray(value)[:, 0]
+                                    for value in search(np.asarray(source_ids))[:2])
 
 
 def translate_batches(translate, batches, tokenizer, verbose=1):

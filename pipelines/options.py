@@ -115,7 +115,7 @@ AT_LEAST = {**{name: 1 for name in (
 """Lower bounds of numeric flags, checked before anything runs (both CLIs)."""
 
 SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
-"""Any of these makes translate sample (`keras_transformer.sampling`) instead of beam search."""
+"""Any of these makes translate sample (`keras_transformer.decoding.sampling`) instead of beam search."""
 
 
 def check_bounds(given: Mapping[str, Any]) -> None:

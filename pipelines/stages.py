@@ -42,7 +42,7 @@ STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "sco
 DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
 ANY_BACKEND_STAGES = ("prepare", "train", "average", "evaluate")
 """The stages that run under every Keras backend (`run.py --backend`; evaluate decodes with
-`keras_transformer.beam_ops` there); the others serve TensorFlow's graph."""
+`keras_transformer.decoding.decode` there too); the others serve TensorFlow's graph."""
 TRANSLATE_CHUNK = 32
 """Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
 STARTS_MODEL_DIR = ("prepare", "train")
@@ -188,7 +188,7 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     split, decoding = options.evaluation.split, options.decoding
     model = md.load_final_model(options.model_dir, decoding.precision,
                                 options.evaluation.checkpoint, log=log)
-    # Under another backend the search is always compiled (`beam_ops`: jax.jit).
+    # Under another backend the search is always compiled (jax.jit).
     jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
     log(f"evaluate: {decoding}, XLA {'on' if jit else 'off'}")
     data = evaluate.first_sentences(
@@ -336,7 +336,7 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
     one output line per input line, streamed in chunks, exactly as the exported model
     answers: the translation, or a JSON object with the n-best hypotheses, their scores,
     pieces and log-probabilities, and alignments when asked for (`IOOptions.detailed`).
-    With `options.sampling`, translations are sampled (`keras_transformer.sampling`;
+    With `options.sampling`, translations are sampled (`keras_transformer.decoding.sampling`;
     chunk seeds from `chunk_seed`) instead of found by beam search."""
     translator = make_translator(options, options.make_task(), log)
     if options.sampling is not None:
@@ -396,12 +396,12 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
 
 def run_score(options: RunOptions, log: Log = print, out: TextIO | None = None) -> int:
     """Prints the length-penalised log-probability (the beam search's score,
-    `keras_transformer.search.score_ids`) of each --target line as the translation of the
+    `keras_transformer.decoding.score_ids`) of each --target line as the translation of the
     same --input line, one score a line, streamed in chunks."""
     if not options.io.input or not options.io.target:
         raise ConfigError("--mode score needs --input SOURCES and --target TRANSLATIONS "
                           "(one sentence a line, the same number of lines)")
-    from keras_transformer.search import score_ids
+    from keras_transformer.decoding import score_ids
 
     model = md.load_final_model(options.model_dir, options.decoding.precision,
                                 options.evaluation.checkpoint, log=log)

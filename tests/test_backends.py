@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import ROOT, random_ids, tiny_config
-from tests.test_beam_ops import EOS, JAX_CASES, VOCAB, case_name, write_beam_reference
+from tests.decoding.test_drivers import EOS, JAX_CASES, VOCAB, case_name, write_beam_reference
 from tests.test_losses import loss_and_gradient
 
 JAX_TESTS = ["tests/layers", "tests/test_losses.py", "tests/test_schedules.py",
@@ -54,7 +54,7 @@ def write_reference(path):
     """Saves the loss and its gradient (`tests.test_losses.loss_and_gradient`), as this
     process's backend computes them, to `path` (.npz); and a trained model's weights
     (`beam_weights(path)`) with TensorFlow's beam search results for it
-    (`tests.test_beam_ops.write_beam_reference`)."""
+    (`tests.decoding.test_drivers.write_beam_reference`)."""
     values = {}
     for label_smoothing in LABEL_SMOOTHINGS:
         values[f"loss_{label_smoothing}"], values[f"gradient_{label_smoothing}"] = (
@@ -82,13 +82,13 @@ def test_the_library_under_jax(tmp_path):
 @on_tensorflow
 def test_the_package_imports_without_tensorflow_under_jax():
     """Under another backend `import keras_transformer` (model, layers, loss, schedule,
-    decoding settings, the keras.ops beam search `translate`) loads no TensorFlow: only
-    `keras_transformer.search`, `.sampling` and `.terms` need it, and say so on import."""
+    decoding settings, the beam search `translate` / `decode`) loads no TensorFlow: only
+    `keras_transformer.decoding.sampling` and `.terms` need it, and say so on import."""
     probe = ("import sys, keras_transformer; "
              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))\n"
-             "for name in ('search', 'sampling', 'terms'):\n"
+             "for name in ('sampling', 'terms'):\n"
              "    try:\n"
-             "        __import__('keras_transformer.' + name)\n"
+             "        __import__('keras_transformer.decoding.' + name)\n"
              "    except ImportError as e:\n"
              "        print(name, e)")
     result = subprocess.run([sys.executable, "-c", probe], env=backend_env("jax"), cwd=ROOT,
@@ -96,9 +96,9 @@ def test_the_package_imports_without_tensorflow_under_jax():
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.strip().splitlines()
     assert lines[0] == "[]", result.stdout[-2000:]
-    assert [line.split()[0] for line in lines[1:]] == ["search", "sampling", "terms"], lines
+    assert [line.split()[0] for line in lines[1:]] == ["sampling", "terms"], lines
     assert all("needs the TensorFlow Keras backend (KERAS_BACKEND=jax)" in line
-               and "keras_transformer.translate" in line for line in lines[1:]), lines
+               and "keras_transformer.decoding.decode" in line for line in lines[1:]), lines
 
 
 @pytest.fixture(scope="module")
@@ -198,17 +198,17 @@ def test_data_parallel_over_two_devices_equals_one_device():
 
 @on_jax
 def test_beam_search_equals_tensorflows(tensorflow_reference, tensorflow_reference_path):
-    """The keras.ops beam search (`keras_transformer.translate`, jax.jit) finds the n-best
-    lists that TensorFlow's search (`keras_transformer.search`) found with the same weights
-    (`tests.test_beam_ops.JAX_CASES`), on sources of 1-6 tokens."""
+    """The beam search under JAX (`keras_transformer.translate`, jax.jit, fixed slots) finds
+    the n-best lists that TensorFlow's graph driver found with the same weights
+    (`tests.decoding.test_drivers.JAX_CASES`), on sources of 1-6 tokens."""
     from keras_transformer import Transformer, translate
 
     model = Transformer(tiny_config(vocab_size=VOCAB))
     model.build()
     model.load_weights(beam_weights(tensorflow_reference_path))
     for case in JAX_CASES:
-        ids, scores = translate(model, tensorflow_reference["beam_source"], extra_length=5,
-                                eos_id=EOS, **case)
+        ids, scores, *_ = translate(model, tensorflow_reference["beam_source"],
+                                    extra_length=5, eos_id=EOS, **case)
         np.testing.assert_array_equal(np.asarray(ids),
                                       tensorflow_reference[f"beam_ids_{case_name(case)}"])
         np.testing.assert_allclose(np.asarray(scores),

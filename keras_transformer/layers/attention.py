@@ -160,7 +160,7 @@ class MultiHeadAttention(keras.layers.Layer):
             step touches only the positions decoded so far instead of rewriting (and beam
             search reordering) every slot up to the length limit (served beam search 1.7x,
             `benchmarks/serving_speed.py`). A loop carrying it needs `shape_invariants` with
-            the length axis free (`keras_transformer.search.loop_shape_invariants`).
+            the length axis free (`keras_transformer.decoding.tf_graph.while_loop`).
         Rows are independent hypotheses (beams); beam search reorders axis 1.
         """
         if max_length is None:

@@ -38,7 +38,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, PAD_ID, UNK_ID
-from keras_transformer.search import DecodingConstraint
+from keras_transformer.decoding import DecodingConstraint
 from pipelines.parsing.linearize import CLOSE, OPEN, is_word_symbol
 from pipelines.vocab import EOS_ID
 

@@ -116,7 +116,7 @@ class Task(abc.ABC):
         return []
 
     def decoding_constraint(self, spm_proto: bytes):
-        """A `keras_transformer.search.DecodingConstraint` for beam search, or None."""
+        """A `keras_transformer.decoding.DecodingConstraint` for beam search, or None."""
         return None
 
     def teacher_inputs(self, spm_proto: bytes):

@@ -13,7 +13,7 @@ import tensorflow as tf
 from export import op_check
 from export.saved_model import IDS_OPTIONS_SIGNATURE, OPTIONS_SIGNATURE
 from export.translator import MAX_BEAM_SIZE
-from keras_transformer.search import score_ids
+from keras_transformer.decoding import score_ids
 from pipelines.stages import chunk_seed
 from tests.export.conftest import SETTINGS
 from tests.export.test_saved_model import (_tokenize, serve_in_fresh_process,

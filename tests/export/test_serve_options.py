@@ -17,7 +17,7 @@ from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_OPTIONS_SIGNATU
                                 IDS_SIGNATURE, OPTIONS_SIGNATURE, SERVING_SIGNATURE)
 from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.search import score_ids
+from keras_transformer.decoding import score_ids
 from tests.export.conftest import MAX_LENGTH, SETTINGS
 from tests.export.test_saved_model import (_tokenize, serve_in_fresh_process,
                                            _val_lines)

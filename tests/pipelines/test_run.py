@@ -70,7 +70,7 @@ def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, sh
     import numpy as np
 
     from export import text
-    from keras_transformer.search import score_ids
+    from keras_transformer.decoding import score_ids
     from pipelines import model_dir as md
     from pipelines import vocab
 

@@ -34,6 +34,28 @@ require_tensorflow(__name__)
 import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
 
 from keras_transformer.constants import PAD_ID
+from keras_transformer.decoding.core import NEG, log_softmax_parts, top_k
+
+
+def room(terms, needed, bound, cap):
+    """What a search with required phrases must leave room for (`core.output_lengths`).
+
+    Args:
+        terms: int [batch, phrases, length], 0-padded.
+        needed: int32 [batch] (or scalar) tokens each output needs besides its phrases.
+        bound: the loop bound before the phrases.
+    Returns:
+        (needed plus each sentence's phrase tokens, checked: InvalidArgumentError where it
+        exceeds `cap`; bound plus room for every phrase slot).
+    """
+    terms = tf.convert_to_tensor(terms, tf.int32)
+    needed += tf.reduce_sum(tf.cast(tf.not_equal(terms, PAD_ID), tf.int32), [1, 2])
+    check = tf.debugging.assert_less_equal(
+        needed, cap, message=f"the required phrases do not fit: with the target prefix "
+        f"and the end token, a translation may have at most {cap} tokens")
+    with tf.control_dependencies([check]):
+        needed = tf.identity(needed)
+    return needed, bound + tf.shape(terms)[1] * tf.shape(terms)[2]
 
 
 def phrase_lengths(terms):
@@ -145,3 +167,82 @@ def round_robin(scores, banks, valid, k):
     turn = tf.cast(rank * most + (most - 1 - banks), tf.float32)
     _, picks = tf.math.top_k(tf.where(valid, -turn, -1e9), k=k)
     return picks
+
+
+def candidates(logits, alive_log_probs, k, eos_id, last, forced, room_left, state, terms,
+               lengths):
+    """`core.candidates` for a search with required phrases: 2k candidates, the k live ones
+    chosen by dynamic beam allocation, then the k best endings.
+
+    Each hypothesis offers its 2k + 1 best tokens, the next token of every phrase it lacks
+    (`next_tokens`) and the end token, each once. The end token is allowed only once every
+    phrase is met; where the phrase tokens still `needed` just fill the `room_left`, only
+    the `forced_token` is; a target prefix token (`forced` > 0) comes first. The live
+    candidates are picked by `round_robin` over banks of equal phrase tokens met after the
+    candidate's token; every allowed ending is offered. A sentence without phrases gets
+    exactly the candidates `core.candidates` gives it.
+
+    Args:
+        logits, alive_log_probs, eos_id, last, forced: as for `core.candidates`.
+        k: the beam size.
+        room_left: int32 [batch], tokens a hypothesis may still take before its end token,
+            the one chosen now included (max_lengths - 1 - step).
+        state: the phrase state of the live hypotheses [batch, beam, ...].
+        terms, lengths: int32 [batch, phrases, length] and their `phrase_lengths`.
+    Returns:
+        (sums, beams, tokens, token log-probabilities) as `core.candidates` returns them,
+        width 2k: the k live picks first (`NEG` sums where fewer are allowed), then k
+        endings (`NEG` sums where fewer ended).
+    """
+    batch, beams = tf.shape(logits)[0], tf.shape(logits)[1]
+    rows, row_max, normaliser = log_softmax_parts(logits)
+    _, best = top_k(rows, tf.minimum(2 * k + 1, tf.shape(rows)[1]), wide=True)
+    offered = [best, tf.reshape(next_tokens(state, terms), [batch * beams, -1]),
+               tf.fill([batch * beams, 1], eos_id)]
+    if forced is not None:
+        offered.append(tf.repeat(forced, beams)[:, None])
+    tokens = tf.concat(offered, axis=1)
+    width = tf.shape(tokens)[1]
+    token_log_probs = (tf.gather(rows, tokens, batch_dims=1) - row_max) - normaliser
+
+    def per_row(x):  # [batch, beam] -> [batch * beam, 1]
+        return tf.reshape(x, [-1, 1])
+
+    earlier = tf.range(width)[None, :] < tf.range(width)[:, None]
+    once = ~tf.reduce_any(tf.equal(tokens[:, :, None], tokens[:, None, :]) & earlier, axis=2)
+    is_end = tf.equal(tokens, eos_id)
+    still = per_row(needed(state, lengths))
+    allowed = tf.not_equal(tokens, PAD_ID) & (~is_end | tf.equal(still, 0))
+    only_phrases = (still > 0) & (still >= tf.repeat(room_left, beams)[:, None])
+    allowed = tf.where(only_phrases, tf.equal(tokens, per_row(forced_token(state, terms))),
+                       allowed)
+    allowed = tf.where(tf.repeat(last, beams)[:, None], is_end & tf.equal(still, 0), allowed)
+    if forced is not None:
+        prefix = tf.repeat(forced, beams)[:, None]
+        allowed = tf.where(prefix > 0, tf.equal(tokens, prefix), allowed)
+    valid = allowed & once & (per_row(alive_log_probs) > NEG / 2)
+    sums = tf.where(valid, per_row(alive_log_probs) + token_log_probs, NEG)
+
+    def per_sentence(x):  # [batch * beam, width] -> [batch, beam * width]
+        return tf.reshape(x, [batch, beams * width])
+
+    sums, tokens, token_log_probs, valid, is_end = map(
+        per_sentence, (sums, tokens, token_log_probs, valid, is_end))
+    after = advance(tf.nest.map_structure(lambda x: tf.repeat(x, width, axis=1), state),
+                    tokens, terms, lengths)
+    banks = tf.reduce_sum(lengths, axis=1)[:, None] - needed(after, lengths)
+    lives = round_robin(sums, banks, valid & ~is_end, k)
+    # A sentence without phrases ends as the search without terms lets it: only endings
+    # among its k best candidates count; with phrases, every allowed ending does.
+    no_phrases = tf.equal(tf.reduce_sum(lengths, axis=1), 0)[:, None]
+    kth_best = tf.math.top_k(sums, k=k).values[:, -1:]
+    valid &= ~is_end | ~no_phrases | (sums >= kth_best)
+    _, ends = tf.math.top_k(tf.where(valid & is_end, sums, NEG), k=k)
+    picks = tf.concat([lives, ends], axis=1)
+    kind = tf.concat([tf.zeros_like(lives, tf.bool), tf.ones_like(ends, tf.bool)], axis=1)
+    taken = (tf.gather(valid, picks, batch_dims=1)
+             & tf.equal(tf.gather(is_end, picks, batch_dims=1), kind))
+    source_beam = tf.tile(tf.repeat(tf.range(beams), width)[None, :], [batch, 1])
+    return (tf.where(taken, tf.gather(sums, picks, batch_dims=1), NEG),
+            tf.gather(source_beam, picks, batch_dims=1), tf.gather(tokens, picks, batch_dims=1),
+            tf.gather(token_log_probs, picks, batch_dims=1))

@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.search import (beam_search, cache_length, compiling_with_xla,
-                                      score_ids, translate_ids)
+from keras_transformer.decoding import decode, score_ids
+from keras_transformer.decoding.beam import beam_search
+from keras_transformer.decoding.tf_graph import cache_length, compiling_with_xla
 from tests.helpers import random_ids, reversal_model
 
 BOS, EOS = 2, 3
@@ -38,7 +39,7 @@ def plain_greedy(model, source, steps):
 
 
 def test_beam_one_without_penalty_is_greedy(model, source):
-    ids, _ = translate_ids(model, source, beam_size=1, alpha=0.0, extra_length=4, eos_id=EOS)
+    ids, *_ = decode(model, source, beam_size=1, alpha=0.0, extra_length=4, eos_id=EOS)
     ids = ids.numpy()[:, 0]
     expected = plain_greedy(model, source, ids.shape[1])
     lengths = (source != 0).sum(1) + 4
@@ -50,8 +51,8 @@ def test_beam_one_without_penalty_is_greedy(model, source):
 
 @pytest.mark.parametrize("beam_size,alpha", [(1, 0.0), (4, 0.6), (3, 1.0)])
 def test_returned_score_equals_full_forward_rescoring(model, source, beam_size, alpha):
-    ids, scores = translate_ids(model, source, beam_size=beam_size, alpha=alpha,
-                                extra_length=5, eos_id=EOS, num_results=min(2, beam_size))
+    ids, scores, *_ = decode(model, source, beam_size=beam_size, alpha=alpha,
+                             extra_length=5, eos_id=EOS, num_results=min(2, beam_size))
     for n in range(ids.shape[1]):
         rescored = score_ids(model, source, ids[:, n], alpha=alpha).numpy()
         np.testing.assert_allclose(scores.numpy()[:, n], rescored, rtol=1e-4, atol=1e-4)
@@ -61,7 +62,7 @@ def test_returned_score_equals_full_forward_rescoring(model, source, beam_size, 
 
 def test_every_output_ends_with_eos_within_its_length(model, source):
     extra = 3
-    ids, _ = translate_ids(model, source, beam_size=4, extra_length=extra, eos_id=EOS)
+    ids, *_ = decode(model, source, beam_size=4, extra_length=extra, eos_id=EOS)
     ids = ids.numpy()[:, 0]
     for row, src in zip(ids, source):
         length = int((src != 0).sum()) + extra
@@ -74,13 +75,13 @@ def test_cached_and_uncached_decoding_agree(model, source):
     """The KV-cached step and a full re-run of the prefix give the same beams."""
     beam, extra = 4, 5
     lengths = (source != 0).sum(1) + extra
-    cached = translate_ids(model, source, beam_size=beam, extra_length=extra, eos_id=EOS,
-                           num_results=beam)
+    cached = decode(model, source, beam_size=beam, extra_length=extra, eos_id=EOS,
+                    num_results=beam)
     steps = int(lengths.max())
     batch = source.shape[0]
     tiled_source = np.repeat(source, beam, axis=0)
 
-    def uncached(ids, step, cache):
+    def uncached(ids, step, cache, sentences):
         prefix = tf.where(tf.equal(tf.range(steps + 1), step)[None, None, :], ids[:, :, None],
                           cache["prefix"])
         flat = tf.reshape(prefix, [batch * beam, steps + 1])
@@ -97,13 +98,13 @@ def test_cached_and_uncached_decoding_agree(model, source):
 
 
 def test_runs_under_xla_with_dynamic_shapes(model):
-    decode = tf.function(lambda s: translate_ids(model, s, beam_size=2, extra_length=3,
-                                                 eos_id=EOS), jit_compile=True)
-    eager = translate_ids(model, random_ids(2, 5, vocab_size=12, seed=1), beam_size=2,
-                          extra_length=3, eos_id=EOS)
-    compiled = decode(random_ids(2, 5, vocab_size=12, seed=1))
+    compile = tf.function(lambda s: decode(model, s, beam_size=2, extra_length=3,
+                                           eos_id=EOS), jit_compile=True)
+    eager = decode(model, random_ids(2, 5, vocab_size=12, seed=1), beam_size=2,
+                   extra_length=3, eos_id=EOS)
+    compiled = compile(random_ids(2, 5, vocab_size=12, seed=1))
     np.testing.assert_array_equal(eager[0].numpy(), compiled[0].numpy())
-    assert decode(random_ids(3, 7, vocab_size=12, seed=2))[0].shape[0] == 3
+    assert compile(random_ids(3, 7, vocab_size=12, seed=2))[0].shape[0] == 3
 
 
 def test_the_graph_search_equals_the_xla_one(model):
@@ -114,7 +115,7 @@ def test_the_graph_search_equals_the_xla_one(model):
     source[np.arange(6)[None, :] >= np.arange(16)[:, None] % 6 + 1] = 0  # lengths 1..6
 
     def search(s):
-        return translate_ids(model, s, beam_size=4, extra_length=5, eos_id=EOS, num_results=3)
+        return decode(model, s, beam_size=4, extra_length=5, eos_id=EOS, num_results=3)
 
     kinds = []
 
@@ -131,8 +132,8 @@ def test_the_graph_search_equals_the_xla_one(model):
 
 
 def test_without_early_finish_runs_every_step(model, source):
-    ids, scores = translate_ids(model, source, beam_size=2, extra_length=4, eos_id=EOS,
-                                early_finish=False)
+    ids, scores, *_ = decode(model, source, beam_size=2, extra_length=4, eos_id=EOS,
+                             early_finish=False)
     assert ids.shape[2] == source.shape[1] + 4
     assert np.all(np.isfinite(scores.numpy()))
 
@@ -140,48 +141,47 @@ def test_without_early_finish_runs_every_step(model, source):
 # ---------------------------------------------------------------------- per-request options
 def test_dynamic_beam_in_a_graph_equals_the_static_beam(model, source):
     """Beam size, alpha and num_results as tensors (a dynamic beam, no XLA) change nothing."""
-    static_ids, static_scores = translate_ids(model, source, beam_size=3, alpha=0.6,
-                                              extra_length=4, eos_id=EOS, num_results=2)
+    static_ids, static_scores, *_ = decode(model, source, beam_size=3, alpha=0.6,
+                                           extra_length=4, eos_id=EOS, num_results=2)
     dynamic = tf.function(
-        lambda s, k, a, n: translate_ids(model, s, beam_size=k, alpha=a, extra_length=4,
-                                         eos_id=EOS, num_results=n), autograph=False)
-    ids, scores = dynamic(source, tf.constant(3), tf.constant(0.6), tf.constant(2))
+        lambda s, k, a, n: decode(model, s, beam_size=k, alpha=a, extra_length=4,
+                                  eos_id=EOS, num_results=n), autograph=False)
+    ids, scores, *_ = dynamic(source, tf.constant(3), tf.constant(0.6), tf.constant(2))
     np.testing.assert_array_equal(ids.numpy(), static_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), static_scores.numpy(), atol=1e-5)
     # The hypotheses axis really is dynamic: one trace serves another beam size.
-    ids4, _ = dynamic(source, tf.constant(4), tf.constant(0.6), tf.constant(4))
+    ids4, *_ = dynamic(source, tf.constant(4), tf.constant(0.6), tf.constant(4))
     assert ids4.shape[1] == 4 and dynamic.experimental_get_tracing_count() == 1
 
 
 def test_prefix_is_forced_scored_and_token_scores_add_up(model, source):
     prefix = np.array([[5, 6], [7, 0], [0, 0], [4, 4]], np.int32)
-    out = translate_ids(model, source, beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS,
-                        num_results=3, target_prefix_ids=prefix, return_token_scores=True,
-                        return_alignment=True)
-    ids, scores = out["ids"].numpy(), out["scores"].numpy()
+    out = decode(model, source, beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS,
+                 num_results=3, target_prefix_ids=prefix, details=True)
+    ids, scores = out.ids.numpy(), out.scores.numpy()
     for row, forced in enumerate(prefix):
         forced = forced[forced != 0]
         assert np.all(ids[row, :, :len(forced)] == forced)
     lengths = np.count_nonzero(ids, axis=2)
-    token_log_probs = out["token_log_probs"].numpy()
+    token_log_probs = out.token_log_probs.numpy()
     np.testing.assert_allclose(token_log_probs.sum(2), scores * ((5 + lengths) / 6) ** 0.6,
                                rtol=1e-4, atol=1e-4)
     for n in range(3):  # the forced pieces' log-probabilities count in the score
         rescored = score_ids(model, source, ids[:, n], alpha=0.6).numpy()
         np.testing.assert_allclose(scores[:, n], rescored, rtol=1e-4, atol=1e-4)
-    alignment = out["alignment"].numpy()
+    alignment = out.alignment.numpy()
     source_lengths = np.count_nonzero(source, axis=1)
     assert np.all(alignment[ids == 0] == -1)
     assert np.all((alignment[ids != 0] >= 0))
     assert np.all(alignment < source_lengths[:, None, None])
-    # Without the new arguments the call answers as it always did: a pair.
-    plain = translate_ids(model, source, beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS,
-                          num_results=3)
-    assert isinstance(plain, tuple) and len(plain) == 2
+    # Without `details` the search computes none of them.
+    plain = decode(model, source, beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS,
+                   num_results=3)
+    assert plain.token_log_probs is None and plain.alignment is None
 
 
 def test_alignment_layer_is_the_penultimate():
-    from keras_transformer.search import alignment_layer
+    from keras_transformer.decoding import alignment_layer
 
     assert [alignment_layer(n) for n in (1, 2, 6)] == [0, 0, 4]
 
@@ -190,7 +190,7 @@ def test_token_details_tracked_in_the_search_equal_the_teacher_forced_pass(model
     """With a constraint the search tracks token scores and alignments step by step;
     without one they come from a teacher-forced pass. An allow-all constraint must give
     the same numbers as no constraint."""
-    from keras_transformer.search import DecodingConstraint
+    from keras_transformer.decoding import DecodingConstraint
 
     class AllowAll(DecodingConstraint):
         def initial_state(self, source_ids, beam_size, max_steps):
@@ -201,24 +201,24 @@ def test_token_details_tracked_in_the_search_equal_the_teacher_forced_pass(model
             return tf.ones(shape, tf.bool), state
 
     args = dict(beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS, num_results=2,
-                return_token_scores=True, return_alignment=True,
+                details=True,
                 target_prefix_ids=np.array([[5], [0], [6], [0]], np.int32))
-    tracked = translate_ids(model, source, constraint=AllowAll(), **args)
-    forced = translate_ids(model, source, **args)
-    width = forced["ids"].shape[2]
-    np.testing.assert_array_equal(tracked["ids"].numpy()[:, :, :width], forced["ids"].numpy())
-    assert not np.any(tracked["ids"].numpy()[:, :, width:])
-    np.testing.assert_allclose(tracked["token_log_probs"].numpy()[:, :, :width],
-                               forced["token_log_probs"].numpy(), atol=1e-4)
-    np.testing.assert_array_equal(tracked["alignment"].numpy()[:, :, :width],
-                                  forced["alignment"].numpy())
+    tracked = decode(model, source, constraint=AllowAll(), **args)
+    forced = decode(model, source, **args)
+    width = forced.ids.shape[2]
+    np.testing.assert_array_equal(tracked.ids.numpy()[:, :, :width], forced.ids.numpy())
+    assert not np.any(tracked.ids.numpy()[:, :, width:])
+    np.testing.assert_allclose(tracked.token_log_probs.numpy()[:, :, :width],
+                               forced.token_log_probs.numpy(), atol=1e-4)
+    np.testing.assert_array_equal(tracked.alignment.numpy()[:, :, :width],
+                                  forced.alignment.numpy())
 
 
 @pytest.mark.parametrize("kind", ["normal", "ties", "mostly_masked"])
 def test_blocked_top_k_equals_tensorflows(kind):
     """Values and indices equal `tf.math.top_k`'s, ties (to the lower index) included, for
     row lengths with and without a block size dividing them, static and dynamic."""
-    from keras_transformer.search import top_k
+    from keras_transformer.decoding.tf_graph import top_k
     rng = np.random.default_rng({"normal": 0, "ties": 1, "mostly_masked": 2}[kind])
     dynamic = tf.function(top_k, input_signature=[tf.TensorSpec([None, None], tf.float32),
                                                   tf.TensorSpec([], tf.int32)])
@@ -239,7 +239,8 @@ def test_candidates_equal_ranking_the_whole_vocabulary():
     """`_candidates` (top tokens per hypothesis, one log-sum-exp) picks what ranking every
     beam x vocabulary sum of the log-softmax does, with padding never chosen, only the end
     token at a last position and only the forced token where one is forced."""
-    from keras_transformer.search import _NEG, _candidates
+    from keras_transformer.decoding.core import NEG as _NEG
+    from keras_transformer.decoding.core import candidates as _candidates
     rng = np.random.default_rng(3)
     batch, beams, vocab, width = 6, 3, 50, 6
     logits = tf.constant(rng.normal(size=(batch, beams, vocab)) * 3, tf.float32)

@@ -1,5 +1,6 @@
-"""Beam search in keras.ops (`keras_transformer.beam_ops`) equals TensorFlow's
-(`keras_transformer.search`): ids exactly, scores within 1e-5.
+"""The two drivers of the one beam search give the same results: fixed slots (every Keras
+backend; TensorFlow under XLA) and TensorFlow's graph with a growing cache and sentences
+leaving the batch: ids exactly, scores within 1e-5.
 
 Under TensorFlow here; tests/test_backends.py checks the same ids under JAX, with weights
 and references written by `write_beam_reference` in this (TensorFlow) process.
@@ -9,7 +10,8 @@ import pytest
 
 import keras
 
-from keras_transformer import Transformer, beam_ops
+from keras_transformer import Transformer
+from keras_transformer.decoding import decode, make_translate_function, translate
 from tests.helpers import random_ids, reversal_model, tiny_config
 
 EOS = 3
@@ -24,7 +26,7 @@ JAX_CASES = (CASES[3],)
 case costs an XLA compilation of about 5 s there; greedy is the same code with k = 1)."""
 
 on_tensorflow = pytest.mark.skipif(keras.backend.backend() != "tensorflow",
-                                   reason="compares with keras_transformer.search")
+                                   reason="compares with TensorFlow's graph driver")
 
 
 def varied_source():
@@ -41,15 +43,13 @@ def case_name(case):
 def write_beam_reference(weights_path, values):
     """Trains `tests.helpers.reversal_model` under TensorFlow, saves its weights to
     `weights_path` (.weights.h5) and adds to `values` the source and what
-    `search.translate_ids` returns for each of `JAX_CASES` ("beam_source",
-    "beam_ids_<case>", "beam_scores_<case>")."""
-    from keras_transformer import search
-
+    `decode` returns for each of `JAX_CASES` ("beam_source", "beam_ids_<case>",
+    "beam_scores_<case>")."""
     model = reversal_model()
     model.save_weights(weights_path)
     values["beam_source"] = source = varied_source()
     for case in JAX_CASES:
-        ids, scores = search.translate_ids(model, source, extra_length=5, eos_id=EOS, **case)
+        ids, scores, *_ = decode(model, source, extra_length=5, eos_id=EOS, **case)
         values[f"beam_ids_{case_name(case)}"] = ids.numpy()
         values[f"beam_scores_{case_name(case)}"] = scores.numpy()
 
@@ -59,17 +59,21 @@ def model():
     return reversal_model()
 
 
+def fixed_slots(model, **settings):
+    """`decode` under XLA: the fixed-slot driver, every sentence kept to the end."""
+    return make_translate_function(model, jit_compile=True, **settings)
+
+
 @on_tensorflow
 @pytest.mark.parametrize("case", CASES, ids=case_name)
 def test_equals_tensorflows_search(model, case):
-    """Same n-best ids and scores as `search.translate_ids` (growing cache, compaction) on
-    sources of every length 1-6 with padding; the model really answers varied lengths."""
-    from keras_transformer import search
-
+    """Fixed slots give the same n-best ids and scores as the graph driver (growing cache,
+    compaction) on sources of every length 1-6 with padding; the model really answers
+    varied lengths."""
     source = varied_source()
-    expected_ids, expected_scores = search.translate_ids(model, source, extra_length=5,
-                                                         eos_id=EOS, **case)
-    ids, scores = beam_ops.translate_ids(model, source, extra_length=5, eos_id=EOS, **case)
+    expected_ids, expected_scores, *_ = decode(model, source, extra_length=5, eos_id=EOS,
+                                               **case)
+    ids, scores, *_ = fixed_slots(model, extra_length=5, eos_id=EOS, **case)(source)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(ids), expected_ids.numpy())
     np.testing.assert_allclose(keras.ops.convert_to_numpy(scores), expected_scores.numpy(),
                                rtol=0, atol=1e-5)
@@ -80,39 +84,33 @@ def test_equals_tensorflows_search(model, case):
 @on_tensorflow
 def test_in_a_graph_with_dynamic_shapes_and_without_early_finish(model):
     """Inside `tf.function` with unknown batch and width (as an export traces it), and
-    running every step without early finish, it still equals `search.translate_ids`."""
+    running every step without early finish, the graph driver equals fixed slots."""
     import tensorflow as tf
-
-    from keras_transformer import search
 
     source = varied_source()
     case = dict(beam_size=3, alpha=0.6, num_results=3, extra_length=4, eos_id=EOS)
-    graph = tf.function(lambda s: beam_ops.translate_ids(model, s, **case),
+    graph = tf.function(lambda s: decode(model, s, **case),
                         input_signature=[tf.TensorSpec([None, None], tf.int32)])
     for early_finish, got in ((True, graph(source)),
-                              (False, beam_ops.translate_ids(model, source, early_finish=False,
-                                                             **case))):
-        expected = search.translate_ids(model, source, early_finish=early_finish, **case)
+                              (False, decode(model, source, early_finish=False, **case))):
+        expected = fixed_slots(model, early_finish=early_finish, **case)(source)
         np.testing.assert_array_equal(np.asarray(got[0]), expected[0].numpy())
         np.testing.assert_allclose(np.asarray(got[1]), expected[1].numpy(), rtol=0, atol=1e-5)
 
 
 @on_tensorflow
 def test_compiled_functions_and_translate_agree(model):
-    """`make_translate_function` (TensorFlow's search, or this one, in a `tf.function`) and
-    `translate` give the same results."""
+    """`make_translate_function` (in a `tf.function`, with and without XLA) and `translate`
+    give the same results."""
     source = varied_source()[:6]
     settings = dict(beam_size=2, alpha=0.6, extra_length=3, eos_id=EOS, num_results=2)
-    results = [beam_ops.make_translate_function(model, **settings)(source),
-               beam_ops.make_translate_function(model, tensorflow_search=False,
-                                                **settings)(source),
-               beam_ops.translate(model, source, **settings)]
-    for ids, scores in results[1:]:
+    results = [make_translate_function(model, **settings)(source),
+               fixed_slots(model, **settings)(source), translate(model, source, **settings)]
+    for ids, scores, *_ in results[1:]:
         np.testing.assert_array_equal(np.asarray(ids), np.asarray(results[0][0]))
         np.testing.assert_allclose(np.asarray(scores), np.asarray(results[0][1]), atol=1e-5)
 
 
 def test_num_results_beyond_the_beam_is_refused():
     with pytest.raises(ValueError, match="num_results"):
-        beam_ops.translate_ids(Transformer(tiny_config()), varied_source(), beam_size=2,
-                               num_results=3)
+        decode(Transformer(tiny_config()), varied_source(), beam_size=2, num_results=3)

@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import Transformer
-from keras_transformer.sampling import SamplingSettings, sample_ids, truncated_logits
-from keras_transformer.search import DecodingConstraint, score_ids, translate_ids
+from keras_transformer.decoding import DecodingConstraint, SamplingSettings, decode, score_ids
+from keras_transformer.decoding.sampling import truncated_logits
 from tests.helpers import random_ids, tiny_config
 
 BOS, EOS, VOCAB = 2, 3, 20
@@ -30,6 +30,12 @@ def source():
     return ids
 
 
+def sample_ids(model, source, *, seed, topk=0, topp=1.0, temperature=1.0, **settings):
+    """Sampling through the one entry point; alpha 0 ranks the samples by log-probability."""
+    return decode(model, source, sampling=(topk, topp, temperature, seed), alpha=0.0,
+                  **settings)
+
+
 def _trim(ids):
     """Drops the all-padding columns at the end of [batch, n, length] ids."""
     ids = np.asarray(ids)
@@ -40,7 +46,7 @@ def test_same_seed_same_samples_in_any_mode_other_seed_other_samples(model, sour
     args = dict(topk=8, topp=0.95, temperature=1.3, num_results=3, extra_length=6)
     eager = sample_ids(model, source, seed=11, **args)
     graph = tf.function(lambda s, seed: sample_ids(model, s, seed=seed, **args),
-                        autograph=False)
+                                                   autograph=False)
     traced = graph(tf.constant(source), tf.constant(11, tf.int64))
     np.testing.assert_array_equal(eager[0], traced[0])
     np.testing.assert_allclose(eager[1], traced[1], rtol=1e-6)
@@ -56,11 +62,11 @@ def test_same_seed_same_samples_in_any_mode_other_seed_other_samples(model, sour
 
 
 def test_top_k_one_and_a_tiny_top_p_are_greedy_decoding(model, source):
-    greedy, scores = translate_ids(model, source, beam_size=1, alpha=0.0, extra_length=6)
+    greedy, scores, *_ = decode(model, source, beam_size=1, alpha=0.0, extra_length=6)
     greedy = _trim(greedy)
     for args in (dict(topk=1, temperature=2.0), dict(topp=1e-6, temperature=0.5)):
         for seed in (0, 1):
-            ids, log_probs = sample_ids(model, source, seed=seed, extra_length=6, **args)
+            ids, log_probs, *_ = sample_ids(model, source, seed=seed, extra_length=6, **args)
             np.testing.assert_array_equal(_trim(ids), greedy)
             np.testing.assert_allclose(log_probs, scores, atol=1e-5)
     assert len(np.unique(greedy)) > 3  # the model does not say one token only
@@ -68,8 +74,8 @@ def test_top_k_one_and_a_tiny_top_p_are_greedy_decoding(model, source):
 
 def test_samples_end_at_eos_within_their_length_and_log_probs_are_the_models(model, source):
     out = sample_ids(model, source, seed=5, temperature=1.5, num_results=4, extra_length=3,
-                     return_token_scores=True, return_alignment=True)
-    ids, token_log_probs = out["ids"].numpy(), out["token_log_probs"].numpy()
+                     details=True)
+    ids, token_log_probs = out.ids.numpy(), out.token_log_probs.numpy()
     max_lengths = (source != 0).sum(1) + 3
     for sentence, limit in enumerate(max_lengths):
         for row in ids[sentence]:
@@ -78,15 +84,15 @@ def test_samples_end_at_eos_within_their_length_and_log_probs_are_the_models(mod
             assert not np.any(row[:length - 1] == EOS) and not np.any(row[length:])
     padding = ids == 0
     assert np.all(token_log_probs[padding] == 0) and np.all(token_log_probs[~padding] < 0)
-    np.testing.assert_allclose(token_log_probs.sum(-1), out["log_probs"], rtol=1e-5)
-    alignment = out["alignment"].numpy()
+    np.testing.assert_allclose(token_log_probs.sum(-1), out.scores, rtol=1e-5)
+    alignment = out.alignment.numpy()
     assert np.all(alignment[padding] == -1)
     assert np.all((alignment >= 0) & (alignment < (source != 0).sum(1)[:, None, None])
                   | padding)
     # The full forward pass gives the same (untempered, untruncated) log-probabilities.
     for n in range(4):
         rescored = score_ids(model, source, ids[:, n], alpha=0.0)
-        np.testing.assert_allclose(rescored, out["log_probs"][:, n], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(rescored, out.scores[:, n], rtol=1e-4, atol=1e-4)
 
 
 def _expected(probs, topk, topp, temperature):
@@ -128,8 +134,8 @@ def test_first_token_frequencies_follow_the_tempered_truncated_softmax(
     # 8 seeds x 500 samples; at max_length 2 the first token is free, the second is EOS.
     counts = np.zeros(VOCAB)
     for seed in range(8):
-        ids, _ = sample_ids(model, source, seed=seed, topk=topk, topp=topp,
-                            temperature=temperature, num_results=500, max_length=2)
+        ids, *_ = sample_ids(model, source, seed=seed, topk=topk, topp=topp,
+                             temperature=temperature, num_results=500, max_length=2)
         counts += np.bincount(ids.numpy()[0, :, 0], minlength=VOCAB)
     assert counts.sum() == 4000
     assert np.all(counts[want == 0] == 0), (counts, want)
@@ -185,19 +191,19 @@ class _Forbid(DecodingConstraint):
 
 
 def test_constraint_and_prefix_restrict_the_samples(model, source):
-    greedy, _ = translate_ids(model, source, beam_size=1, alpha=0.0, extra_length=6)
+    greedy, *_ = decode(model, source, beam_size=1, alpha=0.0, extra_length=6)
     prefix = np.array([[7, 8], [0, 0], [9, 0], [10, 11]], np.int32)
     forbidden = sorted(set(np.unique(greedy)) - {0, EOS} - set(prefix.ravel()))[:3]
     assert forbidden  # tokens the model likes
-    ids, _ = sample_ids(model, source, seed=3, temperature=1.5, num_results=5, extra_length=6,
-                        constraint=_Forbid(forbidden), target_prefix_ids=prefix)
+    ids, *_ = sample_ids(model, source, seed=3, temperature=1.5, num_results=5, extra_length=6,
+                         constraint=_Forbid(forbidden), target_prefix_ids=prefix)
     ids = ids.numpy()
     assert not np.isin(ids, forbidden).any()
     for sentence, row_prefix in enumerate(prefix):
         width = int((row_prefix != 0).sum())
         assert np.all(ids[sentence, :, :width] == row_prefix[:width])
-    unconstrained, _ = sample_ids(model, source, seed=3, temperature=1.5, num_results=5,
-                                  extra_length=6)
+    unconstrained, *_ = sample_ids(model, source, seed=3, temperature=1.5, num_results=5,
+                                   extra_length=6)
     assert np.isin(unconstrained.numpy(), forbidden).any()  # the constraint did something
 
 

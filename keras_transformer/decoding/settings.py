@@ -1,6 +1,5 @@
 """How to decode (`DecodingSettings`) and sample (`SamplingSettings`): plain settings, no
-TensorFlow, so that the package and the pipeline's options import on every Keras backend;
-the searches themselves are `keras_transformer.search` and `keras_transformer.sampling`."""
+TensorFlow, so that the package and the pipeline's options import on every Keras backend."""
 import dataclasses
 import math
 

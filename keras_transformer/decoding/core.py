@@ -1,0 +1,217 @@
+"""The rules of beam search, written once in `keras.ops`: every driver and strategy uses these.
+
+Scores are log-probabilities divided by the length penalty ((5 + length) / 6) ** alpha of
+Wu et al. (2016, "Google's Neural Machine Translation System", Section 7), length counting
+the end token; the paper decodes with beam 4, alpha 0.6 and at most input length + 50
+tokens (Section 6.1). Three primitives have TensorFlow kernels that are faster on a CPU
+than their `keras.ops` form (`tf_graph.top_k`, a blocked top-k; flat-row and batched
+gathers without negative-index fixes); under other backends they are `keras.ops`.
+"""
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+from keras_transformer.constants import PAD_ID
+
+NEG = -1e9
+"""A finite "minus infinity": keeps sums of scores free of NaNs."""
+
+
+class Decoded(NamedTuple):
+    """What every search returns: n-best (or sampled) outputs per sentence, best first.
+
+    Attributes:
+        ids: int32 [batch, n, length], 0-padded after the end token.
+        scores: float32 [batch, n]: log-probabilities divided by the length penalty.
+        token_log_probs: float32 [batch, n, length], 0 at padding, where asked for.
+        alignment: int32 [batch, n, length], the source position each token attends to
+            most (`alignment_layer`), -1 at padding, where asked for.
+    """
+
+    ids: Any
+    scores: Any
+    token_log_probs: Any = None
+    alignment: Any = None
+
+
+def on_tensorflow():
+    return keras.backend.backend() == "tensorflow"
+
+
+def top_k(values, k, wide=False):
+    """(values, int32 indices) of the k largest along the last axis of [rows, n]; `wide`
+    rows (vocabulary-wide) take TensorFlow's blocked kernel (`tf_graph.top_k`)."""
+    if wide and on_tensorflow():
+        from keras_transformer.decoding import tf_graph
+
+        return tf_graph.top_k(values, k)
+    top, indices = ops.top_k(values, k)
+    return top, ops.cast(indices, "int32")
+
+
+def _min(a, b):
+    """min(a, b), a Python int where both are (JAX's top-k needs a static k)."""
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else ops.minimum(a, b)
+
+
+def take_along(x, indices):
+    """x [batch, m, ...] picked along axis 1 by int32 indices [batch, j]."""
+    if on_tensorflow():
+        import tensorflow as tf
+
+        return tf.gather(x, indices, batch_dims=1)
+    return ops.take_along_axis(x, indices, axis=1)
+
+
+def take_rows(x, rows):
+    if on_tensorflow():
+        import tensorflow as tf
+
+        return tf.gather(x, rows)
+    return ops.take(x, rows, axis=0)
+
+
+def length_penalty(length, alpha):
+    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016), float32."""
+    return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+def alignment_layer(num_layers):
+    """The decoder layer whose cross-attention gives word alignments: the penultimate one.
+
+    Garg et al. (2019, "Jointly Learning to Align and Translate with Transformer Models",
+    Section 4) find the head-averaged attention of the penultimate layer (5 of 6) aligns
+    best; the last layer's output is already shaped for predicting the next token. A
+    1-layer decoder has only its last layer.
+    """
+    return max(num_layers - 2, 0)
+
+
+def output_lengths(source_ids, extra_length, cap, prefix_ids=None, terms_ids=None):
+    """How many tokens a translation of each source may have, and the search's bound.
+
+    Args:
+        source_ids: int32 [batch, source_len], 0-padded.
+        extra_length: a translation has at most source length + this many tokens.
+        cap: the most tokens any translation may have.
+        prefix_ids: optional int [batch, width] forced first tokens, 0-padded: cut to
+            `cap - 1` (room for the end token); each sentence then has room for its prefix
+            and the end token (within `cap`).
+        terms_ids: optional int [batch, phrases, length] required target phrases,
+            0-padded: each sentence then has room for its prefix, its phrases and the end
+            token (TensorFlow only: InvalidArgumentError where they need more than `cap`).
+    Returns:
+        (max_lengths int32 [batch], max_steps, the cut prefix int32 or None). max_steps
+        comes from the padded widths, not the lengths (a Python int where they are static):
+        a value-independent bound keeps one compiled search per input shape.
+    """
+    source_lengths = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
+    max_lengths = ops.minimum(source_lengths + extra_length, cap)
+    width = source_ids.shape[1]
+    if width is None or not isinstance(extra_length, int):
+        max_steps = ops.minimum(ops.shape(source_ids)[1] + extra_length, cap)
+    else:
+        max_steps = min(width + extra_length, cap)
+    if prefix_ids is None and terms_ids is None:
+        return max_lengths, max_steps, None
+    needed, bound = 1, 1  # the end token
+    if prefix_ids is not None:
+        prefix_ids = ops.cast(ops.convert_to_tensor(prefix_ids), "int32")[:, :cap - 1]
+        columns = ops.shape(prefix_ids)[1]
+        # Up to the last non-padding column: the forced tokens plus the end token must fit.
+        needed += ops.max(ops.where(ops.not_equal(prefix_ids, PAD_ID),
+                                    ops.arange(1, columns + 1, dtype="int32")[None, :], 0),
+                          axis=1, initial=0)
+        bound += columns
+    if terms_ids is not None:
+        from keras_transformer.decoding import terms
+
+        needed, bound = terms.room(terms_ids, needed, bound, cap)
+    return (ops.minimum(ops.maximum(max_lengths, needed), cap),
+            ops.minimum(ops.maximum(max_steps, bound), cap), prefix_ids)
+
+
+def gather_beams(nest, beam_indices, sentences=None):
+    """Picks hypotheses along axis 1 of every tensor of `nest` ([batch, beam, ...]).
+
+    With `sentences` (int32 [b]), only those sentences along axis 0, `beam_indices` then
+    [b, beams]: one gather both drops sentences and reorders beams. One gather of rows of
+    the [batch * beam, ...] view with flat indices: without XLA about 1.5x faster than a
+    batched gather on a decoder cache.
+    """
+    shape = ops.shape(beam_indices)
+    picked = ops.arange(shape[0], dtype="int32") if sentences is None else sentences
+
+    def gather(x):
+        rest = tuple(ops.shape(x)[2:])
+        flat = ops.reshape(beam_indices + picked[:, None] * ops.shape(x)[1], (-1,))
+        rows = take_rows(ops.reshape(x, (-1,) + rest), flat)
+        return ops.reshape(rows, (shape[0], shape[1]) + rest)
+
+    return keras.tree.map_structure(gather, nest)
+
+
+def log_softmax_parts(logits):
+    """(float32 [batch * beam, vocab] rows of `logits`, their maxima and log-softmax
+    normalisers [rows, 1]), the normaliser as TensorFlow's log_softmax computes it:
+    max + log sum exp(x - max). A token's log-probability is (logit - max) - normaliser."""
+    logits = ops.cast(logits, "float32")
+    rows = ops.reshape(logits, (-1, ops.shape(logits)[2]))
+    row_max = ops.max(rows, axis=1, keepdims=True)
+    normaliser = ops.log(ops.sum(ops.exp(rows - row_max), axis=1, keepdims=True))
+    return rows, row_max, normaliser
+
+
+def candidates(logits, alive_log_probs, width, eos_id, last, forced):
+    """The `width` best one-token continuations of each sentence's live hypotheses.
+
+    Equal to ranking all beam x vocabulary sums of a hypothesis's log-probability and the
+    next token's log-softmax, with padding never chosen, only the end token at a sentence's
+    `last` position and only the `forced` token where one is forced (masking restricts the
+    choice; scores stay those of the unmasked distribution). But each hypothesis adds one
+    constant to all its tokens, so a sentence's best `width` continuations are among the
+    best `width` tokens of each hypothesis: beam x (width + 2) candidates are ranked, not
+    beam x vocabulary, with one log-sum-exp per hypothesis instead of a full log-softmax.
+
+    Args:
+        logits: [batch, beam, vocab] (any float dtype).
+        alive_log_probs: float32 [batch, beam].
+        width: int or int32 scalar tensor, the candidates to return (2 x beam).
+        last: bool [batch], the next token is the sentence's last allowed one.
+        forced: None or int32 [batch], the token forced next where > 0.
+    Returns:
+        (sums float32 [batch, width] best first, beams int32 [batch, width], tokens int32
+        [batch, width], the tokens' log-probabilities float32 [batch, width]); disallowed
+        candidates (only where fewer than `width` are allowed) have log-probability `NEG`.
+    """
+    batch, beams, vocab = ops.shape(logits)
+    rows, row_max, normaliser = log_softmax_parts(logits)
+    # One more than `width` per hypothesis: padding, never chosen, may be among them. The
+    # end (or forced) token is appended as its own column, the only one allowed where the
+    # sentence must end (or take the forced token) and never allowed elsewhere.
+    values, tokens = top_k(rows, _min(width + 1, vocab), wide=True)
+    special, only_special = ops.full((batch,), eos_id, "int32"), last
+    if forced is not None:
+        special = ops.where(forced > 0, forced, special)
+        only_special = last | (forced > 0)
+    special = ops.repeat(special, beams, axis=0)[:, None]
+    values = ops.concatenate([values, take_along(rows, special)], axis=1)
+    tokens = ops.concatenate([tokens, special], axis=1)
+    columns = ops.shape(tokens)[1]
+    is_special = ops.equal(ops.arange(columns, dtype="int32"), columns - 1)
+    allowed = ops.where(ops.repeat(only_special, beams, axis=0)[:, None], is_special[None, :],
+                        ops.logical_not(is_special)[None, :] & ops.not_equal(tokens, PAD_ID))
+    token_log_probs = ops.where(allowed, (values - row_max) - normaliser, NEG)
+    sums = ops.reshape(alive_log_probs, (-1, 1)) + token_log_probs
+    top_sums, picks = top_k(ops.reshape(sums, (batch, -1)), width)
+    return (top_sums, picks // columns, take_along(ops.reshape(tokens, (batch, -1)), picks),
+            take_along(ops.reshape(token_log_probs, (batch, -1)), picks))
+
+
+def can_improve(step, alive_log_probs, finished_scores, max_lengths, alpha, num_results):
+    """bool [batch]: a sentence's best live hypothesis can still beat its `num_results`-th
+    finished one. Its log-probability only falls and the penalty is largest at the
+    sentence's maximum length; once False, it stays False."""
+    best_alive = alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
+    return (best_alive > finished_scores[:, num_results - 1]) & (step < max_lengths)

@@ -1,0 +1,243 @@
+"""The one entry point: `decode` picks the search (beam, beam with required phrases, or
+sampling) from the request and the driver (fixed slots, or TensorFlow's growing cache with
+sentences leaving) from the backend, runs it over a `Transformer`, and returns `Decoded`.
+
+Evaluate, translate, score, the export's signatures, the dev metric and the Keras API
+(`translate`, `make_translate_function`) all decode through here.
+"""
+import keras
+from keras import ops
+
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.decoding import core, step
+from keras_transformer.decoding.beam import beam_search
+from keras_transformer.decoding.settings import DecodingSettings
+
+PAPER = DecodingSettings()
+
+
+def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
+           extra_length=PAPER.extra_length, num_results=1, max_length=None, bos_id=BOS_ID,
+           eos_id=EOS_ID, early_finish=True, constraint=None, target_prefix_ids=None,
+           terms_ids=None, sampling=None, details=False):
+    """Decodes a batch of sources with a `Transformer`: source ids in, `Decoded` out.
+
+    Encodes once; cross-attention keys/values are computed once per sentence and shared by
+    its beams (or samples); every step runs `model.decode_step` on one new position with a
+    cache. Runs eagerly, in `tf.function` (with or without XLA) and in `jax.jit`.
+
+    Example:
+        >>> import numpy as np
+        >>> from keras_transformer import Transformer, TransformerConfig
+        >>> model = Transformer(TransformerConfig.preset("base", vocab_size=20,
+        ...                     num_layers=1, d_model=16, d_ff=32, num_heads=2))
+        >>> out = decode(model, np.array([[5, 6, 7, 3]]), beam_size=2, extra_length=3,
+        ...              num_results=2)
+        >>> tuple(out.ids.shape), tuple(out.scores.shape)
+        ((1, 2, 7), (1, 2))
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        source_ids: int [batch, source_len], 0-padded.
+        beam_size, alpha, num_results, early_finish: see `beam.beam_search` (under
+            TensorFlow beam size, alpha and num_results may be scalar tensors).
+        extra_length: each output may have up to its source length + this many tokens.
+        max_length: a cap on generated tokens (default: the model's `max_length`).
+        bos_id, eos_id: start and end tokens of the target vocabulary.
+        constraint: an optional `DecodingConstraint` on the generated tokens.
+        target_prefix_ids: optional int [batch, width], 0-padded: the first tokens of every
+            output are forced to these (an all-0 row: no prefix); their log-probabilities
+            count. Each output may then have at least its prefix and the end token (within
+            `max_length`; longer prefixes are cut to `max_length - 1`).
+        terms_ids: optional int [batch, phrases, length], 0-padded: target phrases every
+            output of a sentence contains (`terms`: dynamic beam allocation; TensorFlow
+            only). InvalidArgumentError where they do not fit in `max_length`.
+        sampling: None (beam search), or `SamplingSettings` / (topk, topp, temperature,
+            seed) with scalar tensors allowed: a temperature > 0 draws `num_results`
+            outputs per sentence (`sampling`, TensorFlow only), scored as beam search
+            scores them and returned best first; a tensor temperature chooses in the graph.
+        details: also return each token's log-probability and alignment.
+    Returns:
+        `Decoded` (ids [batch, num_results, length]).
+    """
+    if not model.built:
+        model.build()
+    source_ids = ops.cast(ops.convert_to_tensor(source_ids), "int32")
+    cap = model.config.max_length if max_length is None else max_length
+    max_lengths, max_steps, prefix = core.output_lengths(source_ids, extra_length, cap,
+                                                         target_prefix_ids, terms_ids)
+    if terms_ids is not None:  # nothing runs before the phrases are known to fit
+        import tensorflow as tf
+
+        with tf.control_dependencies([max_lengths]):
+            source_ids = tf.identity(source_ids)
+    memory, mask = model.encode(source_ids, training=False)
+    on_tf = core.on_tensorflow()
+    if on_tf:  # outside XLA the decoder cache grows a position a step (faster)
+        from keras_transformer.decoding.tf_graph import cache_length
+
+        fixed = cache_length(max_steps)
+    else:
+        fixed = max_steps
+
+    def search(rows, step_fn, **kwargs):
+        cache, memory_state = model.initial_decode_state(memory, mask, num_rows=rows,
+                                                         max_length=fixed)
+        if constraint is not None:
+            cache = {"model": cache,
+                     "constraint": constraint.initial_state(source_ids, rows, max_steps)}
+            step_fn = step.constrained(step_fn, constraint, model.config.vocab_size)
+        return step_fn, cache, memory_state
+
+    def beam(terms=None):
+        # Without a constraint, per-token details come from one teacher-forced pass over
+        # the final hypotheses (`token_details`): the search then runs exactly as without
+        # them, per-step work unchanged. A constraint renormalises the distribution step by
+        # step, which only the search sees: it tracks them.
+        track = details and constraint is not None
+        step_fn, cache, memory_state = search(beam_size, step.model_step(model, track))
+        start = ops.full((ops.shape(source_ids)[0],), bos_id, "int32")
+        out = beam_search(step_fn, start, cache, beam_size, max_lengths, eos_id, alpha,
+                          num_results=num_results, early_finish=early_finish,
+                          max_steps=max_steps, forced_ids=prefix, track_details=track,
+                          sentence_state=memory_state, terms=terms)
+        if not details or track:
+            return out
+        # Only up to the longest hypothesis: the rest of the search's storage is padding.
+        width = ops.max(ops.sum(ops.cast(ops.not_equal(out.ids, PAD_ID), "int32"), axis=2))
+        return token_details(model, memory, mask, out.ids[:, :, :width], out.scores, bos_id)
+
+    def sample():
+        from keras_transformer.decoding import sampling as sampling_lib
+
+        step_fn, cache, memory_state = search(num_results, step.model_step(model, details))
+        rows = ops.shape(source_ids)[0] * num_results
+        out = sampling_lib.sample(step_fn, ops.full((rows,), bos_id, "int32"), cache,
+                                  {"memory": memory_state, "max_lengths": max_lengths},
+                                  num_results, max_lengths, max_steps, eos_id, settings,
+                                  forced_ids=prefix, track_details=details)
+        # Scored as beam search scores (length penalty alpha), best first.
+        lengths = ops.sum(ops.cast(ops.not_equal(out.ids, PAD_ID), "int32"), axis=2)
+        scores, order = core.top_k(out.scores / core.length_penalty(lengths, alpha),
+                                   num_results)
+        return core.Decoded(scores=scores, **{
+            name: core.take_along(value, order)
+            for name, value in out._asdict().items() if name != "scores" and value is not None})
+
+    settings = tuple(sampling) if sampling is not None else None
+    if settings is not None and not on_tf:
+        raise ValueError(f"sampling needs the TensorFlow backend, not {keras.backend.backend()}")
+    if settings is not None and isinstance(settings[2], (int, float)):
+        return sample() if settings[2] > 0 else beam()
+    if terms_ids is None and settings is None:
+        return beam()
+    import tensorflow as tf
+
+    choices = []
+    if settings is not None:
+        choices.append((settings[2] > 0.0, sample))
+    if terms_ids is not None:  # the plain search is faster where no sentence has phrases
+        choices.append((tf.reduce_any(tf.not_equal(terms_ids, PAD_ID)),
+                        lambda: beam(terms_ids)))
+    return tf.case(choices, default=beam, exclusive=False)
+
+
+def token_details(model, memory, mask, ids, scores, bos_id=BOS_ID):
+    """`Decoded` with per-token log-probabilities and alignments of finished hypotheses,
+    teacher-forced: the numbers the search computes step by step (the full and the cached
+    decoder agree to float precision), from one decoder pass over [batch * n, length].
+
+    Args:
+        memory, mask: `model.encode` of the sources [batch, ...].
+        ids: int32 [batch, n, length], 0-padded after the end token; scores: theirs.
+    """
+    batch, n, length = ops.shape(ids)
+    flat = ops.reshape(ids, (batch * n, length))
+    target_in = ops.concatenate([ops.full((batch * n, 1), bos_id, "int32"), flat[:, :-1]],
+                                axis=1)
+    logits, weights = model.decode(
+        target_in, ops.repeat(memory, n, axis=0), ops.repeat(mask, n, axis=0),
+        return_attention_scores=True, training=False,
+        attention_layer=core.alignment_layer(model.config.num_layers))
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    token_log_probs = ops.take_along_axis(log_probs, flat[:, :, None], axis=2)[:, :, 0]
+    # weights [batch * n, heads, length, source_len]: head average, then the argmax.
+    alignment = ops.cast(ops.argmax(ops.mean(ops.cast(weights, "float32"), axis=1), axis=-1),
+                         "int32")
+    padding = ops.equal(flat, PAD_ID)
+    shape = (batch, n, length)
+    return core.Decoded(ids, scores,
+                        ops.reshape(ops.where(padding, 0.0, token_log_probs), shape),
+                        ops.reshape(ops.where(padding, -1, alignment), shape))
+
+
+def score_ids(model, source_ids, target_ids, alpha=PAPER.alpha, bos_id=BOS_ID,
+              teacher_inputs=None):
+    """Length-penalised log-probability of given targets under the full forward pass: the
+    score beam search reports, computed without the cache (the reference for checking it).
+
+    Args:
+        target_ids: int [batch, length], each ending with the end token, 0-padded after it.
+        teacher_inputs: optional `f(source_ids, target_in) -> target_in`, what the decoder
+            was trained to read instead of [BOS] + target (`DecodingConstraint.
+            decoder_inputs`).
+    """
+    target_ids = ops.cast(ops.convert_to_tensor(target_ids), "int32")
+    target_in = ops.concatenate([ops.full((ops.shape(target_ids)[0], 1), bos_id, "int32"),
+                                 target_ids[:, :-1]], axis=1)
+    if teacher_inputs is not None:
+        target_in = teacher_inputs(source_ids, target_in)
+    logits = model((source_ids, target_in), training=False)
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    token_log_probs = ops.take_along_axis(log_probs, target_ids[:, :, None], axis=2)[:, :, 0]
+    mask = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
+    return (ops.sum(token_log_probs * mask, axis=1)
+            / core.length_penalty(ops.sum(mask, axis=1), alpha))
+
+
+def make_translate_function(model, jit_compile=False, **settings):
+    """A compiled `source_ids -> Decoded` function for the current Keras backend.
+
+    * TensorFlow: a `tf.function` of `decode` (`jit_compile`: with XLA; one trace serves
+      batches of every shape).
+    * JAX: `decode` under `jax.jit`, the model's variables passed as arguments (in a
+      `keras.StatelessScope`, as keras-hub compiles `generate`): weights are not baked into
+      the program, and one compilation serves every batch of one shape.
+    * Other backends: `decode` as it is.
+
+    Args: `settings` as `decode` takes them. Keep the returned function for many batches:
+    each call of `make_translate_function` compiles anew.
+    """
+    if not model.built:
+        model.build()
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(lambda ids: decode(model, ids, **settings),
+                           jit_compile=jit_compile, reduce_retracing=True)
+    if backend == "jax":
+        import jax
+
+        variables = model.variables
+
+        @jax.jit
+        def compiled(values, source_ids):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return decode(model, source_ids, **settings)
+
+        return lambda source_ids: compiled([v.value for v in variables],
+                                           ops.convert_to_tensor(source_ids, "int32"))
+    return lambda source_ids: decode(model, source_ids, **settings)
+
+
+def translate(model, source_ids, **settings):
+    """Beam search over one batch on the current Keras backend: `Decoded`.
+
+    Under TensorFlow `decode` eagerly (nothing to trace for one batch), else
+    `make_translate_function(model, **settings)(source_ids)`. For many batches keep a
+    `make_translate_function` instead.
+    """
+    if keras.backend.backend() == "tensorflow":
+        return decode(model, source_ids, **settings)
+    return make_translate_function(model, **settings)(source_ids)

@@ -1,0 +1,156 @@
+"""Sampling decoding: top-k, top-p (nucleus) and temperature, reproducible from a seed.
+
+Beam search finds likely translations; back-translation (Edunov et al., 2018, "Understanding
+Back-Translation at Scale") trains better on *sampled* ones, whose variety the beam's
+near-copies lack. `sample_ids` draws each token from the model's next-token distribution:
+
+  1. the model's log-probabilities (PAD never allowed; at a sentence's last allowed position
+     only EOS; a `DecodingConstraint` or a target prefix restrict the choice as in beam
+     search), divided by `temperature` (< 1 sharpens, > 1 flattens);
+  2. top-k: only the k most likely tokens (0: no cut);
+  3. top-p: of those, renormalised, only the smallest set of most likely tokens whose
+     probability reaches p (at least the most likely one; 1: no cut);
+  4. one draw from what is left, renormalised.
+
+The order (temperature, top-k, top-p) is that of Hugging Face's samplers. Randomness comes
+from stateless ops seeded with (`seed`, step): the same seed, sources and settings give the
+same samples on every call, in `tf.function`, eagerly and in an exported SavedModel under
+either loader; another seed gives other samples. A row's draws depend on its index in the
+batch (row i of the batch, result j: stream position i * num_results + j), not on the other
+rows' content. Pure TensorFlow (`tf.while_loop`, `StatelessMultinomial`, `TopKV2`), so it
+runs inside an exported graph served by stock TensorFlow Serving.
+
+The model is reached through the step function every search uses
+(`keras_transformer.decoding.step`), after `decode` encoded the sources once and made the
+decoder cache with a row per sample (the cross-attention keys/values are computed once per
+sentence and shared by its samples).
+"""
+from keras_transformer.backend import require_tensorflow
+
+require_tensorflow(__name__)
+import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
+
+from keras_transformer.constants import PAD_ID  # noqa: E402
+from keras_transformer.decoding.core import NEG as _NEG  # noqa: E402
+from keras_transformer.decoding.core import Decoded  # noqa: E402
+
+
+def truncated_logits(log_probs, topk, topp, temperature):
+    """The distribution a token is drawn from, as logits over the most likely tokens.
+
+    Args:
+        log_probs: float32 [rows, vocab]; disallowed tokens at about -1e9.
+        topk, topp, temperature: int32, float32, float32 scalars (see `SamplingSettings`).
+    Returns:
+        (logits float32 [rows, width], token ids int32 [rows, width]): the tokens' scaled
+        log-probabilities, cut tokens at -1e9, for the `width` most likely tokens (all of
+        them unless only top-k cuts).
+    """
+    scaled = tf.where(log_probs > _NEG / 2, log_probs / temperature, _NEG)
+    vocab = tf.shape(scaled)[1]
+    # A full sort only when top-p needs the cumulative probabilities.
+    width = tf.where((topp < 1.0) | (topk <= 0), vocab, tf.minimum(topk, vocab))
+    values, tokens = tf.math.top_k(scaled, k=width)
+    rank = tf.range(width)[None, :]
+    keep = (rank < topk) | (topk <= 0)
+    values = tf.where(keep, values, _NEG)
+    # Top-p on the top-k distribution, renormalised: keep a token while the tokens before
+    # it have less than p; so the first token always stays.
+    before = tf.math.cumsum(tf.nn.softmax(values, axis=-1), axis=-1, exclusive=True)
+    keep &= (before < topp) | (topp >= 1.0)
+    return tf.where(keep, values, _NEG), tokens
+
+
+def _draw(log_probs, topk, topp, temperature, seed):
+    """One token per row [rows] from `truncated_logits`, by stateless multinomial draws."""
+    def truncated():
+        logits, tokens = truncated_logits(log_probs, topk, topp, temperature)
+        pick = tf.random.stateless_categorical(logits, 1, seed, dtype=tf.int32)
+        return tf.gather(tokens, pick, batch_dims=1)[:, 0]
+
+    def plain():
+        scaled = tf.where(log_probs > _NEG / 2, log_probs / temperature, _NEG)
+        return tf.random.stateless_categorical(scaled, 1, seed, dtype=tf.int32)[:, 0]
+
+    return tf.cond((topk > 0) | (topp < 1.0), truncated, plain)
+
+
+def sample(step_fn, initial_ids, cache, sentences, num_results, max_lengths, max_steps,
+           eos_id, sampling, forced_ids=None, track_details=False):
+    """Draws `num_results` outputs per sentence, one token a step from `step_fn`'s logits.
+
+    Args:
+        step_fn: see `keras_transformer.decoding.step` (with `track_details`, the alignment
+            as a third value); `cache` has num_results rows per sentence, `sentences` the
+            per-sentence state it reads.
+        initial_ids: int32 [batch * num_results], the start token of every row.
+        num_results: samples per sentence (int or int32 scalar tensor).
+        max_lengths: int32 [batch], most tokens per output (EOS forced at the last one).
+        max_steps: the loop bound.
+        sampling: (topk, topp, temperature, seed), Python numbers or scalar tensors (see
+            `SamplingSettings`; tensors are not checked here).
+        forced_ids: optional int32 [batch, width]: forced first tokens (0: none); their
+            log-probabilities count.
+    Returns:
+        `Decoded`: ids int32 [batch, num_results, length], 0-padded after EOS, in draw
+        order; scores: the sum of the sampled tokens' log-probabilities under the *model's*
+        distribution (no temperature or truncation; renormalised over a constraint's allowed
+        tokens, as in beam search), comparable with beam search at alpha 0; with
+        `track_details` token_log_probs (0 at padding) and alignment (-1 at padding).
+    """
+    topk, topp, temperature, seed = sampling
+    topk = tf.cast(topk, tf.int32)
+    topp, temperature = tf.cast(topp, tf.float32), tf.cast(temperature, tf.float32)
+    seed = tf.cast(seed, tf.int64)
+    batch = tf.shape(max_lengths)[0]
+    n = num_results if isinstance(num_results, int) else tf.cast(num_results, tf.int32)
+    row_lengths = tf.repeat(max_lengths, n)  # [batch * n], row-major like the draws
+    if forced_ids is not None:  # one column per step: forced_ids[:, step] always exists
+        forced_ids = tf.concat([forced_ids, tf.zeros([batch, max_steps], tf.int32)],
+                               1)[:, :max_steps]
+
+    def body(step, ids, done, total, cache, tokens_ta, scores_ta, align_ta):
+        out = step_fn(tf.reshape(ids, [batch, n]), step, cache, sentences)
+        cache = out[1]
+        vocab = out[0].shape[2] or tf.shape(out[0])[2]
+        log_probs = tf.reshape(tf.nn.log_softmax(tf.cast(out[0], tf.float32), axis=-1),
+                               [-1, vocab])
+        aligned = tf.reshape(out[2], [-1]) if track_details else tf.zeros_like(ids)
+        columns = tf.range(vocab)[None, :]
+        # As in beam search: PAD never, only EOS at the last position, the prefix's token
+        # where there is one; the choice is restricted, the scores stay the model's.
+        disallowed = tf.equal(columns, PAD_ID) | (
+            tf.equal(step + 1, row_lengths)[:, None] & tf.not_equal(columns, eos_id))
+        if forced_ids is not None:
+            forced = tf.repeat(forced_ids[:, step], n)
+            disallowed |= (forced > 0)[:, None] & tf.not_equal(columns, forced[:, None])
+        choice = tf.where(disallowed, _NEG, log_probs)
+        token = _draw(choice, topk, topp, temperature, tf.stack([seed, tf.cast(step, tf.int64)]))
+        token_log_prob = tf.gather(log_probs, token, batch_dims=1)
+        token = tf.where(done, PAD_ID, token)
+        token_log_prob = tf.where(done, 0.0, token_log_prob)
+        aligned = tf.where(done, -1, aligned)
+        return (step + 1, token, done | tf.equal(token, eos_id), total + token_log_prob, cache,
+                tokens_ta.write(step, token), scores_ta.write(step, token_log_prob),
+                align_ta.write(step, aligned))
+
+    def not_done(step, ids, done, *_):
+        return (step < max_steps) & ~tf.reduce_all(done)
+
+    from keras_transformer.decoding import tf_graph
+
+    arrays = [tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=[None])
+              for dtype in (tf.int32, tf.float32, tf.int32)]
+    rows = tf.shape(initial_ids)[0]
+    loop_vars = (tf.constant(0), initial_ids, tf.zeros([rows], tf.bool), tf.zeros([rows]),
+                 cache, *arrays)
+    out = tf_graph.while_loop(not_done, body, loop_vars, maximum_iterations=max_steps)
+    total, arrays = out[3], out[5:]
+
+    def per_sentence(array):  # [steps, batch * n] -> [batch, n, steps]
+        return tf.reshape(tf.transpose(array.stack()), [batch, n, -1])
+
+    if not track_details:
+        return Decoded(per_sentence(arrays[0]), tf.reshape(total, [batch, n]))
+    return Decoded(per_sentence(arrays[0]), tf.reshape(total, [batch, n]),
+                   per_sentence(arrays[1]), per_sentence(arrays[2]))
