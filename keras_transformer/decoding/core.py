@@ -124,10 +124,17 @@ def output_lengths(source_ids, extra_length, cap, prefix_ids=None, terms_ids=Non
                                     ops.arange(1, columns + 1, dtype="int32")[None, :], 0),
                           axis=1, initial=0)
         bound += columns
-    if terms_ids is not None:
-        from keras_transformer.decoding import terms
+    if terms_ids is not None:  # required phrases exist under TensorFlow only
+        import tensorflow as tf
 
-        needed, bound = terms.room(terms_ids, needed, bound, cap)
+        terms_ids = tf.convert_to_tensor(terms_ids, tf.int32)
+        needed += tf.reduce_sum(tf.cast(tf.not_equal(terms_ids, PAD_ID), tf.int32), [1, 2])
+        bound += tf.shape(terms_ids)[1] * tf.shape(terms_ids)[2]
+        check = tf.debugging.assert_less_equal(
+            needed, cap, message=f"the required phrases do not fit: with the target prefix "
+            f"and the end token, a translation may have at most {cap} tokens")
+        with tf.control_dependencies([check]):
+            needed = tf.identity(needed)
     return (ops.minimum(ops.maximum(max_lengths, needed), cap),
             ops.minimum(ops.maximum(max_steps, bound), cap), prefix_ids)
 

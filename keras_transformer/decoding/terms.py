@@ -37,27 +37,6 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding.core import NEG, log_softmax_parts, top_k
 
 
-def room(terms, needed, bound, cap):
-    """What a search with required phrases must leave room for (`core.output_lengths`).
-
-    Args:
-        terms: int [batch, phrases, length], 0-padded.
-        needed: int32 [batch] (or scalar) tokens each output needs besides its phrases.
-        bound: the loop bound before the phrases.
-    Returns:
-        (needed plus each sentence's phrase tokens, checked: InvalidArgumentError where it
-        exceeds `cap`; bound plus room for every phrase slot).
-    """
-    terms = tf.convert_to_tensor(terms, tf.int32)
-    needed += tf.reduce_sum(tf.cast(tf.not_equal(terms, PAD_ID), tf.int32), [1, 2])
-    check = tf.debugging.assert_less_equal(
-        needed, cap, message=f"the required phrases do not fit: with the target prefix "
-        f"and the end token, a translation may have at most {cap} tokens")
-    with tf.control_dependencies([check]):
-        needed = tf.identity(needed)
-    return needed, bound + tf.shape(terms)[1] * tf.shape(terms)[2]
-
-
 def phrase_lengths(terms):
     """int32 [batch, phrases]: the tokens of each phrase of `terms` int32 [batch, phrases,
     length] (0-padded; a row of zeros is no phrase)."""
