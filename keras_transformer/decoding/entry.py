@@ -11,7 +11,7 @@ from keras import ops
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import core, step
 from keras_transformer.decoding.beam import beam_search
-from keras_transformer.decoding.settings import DecodingSettings
+from keras_transformer.decoding.settings import DecodingSettings, SamplingSettings
 
 PAPER = DecodingSettings()
 
@@ -124,7 +124,9 @@ def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
             name: core.take_along(value, order)
             for name, value in out._asdict().items() if name != "scores" and value is not None})
 
-    settings = tuple(sampling) if sampling is not None else None
+    settings = sampling
+    if isinstance(sampling, SamplingSettings):
+        settings = (sampling.topk, sampling.topp, sampling.temperature, sampling.seed)
     if settings is not None and not on_tf:
         raise ValueError(f"sampling needs the TensorFlow backend, not {keras.backend.backend()}")
     if settings is not None and isinstance(settings[2], (int, float)):

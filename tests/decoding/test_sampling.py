@@ -215,3 +215,14 @@ def test_settings_refuse_values_that_mean_nothing(field, value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")
                        .replace("[", r"\[").replace("]", r"\]")):
         SamplingSettings(**{field: value})
+
+
+def test_sampling_settings_equal_the_tuple_of_their_values(model, source):
+    """`decode(sampling=SamplingSettings(...))` samples exactly as the (topk, topp,
+    temperature, seed) values the served graph passes."""
+    settings = SamplingSettings(topk=8, topp=0.9, temperature=1.3, seed=4)
+    expected = sample_ids(model, source, seed=4, topk=8, topp=0.9, temperature=1.3,
+                          num_results=2, extra_length=4)
+    got = decode(model, source, sampling=settings, alpha=0.0, num_results=2, extra_length=4)
+    np.testing.assert_array_equal(got.ids, expected.ids)
+    np.testing.assert_allclose(got.scores, expected.scores, rtol=1e-6)
