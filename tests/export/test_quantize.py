@@ -142,7 +142,9 @@ def test_int8_export_is_smaller_and_stores_each_function_once(int8_exported, exp
             .function if f.signature.name.startswith("__inference_"))
         for name in ("__inference__translate", "__inference__translate_ids",
                      "__inference__translate_with_options",
-                     "__inference__translate_ids_with_options", "__inference__search_ids",
+                     "__inference__translate_ids_with_options",
+                     "__inference__translate_with_all_options",
+                     "__inference__translate_ids_with_all_options", "__inference__search_ids",
                      "__inference__search_with_options_fn"):
             assert names[name] == 1, (version, names)
 
