@@ -24,8 +24,8 @@ well (the translate stage uses them, so it answers exactly as the served model d
 A served signature is a contract: TensorFlow Serving has no optional inputs, so a new input
 on a released signature breaks every client that does not send it. New options therefore
 come in new signatures (`tests/export/signatures.golden.json` pins every signature's inputs
-and outputs). The options signatures run one shared search function (each search graph is
-stored once); the six-option ones call it with `BEAM_SEARCH` and no terms. The two
+and outputs). The six-option functions call the all-options ones with `BEAM_SEARCH` and no
+terms, and those share one search function, so a SavedModel stores each graph once. The two
 fixed-settings functions are left exactly as they were: their search is built with a Python
 beam size (static shapes).
 
