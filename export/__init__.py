@@ -18,7 +18,8 @@ import importlib
 _WHERE = {
     "export.op_check": ["FORBIDDEN_OPS", "OpReport", "check_ops", "graph_op_types"],
     "export.quantize": ["QUANTIZE_MODES", "Int8Weights"],
-    "export.saved_model": ["IDS_OPTIONS_SIGNATURE", "IDS_SIGNATURE", "OPTIONS_SIGNATURE",
+    "export.saved_model": ["ALL_OPTIONS_SIGNATURE", "IDS_ALL_OPTIONS_SIGNATURE",
+                           "IDS_OPTIONS_SIGNATURE", "IDS_SIGNATURE", "OPTIONS_SIGNATURE",
                            "SERVING_SIGNATURE", "existing_versions", "export_saved_model",
                            "next_version", "write_translator"],
     "export.translator": ["MAX_BEAM_SIZE", "ExportError", "Translator"],

@@ -1,17 +1,20 @@
 """SavedModel export: versions TensorFlow Serving watches, written atomically, with export.json.
 
 The SavedModel written by `export_saved_model` serves a `export.translator.Translator`'s
-functions as four signatures: ``serving_default`` (sentences in, translations out) and
+functions as six signatures: ``serving_default`` (sentences in, translations out) and
 ``translate_ids`` (ids in, ids out), whose beam size, alpha and extra length are fixed at
-export time, and ``translate_with_options`` / ``translate_ids_with_options``, which take beam
-size, alpha, n-best size, extra length, a target prefix and the sampling settings (top-k,
-top-p, temperature, seed; temperature 0 = beam search) with every request and also return
-pieces, token log-probabilities and alignments. Options cannot be optional inputs of
-``serving_default``: TensorFlow Serving requires every input of a signature in every request,
-so the plain ``{"instances": [{"source": ...}]}`` request would fail. The maximum input
-length is fixed for all four.
+export time; ``translate_with_options`` / ``translate_ids_with_options``, which take beam
+size, alpha, n-best size, extra length and a target prefix with every request and also
+return pieces, token log-probabilities and alignments; and ``translate_with_all_options`` /
+``translate_ids_with_all_options``, which take those and the sampling settings (top-k, top-p,
+temperature, seed; temperature 0 = beam search) and required target phrases, with the same
+outputs. TensorFlow Serving requires every input of a signature in every request, so options
+cannot be optional inputs (the plain ``{"instances": [{"source": ...}]}`` request would fail)
+and a released signature never gains an input: new options come as new signatures
+(`tests/export/signatures.golden.json` pins them all). The maximum input length is fixed for
+all six.
 
-The SavedModel is written by `tf.saved_model.save` from the four signatures' concrete
+The SavedModel is written by `tf.saved_model.save` from the six signatures' concrete
 functions and an object holding exactly the `tf.Variable`s they capture, so each weight and
 each traced function is stored once. (`keras.export.ExportArchive`, used before, stored both
 twice: the Keras variables it tracks beside the `tf.Variable`s the functions capture, and the
@@ -49,6 +52,8 @@ SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 OPTIONS_SIGNATURE = "translate_with_options"
 IDS_OPTIONS_SIGNATURE = "translate_ids_with_options"
+ALL_OPTIONS_SIGNATURE = "translate_with_all_options"
+IDS_ALL_OPTIONS_SIGNATURE = "translate_ids_with_all_options"
 EXTRA_DIR = "assets.extra"  # files beside the SavedModel that TensorFlow never loads
 EXPORT_INFO_FILE = "export.json"
 VOCAB_COPY_FILE = "spm.model"
@@ -97,7 +102,10 @@ def saveable(translator: Translator):
         SERVING_SIGNATURE: translator.translate.get_concrete_function(),
         IDS_SIGNATURE: translator.translate_ids.get_concrete_function(),
         OPTIONS_SIGNATURE: translator.translate_with_options.get_concrete_function(),
-        IDS_OPTIONS_SIGNATURE: translator.translate_ids_with_options.get_concrete_function()}
+        IDS_OPTIONS_SIGNATURE: translator.translate_ids_with_options.get_concrete_function(),
+        ALL_OPTIONS_SIGNATURE: translator.translate_with_all_options.get_concrete_function(),
+        IDS_ALL_OPTIONS_SIGNATURE:
+            translator.translate_ids_with_all_options.get_concrete_function()}
     captured = {}
     for function in signatures.values():
         for variable in function.variables:
@@ -113,16 +121,29 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
 
     options = {"beam_size": f"int32 scalar in [1, {MAX_BEAM_SIZE}]",
                "alpha": "float32 scalar >= 0",
-               "num_results": f"int32 scalar in [1, beam_size] (sampling: [1, {MAX_BEAM_SIZE}])",
-               "max_extra_length": "int32 scalar >= 0",
-               "sampling_topk": f"int32 scalar >= 0 (0: no cut; beam search: {BEAM_SEARCH[0]})",
-               "sampling_topp": f"float32 scalar in (0, 1] (1: no cut; beam search: "
-                                f"{BEAM_SEARCH[1]})",
-               "sampling_temperature": "float32 scalar >= 0 (0: beam search, > 0: sample)",
-               "seed": "int64 scalar (sampling only: the same seed, the same samples)"}
+               "num_results": "int32 scalar in [1, beam_size]",
+               "max_extra_length": "int32 scalar >= 0"}
+    sampling = {"num_results": f"int32 scalar in [1, beam_size] (sampling: [1, {MAX_BEAM_SIZE}])",
+                "sampling_topk": f"int32 scalar >= 0 (0: no cut; beam search: {BEAM_SEARCH[0]})",
+                "sampling_topp": f"float32 scalar in (0, 1] (1: no cut; beam search: "
+                                 f"{BEAM_SEARCH[1]})",
+                "sampling_temperature": "float32 scalar >= 0 (0: beam search, > 0: sample)",
+                "seed": "int64 scalar (sampling only: the same seed, the same samples)"}
     per_token = {
         "token_log_probs": "float32 [batch, num_results, length] (0 = padding)",
         "alignment": "int32 [batch, num_results, length]: source position (-1 = padding)"}
+    text_options = {
+        "inputs": {"source": "string [batch]", **options,
+                   "target_prefix": "string [batch] (empty: none)"},
+        "outputs": {"translations": "string [batch, num_results]",
+                    "scores": "float32 [batch, num_results], best first",
+                    "tokens": "string [batch, num_results, length] ('' = padding)",
+                    **per_token}}
+    ids_options = {
+        "inputs": {"source_ids": "int32 [batch, length]", **options,
+                   "target_prefix_ids": "int32 [batch, length] 0-padded (0: none)"},
+        "outputs": {"ids": "int32 [batch, num_results, length] 0-padded",
+                    "scores": "float32 [batch, num_results], best first", **per_token}}
     return {
         "version": version,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -133,22 +154,17 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
             IDS_SIGNATURE: {"inputs": {"source_ids": "int32 [batch, length]"},
                             "outputs": {"ids": "int32 [batch, length]",
                                         "score": "float32 [batch]"}},
-            OPTIONS_SIGNATURE: {
-                "inputs": {"source": "string [batch]", **options,
-                           "target_prefix": "string [batch] (empty: none)",
+            OPTIONS_SIGNATURE: text_options,
+            IDS_OPTIONS_SIGNATURE: ids_options,
+            ALL_OPTIONS_SIGNATURE: {
+                "inputs": {**text_options["inputs"], **sampling,
                            "terms": "string [batch, phrases]: required target phrases "
                                     "('' = none; [[]] = none at all)"},
-                "outputs": {"translations": "string [batch, num_results]",
-                            "scores": "float32 [batch, num_results], best first",
-                            "tokens": "string [batch, num_results, length] ('' = padding)",
-                            **per_token}},
-            IDS_OPTIONS_SIGNATURE: {
-                "inputs": {"source_ids": "int32 [batch, length]", **options,
-                           "target_prefix_ids": "int32 [batch, length] 0-padded (0: none)",
+                "outputs": text_options["outputs"]},
+            IDS_ALL_OPTIONS_SIGNATURE: {
+                "inputs": {**ids_options["inputs"], **sampling,
                            "terms_ids": "int32 [batch, phrases, length] 0-padded (0: none)"},
-                "outputs": {"ids": "int32 [batch, num_results, length] 0-padded",
-                            "scores": "float32 [batch, num_results], best first",
-                            **per_token}},
+                "outputs": ids_options["outputs"]},
         },
         "options_limits": {"max_beam_size": MAX_BEAM_SIZE,
                            "alignment_layer": alignment_layer(
@@ -204,7 +220,8 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
             shutil.rmtree(old, ignore_errors=True)
     d = translator.decoding
     log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}, "
-        f"{OPTIONS_SIGNATURE}, {IDS_OPTIONS_SIGNATURE}; default beam "
+        f"{OPTIONS_SIGNATURE}, {IDS_OPTIONS_SIGNATURE}, {ALL_OPTIONS_SIGNATURE}, "
+        f"{IDS_ALL_OPTIONS_SIGNATURE}; default beam "
         f"{d.beam_size}, alpha {d.alpha}, extra length {d.extra_length}, max input length "
         f"{translator.max_length}, {d.precision}"
         f"{'' if translator.weights is None else ', weights ' + translator.weights.mode})")

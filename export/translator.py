@@ -11,13 +11,23 @@ well (the translate stage uses them, so it answers exactly as the served model d
   ``score`` float32 [batch], for clients that tokenize themselves: ids outside the
   vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
   keeping its EOS (`export.text.truncate_ids`).
-* ``translate_with_options`` / ``translate_ids_with_options``: the same with decoding options
-  given per request (beam size, alpha, n-best, extra length, a target prefix, sampling:
-  top-k, top-p, temperature and seed, and required target phrases: `decode` chooses) and per-token outputs (pieces, log-probabilities,
-  alignment). Beam search and sampling are both in the graph
-  (`tf.cond`): ``sampling_temperature`` 0 means beam search, as every request must send every
-  input (TensorFlow Serving). The two fixed-settings functions are left exactly as they were:
-  their search is built with a Python beam size (static shapes).
+* ``translate_with_options`` / ``translate_ids_with_options``: the same with the six
+  decoding options of their first release given per request (source, beam size, alpha,
+  n-best, extra length, a target prefix) and per-token outputs (pieces, log-probabilities,
+  alignment), by beam search.
+* ``translate_with_all_options`` / ``translate_ids_with_all_options``: those six inputs, then
+  sampling (top-k, top-p, temperature and seed, `keras_transformer.decoding.sampling`) and required
+  target phrases (`keras_transformer.decoding.terms`), with the same outputs. Beam search and sampling
+  are both in the graph (`tf.case`): ``sampling_temperature`` 0 means beam search, as every
+  request must send every input (TensorFlow Serving).
+
+A served signature is a contract: TensorFlow Serving has no optional inputs, so a new input
+on a released signature breaks every client that does not send it. New options therefore
+come in new signatures (`tests/export/signatures.golden.json` pins every signature's inputs
+and outputs). The six-option functions call the all-options ones with `BEAM_SEARCH` and no
+terms, and those share one search function, so a SavedModel stores each graph once. The two
+fixed-settings functions are left exactly as they were: their search is built with a Python
+beam size (static shapes).
 
 This module depends on the library only; what a task adds (a decoding constraint, in-graph
 pre- and post-processing) comes in as arguments.
@@ -43,21 +53,27 @@ SAMPLING_SPECS = [tf.TensorSpec([], tf.int32, name="sampling_topk"),
                   tf.TensorSpec([], tf.float32, name="sampling_topp"),
                   tf.TensorSpec([], tf.float32, name="sampling_temperature"),
                   tf.TensorSpec([], tf.int64, name="seed")]
-"""The sampling inputs of the options functions, after the target prefix. In-process they
-default to beam search (`BEAM_SEARCH`); a served signature needs them in every request."""
+"""The sampling inputs of the all-options functions, after the target prefix (a served
+signature needs them in every request)."""
 BEAM_SEARCH = (0, 1.0, 0.0, 0)
 """(sampling_topk, sampling_topp, sampling_temperature, seed) that mean "beam search": a
-temperature of 0 (which needs top-k 0 and top-p 1; the seed is then unused)."""
+temperature of 0 (which needs top-k 0 and top-p 1; the seed is then unused). The six-option
+functions search with these."""
 TERMS_SPEC = tf.TensorSpec([None, None], tf.string, name="terms")
-"""The last input of `translate_with_options`: target phrases each translation of a source
-row must contain (row i for source i; "" is no phrase; [[]] is none for any row)."""
+"""The last input of `translate_with_all_options`: target phrases each translation of a
+source row must contain (row i for source i; "" is no phrase; [[]] is none for any row)."""
 TERMS_IDS_SPEC = tf.TensorSpec([None, None, None], tf.int32, name="terms_ids")
-"""The last input of `translate_ids_with_options`: the phrases as 0-padded ids [batch,
+"""The last input of `translate_ids_with_all_options`: the phrases as 0-padded ids [batch,
 phrases, length] ([[[]]] is none)."""
 NO_TERMS = (("",),)
 NO_TERMS_IDS = (((0,),),)
-"""The in-process defaults of the two: no phrase (Python values: a tensor made at import
+"""No phrase, as the six-option functions search (Python values: a tensor made at import
 would start TensorFlow's runtime before the CLI sets up its devices)."""
+
+
+def _beam_search_sampling():
+    """`BEAM_SEARCH` as tensors of the sampling inputs' dtypes (made while tracing)."""
+    return [tf.constant(value, spec.dtype) for value, spec in zip(BEAM_SEARCH, SAMPLING_SPECS)]
 
 
 class ExportError(UserError):
@@ -74,11 +90,13 @@ class Translator:
     `translate` (tf.string [batch] -> {"translation", "score"}) and `translate_ids` (int32
     [batch, length] -> {"ids", "score"}) decode with `settings`;
     `translate_with_options(source, beam_size, alpha, num_results, max_extra_length,
-    target_prefix, sampling_topk, sampling_topp, sampling_temperature, seed, terms)` ->
-    {"translations", "scores", "tokens", "token_log_probs", "alignment"}
-    and `translate_ids_with_options(source_ids, ..., target_prefix_ids, ..., terms_ids)` ->
-    {"ids", "scores", "token_log_probs", "alignment"} take the options per call (checked in the
-    graph:
+    target_prefix)` -> {"translations", "scores", "tokens", "token_log_probs", "alignment"}
+    and `translate_ids_with_options(source_ids, ..., target_prefix_ids)` -> {"ids", "scores",
+    "token_log_probs", "alignment"} take those options per call and search with them;
+    `translate_with_all_options(source, ..., target_prefix, sampling_topk, sampling_topp,
+    sampling_temperature, seed, terms)` and `translate_ids_with_all_options(source_ids, ...,
+    target_prefix_ids, ..., terms_ids)` also take sampling and required phrases, with the
+    same outputs. The options are checked in the graph:
     InvalidArgumentError for beam_size outside [1, MAX_BEAM_SIZE], num_results outside
     [1, beam_size] (sampling: [1, MAX_BEAM_SIZE]), alpha negative or not finite,
     max_extra_length negative, a prefix with another batch size, source or prefix ids outside
@@ -86,12 +104,11 @@ class Translator:
     sampling_topp outside (0, 1], or top-k/top-p without a temperature; terms with another
     batch size, with sampling, with a decoding constraint (the parser), containing BOS/EOS
     ids, or too long for the output cap). Every translation of a source contains each of its
-    terms (lexically constrained beam search, `keras_transformer.decoding.terms`). A
-    temperature > 0 samples `num_results` translations per source,
-    best score first; 0, the in-process default, is beam search. All four are
-    `tf.function`s with fixed input signatures; the export registers these very functions as
-    its four signatures, so calling them here and calling the loaded SavedModel give the same
-    results.
+    terms (lexically constrained beam search, `keras_transformer.decoding.terms`). A temperature > 0
+    samples `num_results` translations per source (`keras_transformer.decoding.sampling`),
+    best score first; 0 is beam search. All six are `tf.function`s with fixed input
+    signatures; the export registers these very functions as its six signatures, so calling
+    them here and calling the loaded SavedModel give the same results.
 
     Example:
         >>> translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6))
@@ -145,7 +162,7 @@ class Translator:
 
         strings = tf.TensorSpec([None], tf.string, name="source")
         ids = tf.TensorSpec([None, None], tf.int32, name="source_ids")
-        # One search function for the two fixed-settings signatures and one for the two
+        # One search function for the two fixed-settings signatures and one for the four
         # options signatures: a SavedModel then stores each search graph once, not twice.
         id_rows = tf.TensorSpec([None, None], tf.int32)
         self._search_core = tf.function(self._search_ids, input_signature=[id_rows],
@@ -158,16 +175,20 @@ class Translator:
                                      autograph=False)
         self.translate_ids = tf.function(self._translate_ids, input_signature=[ids],
                                          autograph=False)
+        text_options = [strings, *OPTION_SPECS,
+                        tf.TensorSpec([None], tf.string, name="target_prefix")]
+        ids_options = [ids, *OPTION_SPECS,
+                       tf.TensorSpec([None, None], tf.int32, name="target_prefix_ids")]
         self.translate_with_options = tf.function(
-            self._translate_with_options, autograph=False,
-            input_signature=[strings, *OPTION_SPECS,
-                             tf.TensorSpec([None], tf.string, name="target_prefix"),
-                             *SAMPLING_SPECS, TERMS_SPEC])
+            self._translate_with_options, autograph=False, input_signature=text_options)
         self.translate_ids_with_options = tf.function(
-            self._translate_ids_with_options, autograph=False,
-            input_signature=[ids, *OPTION_SPECS,
-                             tf.TensorSpec([None, None], tf.int32, name="target_prefix_ids"),
-                             *SAMPLING_SPECS, TERMS_IDS_SPEC])
+            self._translate_ids_with_options, autograph=False, input_signature=ids_options)
+        self.translate_with_all_options = tf.function(
+            self._translate_with_all_options, autograph=False,
+            input_signature=[*text_options, *SAMPLING_SPECS, TERMS_SPEC])
+        self.translate_ids_with_all_options = tf.function(
+            self._translate_ids_with_all_options, autograph=False,
+            input_signature=[*ids_options, *SAMPLING_SPECS, TERMS_IDS_SPEC])
 
     # ------------------------------------------------------------------ graph pieces
     def settings(self) -> dict[str, Any]:
@@ -324,10 +345,16 @@ class Translator:
         return tf.cond(tf.shape(source_ids)[0] > 0, search, empty)
 
     def _translate_with_options(self, source, beam_size, alpha, num_results, max_extra_length,
-                                target_prefix, sampling_topk=BEAM_SEARCH[0],
-                                sampling_topp=BEAM_SEARCH[1],
-                                sampling_temperature=BEAM_SEARCH[2], seed=BEAM_SEARCH[3],
-                                terms=NO_TERMS):
+                                target_prefix):
+        """`translate_with_options`, the six inputs of its first release: beam search (a
+        call of `translate_with_all_options`, so the SavedModel stores its graph once)."""
+        return self.translate_with_all_options(
+            source, beam_size, alpha, num_results, max_extra_length, target_prefix,
+            *_beam_search_sampling(), tf.constant(NO_TERMS, tf.string))
+
+    def _translate_with_all_options(self, source, beam_size, alpha, num_results,
+                                    max_extra_length, target_prefix, sampling_topk,
+                                    sampling_topp, sampling_temperature, seed, terms):
         tokenizer = self._tokenizer()
         if self.preprocess is not None:
             source = self.preprocess(source)
@@ -350,10 +377,16 @@ class Translator:
                 "tokens": pieces, "token_log_probs": token_log_probs, "alignment": alignment}
 
     def _translate_ids_with_options(self, source_ids, beam_size, alpha, num_results,
-                                    max_extra_length, target_prefix_ids,
-                                    sampling_topk=BEAM_SEARCH[0], sampling_topp=BEAM_SEARCH[1],
-                                    sampling_temperature=BEAM_SEARCH[2], seed=BEAM_SEARCH[3],
-                                    terms_ids=NO_TERMS_IDS):
+                                    max_extra_length, target_prefix_ids):
+        """`translate_ids_with_options`, the six inputs of its first release: beam search (a
+        call of `translate_ids_with_all_options`, stored once)."""
+        return self.translate_ids_with_all_options(
+            source_ids, beam_size, alpha, num_results, max_extra_length, target_prefix_ids,
+            *_beam_search_sampling(), tf.constant(NO_TERMS_IDS, tf.int32))
+
+    def _translate_ids_with_all_options(self, source_ids, beam_size, alpha, num_results,
+                                        max_extra_length, target_prefix_ids, sampling_topk,
+                                        sampling_topp, sampling_temperature, seed, terms_ids):
         ids, scores, token_log_probs, alignment = self._search_with_options(
             self._client_ids(source_ids), beam_size, alpha, num_results, max_extra_length,
             target_prefix_ids[:, :self.output_cap - 1],

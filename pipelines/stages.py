@@ -291,7 +291,7 @@ def _translate_lines(translator: Translator, options: RunOptions, chunk: list[st
     """Output lines for `chunk` (the `index`-th): the translations (sampled with
     `options.sampling`, or each containing its line of `terms`), or with n-best, scores,
     alignments or prefixes asked for, one JSON object per line (the
-    `translate_with_options` signature's outputs for that input line, padding dropped)."""
+    `translate_with_all_options` signature's outputs for that input line, padding dropped)."""
     from export.translator import BEAM_SEARCH, SAMPLING_SPECS
 
     sources = tf.constant(chunk, tf.string)
@@ -302,7 +302,7 @@ def _translate_lines(translator: Translator, options: RunOptions, chunk: list[st
     sampling = (BEAM_SEARCH if sampling is None else
                 (sampling.topk, sampling.topp, sampling.temperature,
                  chunk_seed(sampling.seed, index)))
-    out = translator.translate_with_options(
+    out = translator.translate_with_all_options(
         sources, tf.constant(max(decoding.beam_size, io.n_best)), tf.constant(decoding.alpha),
         tf.constant(io.n_best), tf.constant(decoding.extra_length),
         tf.constant(prefixes or [""] * len(chunk), tf.string),

@@ -23,6 +23,7 @@ from pipelines import model_dir as md
 from pipelines import options as options_lib
 from pipelines import stages
 from tests.export.test_saved_model import ODD_INPUTS, _tokenize, _val_lines, serve_in_fresh_process
+from tests.export.test_serving_contract import GOLDEN, served_signatures
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -142,9 +143,15 @@ def test_int8_export_is_smaller_and_stores_each_function_once(int8_exported, exp
             .function if f.signature.name.startswith("__inference_"))
         for name in ("__inference__translate", "__inference__translate_ids",
                      "__inference__translate_with_options",
-                     "__inference__translate_ids_with_options", "__inference__search_ids",
+                     "__inference__translate_ids_with_options",
+                     "__inference__translate_with_all_options",
+                     "__inference__translate_ids_with_all_options", "__inference__search_ids",
                      "__inference__search_with_options_fn"):
             assert names[name] == 1, (version, names)
+
+
+def test_int8_export_serves_the_golden_signatures(int8_exported):
+    assert served_signatures(int8_exported) == GOLDEN
 
 
 def test_int8_op_check_passes(int8_exported, exported):

@@ -1,4 +1,4 @@
-"""Sampling through the exported options signatures (both loaders) and the translate CLI.
+"""Sampling through the exported all-options signatures (both loaders) and the translate CLI.
 
 `serving_check.py` loads the export of the session fixtures (tests/export/conftest.py: a
 tiny model trained briefly on Multi30k) in a fresh process with the TF2 loader and the TF1
@@ -11,14 +11,14 @@ import pytest
 import tensorflow as tf
 
 from export import op_check
-from export.saved_model import IDS_OPTIONS_SIGNATURE, OPTIONS_SIGNATURE
+from export.saved_model import ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE
 from export.translator import MAX_BEAM_SIZE
 from keras_transformer.decoding import score_ids
 from pipelines.stages import chunk_seed
 from tests.export.conftest import SETTINGS
 from tests.export.test_saved_model import (_tokenize, serve_in_fresh_process,
                                            _val_lines)
-from tests.export.test_serve_options import _ids_inputs, _inputs, _lengths, _out
+from tests.export.test_serve_options import _all_inputs, _ids_all_inputs, _lengths, _out
 from tests.export.test_serve_options import translator_piece_ids
 from tests.pipelines.run_helpers import run_command
 
@@ -47,16 +47,17 @@ def case(exported, translator, shared_data, tmp_path_factory):
     no_prefix = [[0]] * COUNT
 
     def text(call_id, num_results=3, beam_size=BEAM, alpha=ALPHA, **sampling):
-        return {"id": call_id, "signature": OPTIONS_SIGNATURE,
-                "inputs": _inputs(sources, beam_size, alpha, num_results, EXTRA, **sampling)}
+        return {"id": call_id, "signature": ALL_OPTIONS_SIGNATURE,
+                "inputs": _all_inputs(sources, beam_size, alpha, num_results, EXTRA,
+                                      **sampling)}
 
     calls = [
         text("seed1", **NUCLEUS, seed=1),
         text("seed1_again", **NUCLEUS, seed=1),
         text("seed2", **NUCLEUS, seed=2),
-        {"id": "ids_seed1", "signature": IDS_OPTIONS_SIGNATURE,
-         "inputs": _ids_inputs(source_ids.tolist(), BEAM, ALPHA, 3, EXTRA, no_prefix,
-                               **NUCLEUS, seed=1)},
+        {"id": "ids_seed1", "signature": IDS_ALL_OPTIONS_SIGNATURE,
+         "inputs": _ids_all_inputs(source_ids.tolist(), BEAM, ALPHA, 3, EXTRA, no_prefix,
+                                   **NUCLEUS, seed=1)},
         text("one_sample", num_results=1, **NUCLEUS, seed=1),  # what the CLI answers
         text("top1", num_results=1, alpha=0.0, topk=1, temperature=1.0, seed=5),
         text("greedy", num_results=1, beam_size=1, alpha=0.0),  # beam search, beam 1
@@ -72,11 +73,11 @@ def case(exported, translator, shared_data, tmp_path_factory):
 
 
 def _in_process(translator, sources, num_results, seed):
-    out = translator.translate_with_options(
+    out = translator.translate_with_all_options(
         tf.constant(sources), tf.constant(BEAM), tf.constant(ALPHA), tf.constant(num_results),
         tf.constant(EXTRA), tf.constant([""] * len(sources)), tf.constant(NUCLEUS["topk"]),
         tf.constant(NUCLEUS["topp"]), tf.constant(NUCLEUS["temperature"]),
-        tf.constant(seed, tf.int64))
+        tf.constant(seed, tf.int64), tf.constant([[""]]))
     return {name: value.numpy() for name, value in out.items()}
 
 
@@ -151,7 +152,7 @@ def test_signatures_take_the_sampling_inputs_and_use_stock_ops(case, exported):
     sampling = {"sampling_topk": ["int32", []], "sampling_topp": ["float32", []],
                 "sampling_temperature": ["float32", []], "seed": ["int64", []]}
     signatures = case["result"]["tf1"]["signature_defs"]
-    for name in (OPTIONS_SIGNATURE, IDS_OPTIONS_SIGNATURE):
+    for name in (ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE):
         assert sampling.items() <= signatures[name]["inputs"].items()
     report = op_check.check_ops(exported)
     assert report.ok, report.format()

@@ -1,4 +1,7 @@
-"""The per-request-options signatures of the exported SavedModel, as a server loads them.
+"""The per-request-options signatures of the exported SavedModel, as a server loads them:
+`translate_with_options` / `translate_ids_with_options` (the six options of their first
+release) and, for required phrases, `translate_with_all_options` /
+`translate_ids_with_all_options`.
 
 `serving_check.py` loads the export of the session fixtures (tests/export/conftest.py: a
 tiny model trained briefly on Multi30k, exported with beam 4, alpha 0.6, extra length 10) in
@@ -13,7 +16,8 @@ import pytest
 import tensorflow as tf
 
 from export import op_check
-from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_OPTIONS_SIGNATURE,
+from export.saved_model import (ALL_OPTIONS_SIGNATURE, EXPORT_INFO_FILE, EXTRA_DIR,
+                                IDS_ALL_OPTIONS_SIGNATURE, IDS_OPTIONS_SIGNATURE,
                                 IDS_SIGNATURE, OPTIONS_SIGNATURE, SERVING_SIGNATURE)
 from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
@@ -29,34 +33,47 @@ BEAM, ALPHA, EXTRA = SETTINGS["beam_size"], SETTINGS["alpha"], SETTINGS["extra_l
 
 def _sampling_inputs(topk=BEAM_SEARCH[0], topp=BEAM_SEARCH[1], temperature=BEAM_SEARCH[2],
                      seed=BEAM_SEARCH[3]):
-    """The sampling inputs every request sends; by default the values meaning beam search."""
+    """The sampling inputs of the all-options signatures; by default beam search's values."""
     return {"sampling_topk": {"dtype": "int32", "value": topk},
             "sampling_topp": {"dtype": "float32", "value": topp},
             "sampling_temperature": {"dtype": "float32", "value": temperature},
             "seed": {"dtype": "int64", "value": seed}}
 
 
-def _inputs(source, beam_size, alpha, num_results, max_extra_length, prefix=None, terms=None,
-            **sampling):
+def _inputs(source, beam_size, alpha, num_results, max_extra_length, prefix=None):
+    """The six inputs of `translate_with_options`."""
     prefix = [""] * len(source) if prefix is None else prefix
     return {"source": {"dtype": "string", "value": source},
             "beam_size": {"dtype": "int32", "value": beam_size},
             "alpha": {"dtype": "float32", "value": alpha},
             "num_results": {"dtype": "int32", "value": num_results},
             "max_extra_length": {"dtype": "int32", "value": max_extra_length},
-            "target_prefix": {"dtype": "string", "value": prefix},
+            "target_prefix": {"dtype": "string", "value": prefix}}
+
+
+def _all_inputs(source, beam_size, alpha, num_results, max_extra_length, prefix=None,
+                terms=None, **sampling):
+    """The inputs of `translate_with_all_options`: the six, sampling and terms."""
+    return {**_inputs(source, beam_size, alpha, num_results, max_extra_length, prefix),
             "terms": {"dtype": "string", "value": [[""]] if terms is None else terms},
             **_sampling_inputs(**sampling)}
 
 
-def _ids_inputs(source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids,
-                terms_ids=None, **sampling):
+def _ids_inputs(source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids):
+    """The six inputs of `translate_ids_with_options`."""
     return {"source_ids": {"dtype": "int32", "value": source_ids},
             "beam_size": {"dtype": "int32", "value": beam_size},
             "alpha": {"dtype": "float32", "value": alpha},
             "num_results": {"dtype": "int32", "value": num_results},
             "max_extra_length": {"dtype": "int32", "value": max_extra_length},
-            "target_prefix_ids": {"dtype": "int32", "value": prefix_ids},
+            "target_prefix_ids": {"dtype": "int32", "value": prefix_ids}}
+
+
+def _ids_all_inputs(source_ids, beam_size, alpha, num_results, max_extra_length, prefix_ids,
+                    terms_ids=None, **sampling):
+    """The inputs of `translate_ids_with_all_options`: the six, sampling and terms."""
+    return {**_ids_inputs(source_ids, beam_size, alpha, num_results, max_extra_length,
+                          prefix_ids),
             "terms_ids": {"dtype": "int32", "value": [[[0]]] if terms_ids is None else terms_ids},
             **_sampling_inputs(**sampling)}
 
@@ -98,11 +115,11 @@ def case(exported, translator, shared_data, tmp_path_factory):
          "inputs": _ids_inputs(source_ids.tolist(), BEAM, ALPHA, 1, EXTRA, [[0]] * COUNT)},
         {"id": "greedy_ids", "signature": IDS_OPTIONS_SIGNATURE,
          "inputs": _ids_inputs(source_ids.tolist(), 1, 0.0, 1, EXTRA, [[0]] * COUNT)},
-        {"id": "terms", "signature": OPTIONS_SIGNATURE,
-         "inputs": _inputs(sources, 4, 0.6, 2, EXTRA, terms=terms)},
-        {"id": "terms_ids", "signature": IDS_OPTIONS_SIGNATURE,
-         "inputs": _ids_inputs(source_ids.tolist(), 4, 0.6, 2, EXTRA, [[0]] * COUNT,
-                               terms_ids.tolist())},
+        {"id": "terms", "signature": ALL_OPTIONS_SIGNATURE,
+         "inputs": _all_inputs(sources, 4, 0.6, 2, EXTRA, terms=terms)},
+        {"id": "terms_ids", "signature": IDS_ALL_OPTIONS_SIGNATURE,
+         "inputs": _ids_all_inputs(source_ids.tolist(), 4, 0.6, 2, EXTRA, [[0]] * COUNT,
+                                   terms_ids.tolist())},
     ]
     for name, change, _ in BAD_OPTIONS:
         calls.append({"id": name, "signature": OPTIONS_SIGNATURE,
@@ -114,15 +131,15 @@ def case(exported, translator, shared_data, tmp_path_factory):
          "inputs": _ids_inputs(source_ids[:2].tolist(), BEAM, ALPHA, 1, EXTRA, [[10 ** 6]] * 2)},
         {"id": "prefix_id_negative", "signature": IDS_OPTIONS_SIGNATURE,
          "inputs": _ids_inputs(source_ids[:2].tolist(), BEAM, ALPHA, 1, EXTRA, [[-4]] * 2)},
-        {"id": "terms_too_long", "signature": OPTIONS_SIGNATURE,
-         "inputs": _inputs(two, **good, terms=[["Hund " * MAX_LENGTH]] * 2)},
-        {"id": "terms_rows", "signature": OPTIONS_SIGNATURE,
-         "inputs": _inputs(two, **good, terms=[["Hund"]] * 3)},
-        {"id": "terms_sampling", "signature": OPTIONS_SIGNATURE,
-         "inputs": _inputs(two, **good, terms=[["Hund"]] * 2, temperature=1.0)},
-        {"id": "terms_ids_eos", "signature": IDS_OPTIONS_SIGNATURE,
-         "inputs": _ids_inputs(source_ids[:2].tolist(), BEAM, ALPHA, 1, EXTRA, [[0]] * 2,
-                               [[[EOS_ID]]] * 2)},
+        {"id": "terms_too_long", "signature": ALL_OPTIONS_SIGNATURE,
+         "inputs": _all_inputs(two, **good, terms=[["Hund " * MAX_LENGTH]] * 2)},
+        {"id": "terms_rows", "signature": ALL_OPTIONS_SIGNATURE,
+         "inputs": _all_inputs(two, **good, terms=[["Hund"]] * 3)},
+        {"id": "terms_sampling", "signature": ALL_OPTIONS_SIGNATURE,
+         "inputs": _all_inputs(two, **good, terms=[["Hund"]] * 2, temperature=1.0)},
+        {"id": "terms_ids_eos", "signature": IDS_ALL_OPTIONS_SIGNATURE,
+         "inputs": _ids_all_inputs(source_ids[:2].tolist(), BEAM, ALPHA, 1, EXTRA, [[0]] * 2,
+                                   [[[EOS_ID]]] * 2)},
         # After every refusal, the same model still answers, and the same way.
         {"id": "after", "signature": OPTIONS_SIGNATURE, "inputs": _inputs(sources, **good)},
     ]
@@ -322,27 +339,43 @@ def test_bad_options_are_invalid_argument_and_the_model_still_answers(case, load
 def test_signature_defs_export_json_and_op_check(case, exported):
     signatures = case["result"]["tf1"]["signature_defs"]
     scalars = {"beam_size": ["int32", []], "alpha": ["float32", []],
-               "num_results": ["int32", []], "max_extra_length": ["int32", []],
-               "sampling_topk": ["int32", []], "sampling_topp": ["float32", []],
-               "sampling_temperature": ["float32", []], "seed": ["int64", []]}
+               "num_results": ["int32", []], "max_extra_length": ["int32", []]}
+    sampling = {"sampling_topk": ["int32", []], "sampling_topp": ["float32", []],
+                "sampling_temperature": ["float32", []], "seed": ["int64", []]}
     per_token = {"token_log_probs": ["float32", [-1, -1, -1]],
                  "alignment": ["int32", [-1, -1, -1]]}
+    text_outputs = {"translations": ["string", [-1, -1]], "scores": ["float32", [-1, -1]],
+                    "tokens": ["string", [-1, -1, -1]], **per_token}
+    ids_outputs = {"ids": ["int32", [-1, -1, -1]], "scores": ["float32", [-1, -1]],
+                   **per_token}
+    # The six options of the first release, exactly; the rest only in the all-options ones.
     assert signatures[OPTIONS_SIGNATURE] == {
         "method_name": "tensorflow/serving/predict",
-        "inputs": {"source": ["string", [-1]], "target_prefix": ["string", [-1]],
-                   "terms": ["string", [-1, -1]], **scalars},
-        "outputs": {"translations": ["string", [-1, -1]], "scores": ["float32", [-1, -1]],
-                    "tokens": ["string", [-1, -1, -1]], **per_token}}
+        "inputs": {"source": ["string", [-1]], "target_prefix": ["string", [-1]], **scalars},
+        "outputs": text_outputs}
     assert signatures[IDS_OPTIONS_SIGNATURE] == {
         "method_name": "tensorflow/serving/predict",
         "inputs": {"source_ids": ["int32", [-1, -1]],
+                   "target_prefix_ids": ["int32", [-1, -1]], **scalars},
+        "outputs": ids_outputs}
+    assert signatures[ALL_OPTIONS_SIGNATURE] == {
+        "method_name": "tensorflow/serving/predict",
+        "inputs": {"source": ["string", [-1]], "target_prefix": ["string", [-1]],
+                   "terms": ["string", [-1, -1]], **scalars, **sampling},
+        "outputs": text_outputs}
+    assert signatures[IDS_ALL_OPTIONS_SIGNATURE] == {
+        "method_name": "tensorflow/serving/predict",
+        "inputs": {"source_ids": ["int32", [-1, -1]],
                    "target_prefix_ids": ["int32", [-1, -1]],
-                   "terms_ids": ["int32", [-1, -1, -1]], **scalars},
-        "outputs": {"ids": ["int32", [-1, -1, -1]], "scores": ["float32", [-1, -1]],
-                    **per_token}}
+                   "terms_ids": ["int32", [-1, -1, -1]], **scalars, **sampling},
+        "outputs": ids_outputs}
     info = json.loads((exported / EXTRA_DIR / EXPORT_INFO_FILE).read_text(encoding="utf-8"))
-    assert set(info["signatures"]) == {SERVING_SIGNATURE, IDS_SIGNATURE, OPTIONS_SIGNATURE,
-                                       IDS_OPTIONS_SIGNATURE}
+    assert set(info["signatures"]) == set(signatures) == {
+        SERVING_SIGNATURE, IDS_SIGNATURE, OPTIONS_SIGNATURE, IDS_OPTIONS_SIGNATURE,
+        ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE}
+    for name, signature in signatures.items():  # export.json describes what is served
+        assert set(info["signatures"][name]["inputs"]) == set(signature["inputs"]), name
+        assert set(info["signatures"][name]["outputs"]) == set(signature["outputs"]), name
     assert info["options_limits"]["max_beam_size"] == MAX_BEAM_SIZE
     report = op_check.check_ops(exported)
     assert report.ok, report.format()
