@@ -150,7 +150,8 @@ def run_decode(args, result):
         "sentences_per_s": round(args.batch / median, 3),
         "generated_tokens_per_s": round(args.batch * args.gen_len / median, 2),
         "output_shape": list(out.shape),
-        "decoder": "keras_transformer.decoding.beam.beam_search, self-attention KV cache reordered, "
+        "decoder": "keras_transformer.decoding.beam.beam_search, self-attention KV cache "
+                   "reordered, "
                    "cross-attention K/V once per sentence",
     })
 

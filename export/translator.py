@@ -16,10 +16,10 @@ well (the translate stage uses them, so it answers exactly as the served model d
   n-best, extra length, a target prefix) and per-token outputs (pieces, log-probabilities,
   alignment), by beam search.
 * ``translate_with_all_options`` / ``translate_ids_with_all_options``: those six inputs, then
-  sampling (top-k, top-p, temperature and seed, `keras_transformer.decoding.sampling`) and required
-  target phrases (`keras_transformer.decoding.terms`), with the same outputs. Beam search and sampling
-  are both in the graph (`tf.case`): ``sampling_temperature`` 0 means beam search, as every
-  request must send every input (TensorFlow Serving).
+  sampling (top-k, top-p, temperature and seed, `keras_transformer.decoding.sampling`) and
+  required target phrases (`keras_transformer.decoding.terms`), with the same outputs. Beam
+  search and sampling are both in the graph (`tf.case`): ``sampling_temperature`` 0 means
+  beam search, as every request must send every input (TensorFlow Serving).
 
 A served signature is a contract: TensorFlow Serving has no optional inputs, so a new input
 on a released signature breaks every client that does not send it. New options therefore
@@ -104,8 +104,9 @@ class Translator:
     sampling_topp outside (0, 1], or top-k/top-p without a temperature; terms with another
     batch size, with sampling, with a decoding constraint (the parser), containing BOS/EOS
     ids, or too long for the output cap). Every translation of a source contains each of its
-    terms (lexically constrained beam search, `keras_transformer.decoding.terms`). A temperature > 0
-    samples `num_results` translations per source (`keras_transformer.decoding.sampling`),
+    terms (lexically constrained beam search, `keras_transformer.decoding.terms`). A
+    temperature > 0 samples `num_results` translations per source
+    (`keras_transformer.decoding.sampling`),
     best score first; 0 is beam search. All six are `tf.function`s with fixed input
     signatures; the export registers these very functions as its six signatures, so calling
     them here and calling the loaded SavedModel give the same results.
