@@ -209,7 +209,8 @@ class Translator:
         with self._model_weights():
             out = decode(self.model, source_ids, beam_size=self.decoding.beam_size,
                          alpha=self.decoding.alpha, extra_length=self.decoding.extra_length,
-                         max_length=self.output_cap, constraint=self.constraint)
+                         max_length=self.output_cap, constraint=self.constraint,
+                         stop_rule=self.decoding.stop_rule)
         ids, scores = out.ids[:, 0], out.scores[:, 0]
         # The search keeps room for the longest allowed output; drop all-padding columns.
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
@@ -331,6 +332,7 @@ class Translator:
                 out = decode(self.model, source_ids, beam_size=beam_size, alpha=alpha,
                              extra_length=extra, max_length=self.output_cap,
                              num_results=num_results, constraint=self.constraint,
+                             stop_rule=self.decoding.stop_rule,
                              target_prefix_ids=prefix_ids, sampling=sampling, details=True,
                              # refused with a constraint by the checks above
                              terms_ids=terms_ids if self.constraint is None else None)

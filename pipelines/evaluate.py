@@ -37,7 +37,8 @@ def make_translator(model, settings: DecodingSettings, jit_compile=False, constr
                           f"tensorflow, or drop --dev_metric_every")
     search = make_translate_function(model, jit_compile=jit_compile,
                                      beam_size=settings.beam_size, alpha=settings.alpha,
-                                     extra_length=settings.extra_length, constraint=constraint)
+                                     extra_length=settings.extra_length,
+                                     stop_rule=settings.stop_rule, constraint=constraint)
 
     if keras.backend.backend() == "tensorflow":
         return lambda source_ids: tuple(value[:, 0] for value in search(source_ids)[:2])

@@ -95,7 +95,7 @@ SAVED_FLAGS: dict[str, tuple[tuple[str, ...], str]] = {
         "jit_compile", "mixed_precision", "steps_per_execution", "dev_metric_every",
         "dev_metric_sentences", "keep_best_by", "early_stop_patience", "pack")},
     **{name: (("decoding", name), DECODING) for name in (
-        "beam_size", "alpha", "extra_length", "max_input_length")},
+        "beam_size", "alpha", "extra_length", "max_input_length", "stop_rule")},
     "decode_precision": (("decoding", "precision"), DECODING),
 }
 """Flag -> (where settings.json keeps its value, how a differing flag is treated)."""
@@ -410,6 +410,7 @@ def resolve(given: Mapping[str, Any], *,
         alpha=pick("alpha", (from_task, task_decoding.alpha)),
         extra_length=pick("extra_length", (from_task, task_decoding.extra_length)),
         max_input_length=pick("max_input_length", (from_task, task_decoding.max_input_length)),
+        stop_rule=pick("stop_rule", (from_task, task_decoding.stop_rule)),
         # bfloat16 only after bfloat16 training: DecodingSettings has no float16.
         precision=pick("decode_precision", ("default", "bfloat16" if training.precision_policy
                                             == "mixed_bfloat16" else "float32")))

@@ -18,6 +18,10 @@ flags.DEFINE_integer("extra_length", None, "Max output = input length + this (de
 flags.DEFINE_integer("max_input_length", None, "Longest source in tokens (EOS included); "
                      "longer inputs keep their first pieces (default: the model dir's, else "
                      "the task's limit; at most the model's max_length).")
+flags.DEFINE_enum("stop_rule", None, ["exact", "best_finished"], "When beam search stops "
+                  "a sentence: exact (default) once no live hypothesis can beat its finished "
+                  "ones; best_finished once its best finished one beats the best live one "
+                  "as it stands (CTranslate2's rule: fewer steps, results may differ).")
 flags.DEFINE_enum("decode_precision", None, ["float32", "bfloat16"], "Precision of "
                   "evaluate, translate and export (default: the model dir's; bfloat16 if "
                   "trained with mixed precision).")
@@ -37,7 +41,8 @@ flags.DEFINE_string("quantize", None, "export (and translate): int8 stores the m
 flags.DEFINE_bool("check_ops", True, "After exporting, check that every op is registered by "
                   "core TensorFlow or tensorflow-text; exit 1 if not.")
 
-NAMES = ("beam_size", "alpha", "extra_length", "max_input_length", "decode_precision",
+NAMES = ("beam_size", "alpha", "extra_length", "max_input_length", "stop_rule",
+         "decode_precision",
          "override_saved", "export_dir", "export_version", "overwrite_export",
          "export_jit_compile", "check_ops", "quantize")
 """The flags defined here, each also the name of the option it sets."""

@@ -23,7 +23,7 @@ def _is_static(value):
 
 def beam_search(step_fn, initial_ids, initial_cache, beam_size, max_lengths, eos_id, alpha,
                 num_results=1, early_finish=True, max_steps=None, forced_ids=None,
-                track_details=False, sentence_state=None, terms=None):
+                track_details=False, sentence_state=None, terms=None, stop_rule="exact"):
     """Finds high-scoring continuations of `initial_ids` for every sentence of a batch.
 
     Args:
@@ -54,6 +54,7 @@ def beam_search(step_fn, initial_ids, initial_cache, beam_size, max_lengths, eos
             searched; given it, the TensorFlow graph driver lets finished sentences leave.
         terms: optional int32 [batch, phrases, length]: target phrases every returned
             hypothesis contains (`keras_transformer.decoding.terms`, TensorFlow only).
+        stop_rule: when a sentence stops (`core.can_improve`): "exact" or "best_finished".
     Returns:
         `Decoded`: ids int32 [batch, num_results, max_steps], 0-padded after the end token;
         scores float32 [batch, num_results], best first; with `track_details`
@@ -110,7 +111,7 @@ def beam_search(step_fn, initial_ids, initial_cache, beam_size, max_lengths, eos
 
     def can_improve(step, alive_log_probs, finished_scores, max_lengths):
         return core.can_improve(step, alive_log_probs, finished_scores, max_lengths, alpha,
-                                num_results)
+                                num_results, stop_rule)
 
     def not_done(step, sentences, alive, alive_log_probs, cache, finished, finished_scores):
         if compact:  # the sentences that could not improve have left
@@ -168,6 +169,10 @@ def beam_search(step_fn, initial_ids, initial_cache, beam_size, max_lengths, eos
         kept_scores, finished_pick = core.top_k(pool_scores, k)
         kept = gather_beams(pool, finished_pick)
         if not compact:
+            if early_finish and stop_rule != "exact":  # a stopped sentence stays as it is
+                alive_log_probs = ops.where(
+                    can_improve(step + 1, alive_log_probs, kept_scores, lengths)[:, None],
+                    alive_log_probs, NEG)
             return (step + 1, sentences, alive, alive_log_probs, gather_beams(cache, parents),
                     kept, kept_scores)
         # The finished hypotheses go back to their sentences; the sentences that can no

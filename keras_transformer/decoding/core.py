@@ -216,9 +216,19 @@ def candidates(logits, alive_log_probs, width, eos_id, last, forced):
             take_along(ops.reshape(token_log_probs, (batch, -1)), picks))
 
 
-def can_improve(step, alive_log_probs, finished_scores, max_lengths, alpha, num_results):
-    """bool [batch]: a sentence's best live hypothesis can still beat its `num_results`-th
-    finished one. Its log-probability only falls and the penalty is largest at the
-    sentence's maximum length; once False, it stays False."""
-    best_alive = alive_log_probs[:, 0] / length_penalty(max_lengths, alpha)
-    return (best_alive > finished_scores[:, num_results - 1]) & (step < max_lengths)
+def can_improve(step, alive_log_probs, finished_scores, max_lengths, alpha, num_results,
+                stop_rule="exact"):
+    """bool [batch]: whether a sentence is still searched.
+
+    "exact": its best live hypothesis can still beat its `num_results`-th finished one. Its
+    log-probability only falls and the penalty is largest at the sentence's maximum length;
+    once False, it stays False. "best_finished" (CTranslate2's and Hugging Face's default
+    rule): also stop once that finished hypothesis scores above the best live one as it
+    stands, at this length: fewer steps, not always the exact search's result.
+    """
+    target = finished_scores[:, num_results - 1]
+    going = ((alive_log_probs[:, 0] / length_penalty(max_lengths, alpha) > target)
+             & (step < max_lengths))
+    if stop_rule == "best_finished":
+        going = going & (alive_log_probs[:, 0] / length_penalty(step, alpha) > target)
+    return going

@@ -19,7 +19,7 @@ PAPER = DecodingSettings()
 def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
            extra_length=PAPER.extra_length, num_results=1, max_length=None, bos_id=BOS_ID,
            eos_id=EOS_ID, early_finish=True, constraint=None, target_prefix_ids=None,
-           terms_ids=None, sampling=None, details=False):
+           terms_ids=None, sampling=None, details=False, stop_rule=PAPER.stop_rule):
     """Decodes a batch of sources with a `Transformer`: source ids in, `Decoded` out.
 
     Encodes once; cross-attention keys/values are computed once per sentence and shared by
@@ -57,6 +57,8 @@ def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
             outputs per sentence (`sampling`, TensorFlow only), scored as beam search
             scores them and returned best first; a tensor temperature chooses in the graph.
         details: also return each token's log-probability and alignment.
+        stop_rule: when beam search stops a sentence, "exact" or "best_finished"
+            (`DecodingSettings`).
     Returns:
         `Decoded` (ids [batch, num_results, length]).
     """
@@ -99,6 +101,7 @@ def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
         start = ops.full((ops.shape(source_ids)[0],), bos_id, "int32")
         out = beam_search(step_fn, start, cache, beam_size, max_lengths, eos_id, alpha,
                           num_results=num_results, early_finish=early_finish,
+                          stop_rule=stop_rule,
                           max_steps=max_steps, forced_ids=prefix, track_details=track,
                           sentence_state=memory_state, terms=terms)
         if not details or track:

@@ -4,6 +4,7 @@ import dataclasses
 import math
 
 PRECISIONS = ("float32", "bfloat16")
+STOP_RULES = ("exact", "best_finished")
 MAX_BEAM_SIZE = 16
 """The largest beam_size (and n-best, and samples per sentence) the served model's
 *_with_options functions accept."""
@@ -21,6 +22,10 @@ class DecodingSettings:
             first pieces (`export.text.sentences_to_ids`). None: the model's `max_length`.
         precision: "float32", or "bfloat16" weights and compute with float32 logits and
             softmax (about 1.7x faster where the CPU multiplies bfloat16 natively).
+        stop_rule: when beam search stops a sentence. "exact": once no live hypothesis can
+            beat its finished ones, whatever the next tokens; "best_finished": once its best
+            finished hypothesis beats the best live one as it stands (CTranslate2's rule;
+            on Multi30k fewer steps, 1.3x the speed, 5% of translations differ).
     """
 
     beam_size: int = 4
@@ -28,6 +33,7 @@ class DecodingSettings:
     extra_length: int = 50
     max_input_length: int | None = None
     precision: str = "float32"
+    stop_rule: str = "exact"
 
     def __post_init__(self):
         problems = []
@@ -46,6 +52,8 @@ class DecodingSettings:
                             f"{self.max_input_length!r}")
         if self.precision not in PRECISIONS:
             problems.append(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.stop_rule not in STOP_RULES:
+            problems.append(f"stop_rule must be one of {STOP_RULES}, got {self.stop_rule!r}")
         if problems:
             raise ValueError("; ".join(problems))
 

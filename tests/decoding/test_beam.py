@@ -267,3 +267,38 @@ def test_candidates_equal_ranking_the_whole_vocabulary():
         np.where(allowed, tf.gather(tf.reshape(masked, [batch, -1]), expected, batch_dims=1),
                  0), rtol=1e-6)
     assert np.all(token.numpy()[allowed.numpy()] != 0)
+
+
+def scripted_step(ids, step, cache, sentences):
+    """A model of two sentences. The first ends at once slightly more readily than it says
+    "4" (step 0), then surely says "4" (step 1) and surely ends (later): ending at once
+    scores -0.64, "4 4 EOS" -0.74 / lp(3) = -0.63 with alpha 0.6, the better one, found
+    only by searching on after the first hypothesis finished. The second surely says "4"
+    four times, then ends: the search goes on for it."""
+    low, four, end = -30.0, [-30.0] * 4 + [10.0], [-30.0] * 3 + [10.0, -30.0]
+    tables = tf.constant([[[low, low, low, 0.1, 0.0], four, end, end, end],
+                          [four, four, four, four, end]])
+    logits = tf.gather(tf.gather(tables, sentences["index"]), tf.minimum(step, 4), axis=1)
+    return tf.broadcast_to(logits[:, None], tf.concat([tf.shape(ids), [5]], 0)), cache
+
+
+@pytest.mark.parametrize("leaving", [False, True], ids=["fixed_rows", "sentences_leave"])
+def test_the_stop_rules(leaving):
+    """"exact" searches on while a live hypothesis could still win and finds "4 4 EOS";
+    "best_finished" stops as soon as the finished "EOS" beats every live hypothesis as it
+    stands, in both drivers (sentences leaving the batch, or staying to the end)."""
+    def search(stop_rule):
+        return tf.function(lambda: beam_search(
+            scripted_step, tf.fill([2], BOS), {"rows": tf.zeros([2, 2, 1])}, 2, 6, EOS,
+            alpha=0.6, stop_rule=stop_rule,
+            sentence_state={"unused": tf.zeros([2])} if leaving else None))()
+
+    exact, early = search("exact"), search("best_finished")
+    np.testing.assert_array_equal(exact.ids.numpy()[0, 0, :3], [4, 4, EOS])
+    np.testing.assert_array_equal(early.ids.numpy()[0, 0, :2], [EOS, 0])
+    np.testing.assert_allclose(early.scores.numpy()[0, 0], np.log(1 / (1 + np.exp(-0.1))),
+                               rtol=1e-5)
+    assert exact.scores.numpy()[0, 0] > early.scores.numpy()[0, 0]
+    # The second sentence, searched on meanwhile, is the same under both rules.
+    for out in (exact, early):
+        np.testing.assert_array_equal(out.ids.numpy()[1, 0, :5], [4, 4, 4, 4, EOS])

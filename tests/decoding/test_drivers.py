@@ -114,3 +114,17 @@ def test_compiled_functions_and_translate_agree(model):
 def test_num_results_beyond_the_beam_is_refused():
     with pytest.raises(ValueError, match="num_results"):
         decode(Transformer(tiny_config()), varied_source(), beam_size=2, num_results=3)
+
+
+@on_tensorflow
+def test_best_finished_rule_equals_tensorflows_search(model):
+    """Under the "best_finished" stop rule a stopped sentence keeps its results while its
+    batch-mates go on (fixed slots) exactly as when it leaves the batch (graph driver)."""
+    source = varied_source()
+    case = dict(beam_size=4, alpha=0.6, num_results=2, extra_length=5, eos_id=EOS,
+                stop_rule="best_finished")
+    expected_ids, expected_scores, *_ = decode(model, source, **case)
+    ids, scores, *_ = fixed_slots(model, **case)(source)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(ids), expected_ids.numpy())
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(scores), expected_scores.numpy(),
+                               rtol=0, atol=1e-5)

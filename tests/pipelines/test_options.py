@@ -91,6 +91,14 @@ def test_decoding_flags_need_override_saved(tmp_path):
     run = options.resolve({"model_dir": str(tmp_path), "beam_size": 5, "alpha": 0.0,
                            "override_saved": True})
     assert (run.decoding.beam_size, run.decoding.alpha) == (5, 0.0)
+    # The stop rule is a decoding setting like the others; a model dir saved before it
+    # existed stops exactly.
+    assert options.resolve({"model_dir": str(tmp_path)}).decoding.stop_rule == "exact"
+    with pytest.raises(ConfigError, match="--stop_rule 'best_finished' differs from 'exact'"):
+        options.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished"})
+    run = options.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished",
+                           "override_saved": True})
+    assert run.decoding.stop_rule == "best_finished"
 
 
 def test_settings_of_earlier_versions_are_read(tmp_path):
