@@ -142,6 +142,13 @@ def model_arrays(model) -> dict[str, np.ndarray]:
     return arrays
 
 
+def decoding_settings(decoding, max_length: int) -> dict[str, Any]:
+    """SETTINGS_FILE's "decoding" from a `DecodingSettings`: `translate`'s defaults."""
+    return {"beam_size": decoding.beam_size, "alpha": decoding.alpha,
+            "extra_length": decoding.extra_length,
+            "max_input_length": decoding.max_input_length or max_length}
+
+
 def model_settings(config) -> dict[str, Any]:
     """The shape settings `build_spec` needs, from a `TransformerConfig`."""
     from keras_transformer.layers.stack import LAYER_NORM_EPSILON
@@ -273,13 +280,24 @@ def gnmt_best(hypotheses: Sequence[list[str]], scores: Sequence[float], alpha: f
     return best, best_score
 
 
+def source_pieces(sp, lines: Sequence[str], decoding: dict[str, Any],
+                  max_length: int) -> tuple[list[list[str]], int]:
+    """(the sources' pieces, CTranslate2's max_decoding_length for them as one batch).
+
+    A source keeps its first max_input_length - 1 pieces (CTranslate2 adds EOS); an output
+    has at most min(source tokens + extra_length, max_length) tokens, our last one a forced
+    end token where CTranslate2 stops without one: one token less, for the longest source.
+    """
+    max_input = decoding.get("max_input_length") or max_length
+    pieces = [p[:max_input - 1] for p in sp.encode(list(lines), out_type=str)]
+    longest = max((len(p) + 1 for p in pieces), default=1)
+    return pieces, min(longest + decoding["extra_length"], max_length) - 1
+
+
 def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
               max_length: int, patience: float = PATIENCE, **options) -> list[dict[str, Any]]:
-    """Raw sentences -> [{"pieces", "translation", "score"}] with our beam search's choice.
-
-    Sources keep their first max_input_length - 1 pieces (CTranslate2 adds EOS); outputs
-    have at most min(longest source + extra_length, max_length) tokens, our last one being
-    a forced end token where CTranslate2 stops without one: one token less.
+    """Raw sentences -> [{"pieces", "translation", "score"}] with our beam search's choice
+    (the module's docstring), lengths as `source_pieces` says.
 
     Args:
         translator: a `ctranslate2.Translator` on a `write_ctranslate2` directory.
@@ -292,9 +310,7 @@ def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
     if not lines:
         return []
     beam_size, alpha = decoding["beam_size"], decoding["alpha"]
-    max_input = decoding.get("max_input_length") or max_length
-    pieces = [p[:max_input - 1] for p in sp.encode(list(lines), out_type=str)]
-    limit = min(max(len(p) + 1 for p in pieces) + decoding["extra_length"], max_length) - 1
+    pieces, limit = source_pieces(sp, lines, decoding, max_length)
     candidates = max(1, round(beam_size * patience))
     results = translator.translate_batch(
         pieces, beam_size=beam_size, patience=patience, num_hypotheses=candidates,

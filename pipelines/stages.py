@@ -277,7 +277,7 @@ def run_export_ctranslate2(options: RunOptions, log: Log = print) -> pathlib.Pat
     from export import ctranslate2
     from export.translator import ExportError
 
-    export, decoding = options.export, options.decoding
+    export = options.export
     output = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.CT2_EXPORT_DIR)
     if output.exists() and not export.overwrite:
         raise ExportError(f"{output} already exists: pass --overwrite_export to replace it")
@@ -288,9 +288,7 @@ def run_export_ctranslate2(options: RunOptions, log: Log = print) -> pathlib.Pat
                           f"decoding, which CTranslate2 cannot; export a SavedModel")
     model = md.load_final_model(options.model_dir, "float32", options.evaluation.checkpoint,
                                 log=log)
-    settings = {"beam_size": decoding.beam_size, "alpha": decoding.alpha,
-                "extra_length": decoding.extra_length,
-                "max_input_length": decoding.max_input_length or model.config.max_length}
+    settings = ctranslate2.decoding_settings(options.decoding, model.config.max_length)
     try:
         path = ctranslate2.write_ctranslate2(model, proto, output, settings, export.overwrite)
     except ctranslate2.ConversionError as e:
