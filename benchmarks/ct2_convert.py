@@ -269,8 +269,8 @@ def compare(args):
     translations, and for each difference which side's choice scores higher by our penalty
     under CTranslate2's own log-probabilities (`score_batch`): ours higher means CTranslate2's
     search missed it, CTranslate2's higher means ours did."""
-    import sentencepiece
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export uses)
 
     lines = pathlib.Path(args.input).read_text(encoding="utf-8").splitlines()
     lines = lines[:args.sentences] if args.sentences else lines
