@@ -129,7 +129,7 @@ def translate(args):
                 "extra_length": args.extra_length, "max_input_length": args.max_input_length}
     options = dict(beam_size=args.beam_size, length_penalty=args.length_penalty,
                    return_end_token=True, max_batch_size=0, num_hypotheses=1,
-                   return_scores=True, max_input_length=0)
+                   return_scores=True, max_input_length=0, min_decoding_length=0)
     size = 1 if args.per_sentence else args.batch
     batches = [lines[i:i + size] for i in range(0, len(lines), size)]
 
@@ -306,7 +306,7 @@ def compare(args):
             pieces, limit = ct2.source_pieces(sp, b, decoding, max_length)
             out = translator.translate_batch(pieces, beam_size=decoding["beam_size"],
                                              length_penalty=penalty, max_decoding_length=limit,
-                                             max_input_length=0)
+                                             max_input_length=0, min_decoding_length=0)
             theirs += sp.decode_pieces([r.hypotheses[0] for r in out])
         same = sum(a == b for a, b in zip(ours, theirs))
         results.append({"search": f"ctranslate2's, length_penalty {penalty}",

@@ -35,7 +35,8 @@ by length ** length_penalty and, with a non-zero penalty, stops once beam_size *
 hypotheses have finished. Both keep the same live beams (the beam_size best unfinished of
 2 * beam_size candidates, an ending counting only among the beam_size best), so `translate`
 lets CTranslate2 collect PATIENCE * beam_size finished hypotheses and picks among them by
-our penalty. It still differs from ours where ours searches longer than that, and at the
+our penalty (CTranslate2's set close to ours, `ct2_length_penalty`, so that its cut to
+the num_hypotheses best keeps ours). It still differs from ours where ours searches longer than that, and at the
 maximum length, which CTranslate2 sets per batch (ours: per sentence, source tokens +
 extra_length) and where ours forces an end token.
 """
@@ -59,9 +60,15 @@ VOCAB_FILE = "spm.model"
 SPECIAL_PIECES = {0: "<pad>", 1: "<unk>", 2: "<s>", 3: "</s>"}  # what CT2's config names
 PATIENCE = 2.0
 """`translate` lets CTranslate2 finish PATIENCE * beam_size hypotheses before it stops."""
-CT2_LENGTH_PENALTY = 1.0
-"""Any non-zero value: CTranslate2 then waits for beam_size * patience finished hypotheses
-(with 0 it stops when its best beam ends); `translate` undoes it and applies ours."""
+
+
+def ct2_length_penalty(alpha: float) -> float:
+    """CTranslate2's length_penalty closest to our alpha: length ** (2 alpha / 3) has the
+    slope of ((5 + length) / 6) ** alpha at 10 tokens, a typical sentence. `translate` needs
+    it non-zero (CTranslate2 then waits for beam_size * patience finished hypotheses; with
+    0 it stops when its best beam ends) and close to ours (CTranslate2 keeps only the
+    num_hypotheses best by its own score before `translate` re-ranks them by ours)."""
+    return max(alpha * 2 / 3, 1e-3)
 
 
 class ConversionError(ValueError):
@@ -306,19 +313,22 @@ def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
         max_length: the model's max_length (SETTINGS_FILE's "model").
         patience: CTranslate2 collects beam_size * patience finished hypotheses.
         options: more `translate_batch` options (max_batch_size, ...).
+
+    `min_decoding_length=0`: ours may end at the first step (CTranslate2's default is 1).
     """
     if not lines:
         return []
     beam_size, alpha = decoding["beam_size"], decoding["alpha"]
     pieces, limit = source_pieces(sp, lines, decoding, max_length)
     candidates = max(1, round(beam_size * patience))
+    penalty = ct2_length_penalty(alpha)
     results = translator.translate_batch(
         pieces, beam_size=beam_size, patience=patience, num_hypotheses=candidates,
-        length_penalty=CT2_LENGTH_PENALTY, return_scores=True, return_end_token=True,
-        max_decoding_length=limit, max_input_length=0, **options)
+        length_penalty=penalty, return_scores=True, return_end_token=True,
+        max_decoding_length=limit, min_decoding_length=0, max_input_length=0, **options)
     out = []
     for result in results:
-        best, score = gnmt_best(result.hypotheses, result.scores, alpha, CT2_LENGTH_PENALTY)
+        best, score = gnmt_best(result.hypotheses, result.scores, alpha, penalty)
         best = best[:-1] if best and best[-1] == "</s>" else best
         out.append({"pieces": best, "translation": sp.decode_pieces(best), "score": score})
     return out
