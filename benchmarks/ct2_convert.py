@@ -135,7 +135,7 @@ def translate(args):
 
     def run(batch):
         if args.gnmt:
-            out = ct2.translate(translator, sp, batch, decoding, args.output_cap)
+            out = ct2.translate(translator, sp, batch, decoding, args.output_cap, args.patience)
             return ([o["pieces"] for o in out], [o["translation"] for o in out],
                     [o["score"] for o in out])
         pieces, limit = ct2.source_pieces(sp, batch, decoding, args.output_cap)
@@ -167,8 +167,8 @@ def translate(args):
     return {
         "bench": "ct2_decode", "engine": "ctranslate2", "compute_type": args.compute_type,
         "ct2_dir": args.ct2_dir, "sentences": len(lines), "batch": size,
-        "beam_size": args.beam_size, "length_penalty": "gnmt" if args.gnmt else
-        args.length_penalty,
+        "beam_size": args.beam_size, "length_penalty": f"gnmt, patience {args.patience}" if args.gnmt
+        else args.length_penalty,
         "seconds": round(seconds, 3), "passes_s": [round(p, 3) for p in passes],
         "sentences_per_s": round(len(lines) / seconds, 2),
         "cpu_seconds": round(cpu_seconds, 3),
@@ -360,6 +360,8 @@ def main():
     p = sub.choices["translate"]
     p.add_argument("--gnmt", action="store_true", help="our length penalty and stopping "
                                                        "(export.ctranslate2.translate)")
+    p.add_argument("--patience", type=float, default=ct2.PATIENCE, help="--gnmt: CTranslate2 "
+                   "collects beam_size * patience finished hypotheses")
     p.add_argument("--compute_type", default="float32")
     p.add_argument("--beam_size", type=int, default=4)
     p.add_argument("--batch", type=int, default=32)
