@@ -1,52 +1,44 @@
 #!/usr/bin/env python
-"""A model directory as a CTranslate2 model, and CTranslate2 decoding to compare with ours.
+"""A model directory as a CTranslate2 model in two environments, and CTranslate2 decoding
+timed and compared with ours.
 
-CTranslate2 (a C++ CPU inference engine) is the speed reference for the served model. To
-compare engines rather than models, both must decode the *same* trained weights: this
-script converts a model directory (config.json, final.weights.h5, spm.model) into a
-CTranslate2 model directory. CTranslate2 lives in its own virtual environment without
-TensorFlow, so the work is split by interpreter:
+The product path is `pipelines/run.py --mode export --format ctranslate2` (one environment
+with ``pip install -e ".[ctranslate2]"``); the conversion and the decoding rules live in
+export/ctranslate2.py, which this script uses. It adds what benchmarks need: converting
+where CTranslate2 lives in its own virtual environment without TensorFlow (the work split by
+interpreter), timing, and comparisons with our search:
 
     python benchmarks/ct2_convert.py convert --model_dir runs/m30q --output_dir /tmp/ct2_m30q \
         --ct2_python /tmp/venvs/ct2/bin/python        # dump (here), then build (CT2 venv)
     python benchmarks/ct2_convert.py check --model_dir runs/m30q --ct2_dir /tmp/ct2_m30q \
         --ct2_python /tmp/venvs/ct2/bin/python --input val.en --sentences 50
     CT2/bin/python benchmarks/ct2_convert.py translate --ct2_dir /tmp/ct2_m30q --input val.en
+    python benchmarks/ct2_convert.py compare --saved_model M/export_f32/1 \
+        --ct2_dir M/export_ct2 --input test_2016_flickr.en    # TensorFlow and ctranslate2
 
-* `dump` (TensorFlow side): loads the model in float32 and writes an .npz whose keys are
-  CTranslate2 variable paths ("encoder/layer_0/self_attention/linear_0/weight", ...), plus
-  the vocabulary (our SentencePiece pieces, in id order) and the shape settings.
-* `build` (CTranslate2 side): a `ctranslate2.specs.TransformerSpec` filled from the .npz,
-  saved float32 (CTranslate2 quantizes at load time for `compute_type="int8"`).
-* `translate` (CTranslate2 side): raw sentences in, translations out (SentencePiece
-  encode, `Translator.translate_batch`, decode), timed in wall-clock and CPU seconds; prints
-  one JSON line (`benchmarks/serving_speed.py` runs it beside the SavedModel).
+* `dump` (TensorFlow side): the float32 model's arrays under CTranslate2's variable paths
+  (`export.ctranslate2.model_arrays`), the vocabulary, shape settings and spm.model, as .npz.
+* `build` (CTranslate2 side): `export.ctranslate2.build_spec` and `save` on that .npz: the
+  same directory as the product's export.
+* `translate` (CTranslate2 side): raw sentences in, translations out, timed in wall-clock
+  and CPU seconds; prints one JSON line (`benchmarks/serving_speed.py` runs it beside the
+  SavedModel). CTranslate2's own search with --length_penalty, or with --gnmt
+  `export.ctranslate2.translate` (our length penalty; --patience).
 * `check` (TensorFlow side): our in-process beam search against `translate` on the same
-  sentences; prints how many translations are identical token for token.
+  sentences, one at a time; prints how many translations are identical token for token.
+* `compare` (both in one environment): a float32 SavedModel's `serving_default` against
+  `export.ctranslate2.translate` (patience 1 and 2) and CTranslate2's own search, batches
+  of 32: the share identical, and for each difference which side's translation scores
+  higher by our penalty under CTranslate2's log-probabilities (which search missed it).
 
-The layout mapping (keras_transformer -> CTranslate2):
-  * Dense kernels are [in, out]; CTranslate2 linears are [out, in]: transposed.
-  * Self-attention's fused projection has columns Q | K | V, each heads x d_k with the heads
-    contiguous: CTranslate2's fused `linear_0` has the same order. Cross-attention: `query`
-    -> `linear_0`, fused `kv` (K | V) -> `linear_1`, `output` -> `linear_2`.
-  * Positions: our sinusoidal encodings interleave sin and cos and start at position 0;
-    CTranslate2's built-in ones concatenate them and start at 1. The table is therefore
-    saved explicitly (`position_encodings/encodings`, model max_length rows), computed by
-    our own layer, so positions match exactly. Learned positions are saved as they are.
-  * Embeddings are multiplied by sqrt(d_model) in both (`scale_embeddings`); the shared
-    embedding is written under all three names and CTranslate2 aliases equal arrays.
-  * LayerNorm epsilon 1e-6 (`layer_norm_epsilon`; CTranslate2's default is 1e-5);
-    post-norm without final norms, or pre-norm with the stacks' final norms.
-  * Sources end with EOS (`add_source_eos`), targets start with "<s>" (our BOS id 2).
-
-Decoding differences that remain (see `translate --help` and the report of `check`):
-CTranslate2 divides a finished hypothesis's log-probability by length ** length_penalty,
-not by GNMT's ((5 + length) / 6) ** alpha; with a non-zero penalty it stops a sentence once
-beam_size hypotheses have finished (ours stops when no live beam can still win); its
-maximum length is per batch (ours is per sentence: source tokens + 50; `--per_sentence`
-gives each sentence its own), and at that length it stops without an EOS where ours forces
-one (so `translate` asks for one token less). With length_penalty 0 and alpha 0 both searches are the same
-search (see `check`).
+Why CTranslate2's own search differs from ours (the layout mapping and the remedy are
+export/ctranslate2.py's docstring): it divides a finished hypothesis's log-probability by
+length ** length_penalty, not by GNMT's ((5 + length) / 6) ** alpha; with a non-zero penalty
+it stops a sentence once beam_size hypotheses have finished (ours stops when no live beam
+can still win), with 0 when its best beam ends; its maximum length is per batch (ours is per
+sentence: source tokens + 50; `--per_sentence` gives each sentence its own), and at that
+length it stops without an EOS where ours forces one (so one token less is asked for).
+With length_penalty 0 and alpha 0 both searches are the same search (see `check`).
 """
 import argparse
 import json
@@ -281,7 +273,7 @@ def compare(args):
     translator, sp, info = ct2.load(args.ct2_dir, intra_threads=1)
     decoding, max_length = info["decoding"], info["model"]["max_length"]
     results = []
-    for patience in (1.0, ct2.PATIENCE, 4.0):
+    for patience in sorted({1.0, 2.0, ct2.PATIENCE}):
         theirs = [o for b in batches
                   for o in ct2.translate(translator, sp, b, decoding, max_length, patience)]
         differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b["translation"]]
