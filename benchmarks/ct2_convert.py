@@ -288,7 +288,7 @@ def compare(args):
                    "ct2" if gnmt[1] > gnmt[0] + 1e-5 else "equal"] += 1
         results.append({"search": f"gnmt, patience {patience}", "identical": len(lines) -
                         len(differ), "share": round(1 - len(differ) / len(lines), 4),
-                        "higher_scoring_side": better,
+                        "higher_scoring_side": better, "differing_lines": differ,
                         "first_differences": [{"line": i, "ours": ours[i],
                                                "ct2": theirs[i]["translation"]}
                                               for i in differ[:3]]})
