@@ -6,6 +6,7 @@ The tiny trained model of conftest.py, its model directory and its serving funct
 maximum length (CTranslate2 sets it per batch).
 """
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 
 from tests.export.conftest import SETTINGS
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SENTENCES = 24
 
 
@@ -36,6 +37,20 @@ def test_without_the_extra_the_format_is_refused_before_any_work(model_dir, tmp_
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and 'pip install -e ".[ctranslate2]"' in last, last
     assert not output.exists()
+
+
+def test_format_mistakes(model_dir):
+    """--quantize (CTranslate2 quantizes when it loads) and --format outside export."""
+    from pipelines import options
+    from pipelines.errors import ConfigError
+
+    pytest.importorskip("ctranslate2")
+    with pytest.raises(ConfigError, match="--quantize: not with --format ctranslate2"):
+        options.resolve({"model_dir": str(model_dir), "format": "ctranslate2",
+                         "quantize": "int8"})
+    result = _run_cli([f"--model_dir={model_dir}", "--mode=evaluate", "--format=ctranslate2"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "--format: only --mode export" in result.stderr.strip().splitlines()[-1]
 
 
 @pytest.fixture(scope="module")
