@@ -127,7 +127,8 @@ def translate(args):
 
     def run(batch):
         if args.gnmt:
-            out = ct2.translate(translator, sp, batch, decoding, args.output_cap, args.patience)
+            out = ct2.translate(translator, sp, batch, decoding, args.output_cap,
+                                args.patience)
             return ([o["pieces"] for o in out], [o["translation"] for o in out],
                     [o["score"] for o in out])
         pieces, limit = ct2.source_pieces(sp, batch, decoding, args.output_cap)

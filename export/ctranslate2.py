@@ -247,7 +247,12 @@ def save(spec, spm_proto: bytes, settings: dict[str, Any], output_dir,
                                          encoding="utf-8")
         if final.exists():
             os.rename(final, old)
-        os.rename(tmp, final)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if old.exists():  # put the previous model back
+                os.rename(old, final)
+            raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
