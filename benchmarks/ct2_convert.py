@@ -160,8 +160,8 @@ def translate(args):
     return {
         "bench": "ct2_decode", "engine": "ctranslate2", "compute_type": args.compute_type,
         "ct2_dir": args.ct2_dir, "sentences": len(lines), "batch": size,
-        "beam_size": args.beam_size, "length_penalty": f"gnmt, patience {args.patience}" if args.gnmt
-        else args.length_penalty,
+        "beam_size": args.beam_size,
+        "length_penalty": f"gnmt, patience {args.patience}" if args.gnmt else args.length_penalty,
         "seconds": round(seconds, 3), "passes_s": [round(p, 3) for p in passes],
         "sentences_per_s": round(len(lines) / seconds, 2),
         "cpu_seconds": round(cpu_seconds, 3),
