@@ -36,7 +36,7 @@ or once beam_size * patience hypotheses have (non-zero penalty). Both keep the s
 beams (the beam_size best unfinished of 2 * beam_size candidates, an ending counting only
 among the beam_size best), so `translate` lets CTranslate2 collect beam_size * patience
 finished hypotheses under a penalty close to ours (`ct2_length_penalty`) and re-ranks them
-by ours. It differs from ours where ours searches on after those (patience 1: 5 of the
+by ours. It differs from ours where ours searches on after those (patience 1: 3 of the
 1,000 test2016 sentences; patience 2: none) and at the maximum length, which CTranslate2
 sets per batch (ours: per sentence, source tokens + extra_length) and where ours forces an
 end token (2 of 1,000, both degenerate repetitions). export/README.md has the figures.
