@@ -34,7 +34,11 @@ setup(
         # sacremoses: Moses tokenization for benchmarks/multi30k_published_protocol.py (and
         # its test); not needed to train, evaluate or serve. jax[cpu]: the tests run the
         # library under KERAS_BACKEND=jax too (tests/test_backends.py).
+        # ctranslate2: `--mode export --format ctranslate2` (export/ctranslate2.py), a model
+        # for the CTranslate2 engine; its wheel installs beside tensorflow (numpy, pyyaml), so
+        # the tests install it and its tests run (they skip where it is missing).
         "bench": ["sacremoses"],
-        "test": ["pytest", "sacremoses", "jax[cpu]"],
+        "ctranslate2": ["ctranslate2>=4.5,<5"],
+        "test": ["pytest", "sacremoses", "jax[cpu]", "ctranslate2>=4.5,<5"],
     },
 )

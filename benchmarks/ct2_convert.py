@@ -1,58 +1,49 @@
 #!/usr/bin/env python
-"""A model directory as a CTranslate2 model, and CTranslate2 decoding to compare with ours.
+"""A model directory as a CTranslate2 model in two environments, and CTranslate2 decoding
+timed and compared with ours.
 
-CTranslate2 (a C++ CPU inference engine) is the speed reference for the served model. To
-compare engines rather than models, both must decode the *same* trained weights: this
-script converts a model directory (config.json, final.weights.h5, spm.model) into a
-CTranslate2 model directory. CTranslate2 lives in its own virtual environment without
-TensorFlow, so the work is split by interpreter:
+The product path is `pipelines/run.py --mode export --format ctranslate2` (one environment
+with ``pip install -e ".[ctranslate2]"``); the conversion and the decoding rules live in
+export/ctranslate2.py, which this script uses. It adds what benchmarks need: converting
+where CTranslate2 lives in its own virtual environment without TensorFlow (the work split by
+interpreter), timing, and comparisons with our search:
 
     python benchmarks/ct2_convert.py convert --model_dir runs/m30q --output_dir /tmp/ct2_m30q \
         --ct2_python /tmp/venvs/ct2/bin/python        # dump (here), then build (CT2 venv)
     python benchmarks/ct2_convert.py check --model_dir runs/m30q --ct2_dir /tmp/ct2_m30q \
         --ct2_python /tmp/venvs/ct2/bin/python --input val.en --sentences 50
     CT2/bin/python benchmarks/ct2_convert.py translate --ct2_dir /tmp/ct2_m30q --input val.en
+    python benchmarks/ct2_convert.py compare --saved_model M/export_f32/1 \
+        --ct2_dir M/export_ct2 --input test_2016_flickr.en    # TensorFlow and ctranslate2
 
-* `dump` (TensorFlow side): loads the model in float32 and writes an .npz whose keys are
-  CTranslate2 variable paths ("encoder/layer_0/self_attention/linear_0/weight", ...), plus
-  the vocabulary (our SentencePiece pieces, in id order) and the shape settings.
-* `build` (CTranslate2 side): a `ctranslate2.specs.TransformerSpec` filled from the .npz,
-  saved float32 (CTranslate2 quantizes at load time for `compute_type="int8"`).
-* `translate` (CTranslate2 side): raw sentences in, translations out (SentencePiece
-  encode, `Translator.translate_batch`, decode), timed in wall-clock and CPU seconds; prints
-  one JSON line (`benchmarks/serving_speed.py` runs it beside the SavedModel).
+* `dump` (TensorFlow side): the float32 model's arrays under CTranslate2's variable paths
+  (`export.ctranslate2.model_arrays`), the vocabulary, shape settings and spm.model, as .npz.
+* `build` (CTranslate2 side): `export.ctranslate2.build_spec` and `save` on that .npz: the
+  same directory as the product's export.
+* `translate` (CTranslate2 side): raw sentences in, translations out, timed in wall-clock
+  and CPU seconds; prints one JSON line (`benchmarks/serving_speed.py` runs it beside the
+  SavedModel). CTranslate2's own search with --length_penalty, or with --gnmt
+  `export.ctranslate2.translate` (our length penalty; --patience).
 * `check` (TensorFlow side): our in-process beam search against `translate` on the same
-  sentences; prints how many translations are identical token for token.
+  sentences, one at a time; prints how many translations are identical token for token.
+* `compare` (both in one environment): a float32 SavedModel's `serving_default` against
+  `export.ctranslate2.translate` (patience 1 and 2) and CTranslate2's own search, batches
+  of 32: the share identical, and for each difference which side's translation scores
+  higher by our penalty under CTranslate2's log-probabilities (which search missed it).
 
-The layout mapping (keras_transformer -> CTranslate2):
-  * Dense kernels are [in, out]; CTranslate2 linears are [out, in]: transposed.
-  * Self-attention's fused projection has columns Q | K | V, each heads x d_k with the heads
-    contiguous: CTranslate2's fused `linear_0` has the same order. Cross-attention: `query`
-    -> `linear_0`, fused `kv` (K | V) -> `linear_1`, `output` -> `linear_2`.
-  * Positions: our sinusoidal encodings interleave sin and cos and start at position 0;
-    CTranslate2's built-in ones concatenate them and start at 1. The table is therefore
-    saved explicitly (`position_encodings/encodings`, model max_length rows), computed by
-    our own layer, so positions match exactly. Learned positions are saved as they are.
-  * Embeddings are multiplied by sqrt(d_model) in both (`scale_embeddings`); the shared
-    embedding is written under all three names and CTranslate2 aliases equal arrays.
-  * LayerNorm epsilon 1e-6 (`layer_norm_epsilon`; CTranslate2's default is 1e-5);
-    post-norm without final norms, or pre-norm with the stacks' final norms.
-  * Sources end with EOS (`add_source_eos`), targets start with "<s>" (our BOS id 2).
-
-Decoding differences that remain (see `translate --help` and the report of `check`):
-CTranslate2 divides a finished hypothesis's log-probability by length ** length_penalty,
-not by GNMT's ((5 + length) / 6) ** alpha; with a non-zero penalty it stops a sentence once
-beam_size hypotheses have finished (ours stops when no live beam can still win); its
-maximum length is per batch (ours is per sentence: source tokens + 50; `--per_sentence`
-gives each sentence its own), and at that length it stops without an EOS where ours forces
-one (so `translate` asks for one token less). With length_penalty 0 and alpha 0 both searches are the same
-search (see `check`).
+Why CTranslate2's own search differs from ours (the layout mapping and the remedy are
+export/ctranslate2.py's docstring): it divides a finished hypothesis's log-probability by
+length ** length_penalty, not by GNMT's ((5 + length) / 6) ** alpha; with a non-zero penalty
+it stops a sentence once beam_size hypotheses have finished (ours stops when no live beam
+can still win), with 0 when its best beam ends; its maximum length is per batch (ours is per
+sentence: source tokens + 50; `--per_sentence` gives each sentence its own), and at that
+length it stops without an EOS where ours forces one (so one token less is asked for).
+With length_penalty 0 and alpha 0 both searches are the same search (see `check`).
 """
 import argparse
 import json
 import os
 import pathlib
-import shutil
 import statistics
 import subprocess
 import sys
@@ -62,159 +53,46 @@ import time
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the TensorFlow side imports the project
-SETTINGS_FILE = "keras_transformer.json"  # what `convert` adds to the CTranslate2 dir
-SPECIAL_PIECES = {0: "<pad>", 1: "<unk>", 2: "<s>", 3: "</s>"}  # what CT2's config names
+sys.path.insert(0, str(ROOT))  # both sides import export/ctranslate2.py
+from export import ctranslate2 as ct2  # noqa: E402  (numpy only until used)
 
 
 # --------------------------------------------------------------------------- TensorFlow side
-def _linear(arrays, name, dense):
-    """A Keras Dense layer as CTranslate2 `name/weight` [out, in] and `name/bias`."""
-    arrays[f"{name}/weight"] = np.asarray(dense.kernel.numpy(), np.float32).T
-    if dense.use_bias:
-        arrays[f"{name}/bias"] = np.asarray(dense.bias.numpy(), np.float32)
-
-
-def _norm(arrays, name, norm):
-    arrays[f"{name}/gamma"] = np.asarray(norm.gamma.numpy(), np.float32)
-    arrays[f"{name}/beta"] = np.asarray(norm.beta.numpy(), np.float32)
-
-
-def position_table(layer, length, depth):
-    """Our position vectors for positions 0 .. length-1, [length, depth], from the layer
-    itself (sinusoidal or learned) so that they cannot drift from what the model adds."""
-    import tensorflow as tf
-
-    return np.asarray(layer(tf.zeros([1, length, depth]))[0].numpy(), np.float32)
-
-
-def model_arrays(model):
-    """{CTranslate2 variable path: float32 array} for a built `Transformer`."""
-    config = model.config
-    d = config.d_model
-    arrays = {}
-    embedding = np.asarray(model.source_embedding.embeddings.numpy(), np.float32)
-    arrays["encoder/embeddings_0/weight"] = embedding
-    arrays["decoder/embeddings/weight"] = np.asarray(
-        model.target_embedding.embeddings.numpy(), np.float32)
-    if model.output_projection is None:
-        arrays["decoder/projection/weight"] = arrays["decoder/embeddings/weight"]
-    else:
-        _linear(arrays, "decoder/projection", model.output_projection)
-    arrays["encoder/position_encodings/encodings"] = position_table(
-        model.source_positions, config.max_length, d)
-    arrays["decoder/position_encodings/encodings"] = position_table(
-        model.target_positions, config.max_length, d)
-    def self_attention_and_ffn(prefix, block, attention_norm):
-        """The two sub-layers an encoder and a decoder layer share, in CT2's names."""
-        _linear(arrays, f"{prefix}/self_attention/linear_0", block.self_attention.qkv_projection)
-        _linear(arrays, f"{prefix}/self_attention/linear_1",
-                block.self_attention.output_projection)
-        _norm(arrays, f"{prefix}/self_attention/layer_norm", attention_norm)
-        _linear(arrays, f"{prefix}/ffn/linear_0", block.feed_forward.inner)
-        _linear(arrays, f"{prefix}/ffn/linear_1", block.feed_forward.outer)
-        _norm(arrays, f"{prefix}/ffn/layer_norm", block.feed_forward_norm)
-
-    for i, block in enumerate(model.encoder.blocks):
-        self_attention_and_ffn(f"encoder/layer_{i}", block, block.attention_norm)
-    for i, block in enumerate(model.decoder.blocks):
-        prefix = f"decoder/layer_{i}"
-        self_attention_and_ffn(prefix, block, block.self_attention_norm)
-        _linear(arrays, f"{prefix}/attention/linear_0", block.cross_attention.query_projection)
-        _linear(arrays, f"{prefix}/attention/linear_1", block.cross_attention.kv_projection)
-        _linear(arrays, f"{prefix}/attention/linear_2", block.cross_attention.output_projection)
-        _norm(arrays, f"{prefix}/attention/layer_norm", block.cross_attention_norm)
-    for stack in ("encoder", "decoder"):
-        final = getattr(model, stack).final_norm
-        if final is not None:
-            _norm(arrays, f"{stack}/layer_norm", final)
-    return arrays
-
-
 def load_model(model_dir):
-    """The model directory's final model in float32, and its SentencePiece pieces."""
-    import sentencepiece
-
+    """The model directory's final model in float32, and its SentencePiece model's bytes."""
     from pipelines import model_dir as md
 
     model = md.load_final_model(model_dir, "float32", log=lambda m: print(m, file=sys.stderr))
-    sp = sentencepiece.SentencePieceProcessor(model_file=str(pathlib.Path(model_dir)
-                                                             / md.VOCAB_FILE))
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-    return model, pieces
+    return model, (pathlib.Path(model_dir) / md.VOCAB_FILE).read_bytes()
 
 
 def dump(model_dir, npz_path):
-    """Writes the CTranslate2-named arrays of `model_dir` to `npz_path`."""
-    from keras_transformer.layers.stack import LAYER_NORM_EPSILON
-
-    model, pieces = load_model(model_dir)
-    config = model.config
-    for index, piece in SPECIAL_PIECES.items():
-        if pieces[index] != piece:
-            raise SystemExit(f"{model_dir}: piece {index} is {pieces[index]!r}, CTranslate2's "
-                             f"config expects {piece!r}")
-    if config.d_k != config.d_v:
-        raise SystemExit("CTranslate2 needs d_k == d_v")
-    if len(pieces) < config.vocab_size:  # embeddings beyond the pieces are never produced
-        pieces += [f"<unused_{i}>" for i in range(len(pieces), config.vocab_size)]
-    arrays = model_arrays(model)
-    settings = {"num_layers": config.num_layers, "num_heads": config.num_heads,
-                "head_dim": config.d_k, "d_model": config.d_model,
-                "pre_norm": config.norm == "pre", "max_length": config.max_length,
-                "layer_norm_epsilon": LAYER_NORM_EPSILON}
-    np.savez(npz_path, __vocabulary__=np.array(pieces),
-             __settings__=np.array(json.dumps(settings)), **arrays)
+    """Writes `model_dir`'s arrays in CTranslate2's names (export/ctranslate2.py), its
+    vocabulary, shape settings and SentencePiece model to `npz_path`."""
+    model, proto = load_model(model_dir)
+    try:
+        settings = ct2.model_settings(model.config)
+        pieces = ct2.vocabulary(proto, model.config.vocab_size)
+    except ct2.ConversionError as e:
+        raise SystemExit(f"{model_dir}: {e}")
+    np.savez(npz_path, __vocabulary__=np.array(pieces), __spm__=np.frombuffer(proto, np.uint8),
+             __settings__=np.array(json.dumps(settings)), **ct2.model_arrays(model))
     return settings
 
 
 # --------------------------------------------------------------------------- CTranslate2 side
-def _set(spec, path, value):
-    """Sets `spec`'s variable at CTranslate2 path "a/layer_0/b/weight" ("x_3" indexes list x)."""
-    *scopes, name = path.split("/")
-    for scope in scopes:
-        if hasattr(spec, scope):
-            spec = getattr(spec, scope)
-        else:
-            base, index = scope.rsplit("_", 1)
-            spec = getattr(spec, base)[int(index)]
-    if not hasattr(spec, name):
-        raise SystemExit(f"CTranslate2's spec has no variable {path}")
-    setattr(spec, name, value)
-
-
-def build(npz_path, output_dir, quantization="float32"):
-    """Builds and saves the CTranslate2 model described by `npz_path` (from `dump`)."""
+def build(npz_path, output_dir, decoding):
+    """Builds and saves (export/ctranslate2.py's layout) the model `dump` wrote."""
     import ctranslate2
-    from ctranslate2.specs import common_spec, transformer_spec
 
     data = np.load(npz_path)
     settings = json.loads(str(data["__settings__"]))
-    head_dim = settings["head_dim"]
-    if head_dim * settings["num_heads"] == settings["d_model"]:
-        head_dim = None  # CTranslate2's default, d_model / heads
-    common = dict(pre_norm=settings["pre_norm"], activation=common_spec.Activation.RELU)
-    spec = transformer_spec.TransformerSpec(
-        transformer_spec.TransformerEncoderSpec(settings["num_layers"], settings["num_heads"],
-                                                head_dim=head_dim, **common),
-        transformer_spec.TransformerDecoderSpec(settings["num_layers"], settings["num_heads"],
-                                                head_dim=head_dim, **common))
-    for path in data.files:
-        if not path.startswith("__"):
-            _set(spec, path, data[path])
-    spec.encoder.scale_embeddings = True
-    spec.decoder.scale_embeddings = True
-    spec.config.layer_norm_epsilon = settings["layer_norm_epsilon"]
-    spec.config.add_source_eos = True
-    vocabulary = [str(piece) for piece in data["__vocabulary__"]]
-    spec.register_source_vocabulary(vocabulary)
-    spec.register_target_vocabulary(vocabulary)
-    spec.validate()
-    spec.optimize(quantization=quantization)
-    os.makedirs(output_dir, exist_ok=True)
-    spec.save(output_dir)
+    arrays = {path: data[path] for path in data.files if not path.startswith("__")}
+    spec = ct2.build_spec(arrays, settings, [str(p) for p in data["__vocabulary__"]])
+    info = {"decoding": decoding, "model": settings, "ctranslate2": ctranslate2.__version__}
+    ct2.save(spec, data["__spm__"].tobytes(), info, output_dir, overwrite=True)
     return {"ctranslate2": ctranslate2.__version__, "output_dir": str(output_dir),
-            "quantization": quantization, "variables": len(data.files) - 2, **settings}
+            "variables": len(arrays), **settings}
 
 
 def _strip_end(tokens):
@@ -223,7 +101,9 @@ def _strip_end(tokens):
 
 def translate(args):
     """CTranslate2 decoding of the lines of `args.input`, timed as the served model is: raw
-    text in (SentencePiece encode), `translate_batch` per batch, text out (decode)."""
+    text in (SentencePiece encode), `translate_batch` per batch, text out (decode). With
+    --gnmt, `export.ctranslate2.translate` (our length penalty, patience 2); else CTranslate2's
+    own search with --length_penalty."""
     import ctranslate2
     import sentencepiece
 
@@ -237,19 +117,21 @@ def translate(args):
                                         compute_type=args.compute_type, inter_threads=1,
                                         intra_threads=threads)
     load_s = time.perf_counter() - start
+    decoding = {"beam_size": args.beam_size, "alpha": args.alpha,
+                "extra_length": args.extra_length, "max_input_length": args.max_input_length}
     options = dict(beam_size=args.beam_size, length_penalty=args.length_penalty,
                    return_end_token=True, max_batch_size=0, num_hypotheses=1,
-                   return_scores=True, max_input_length=0)
+                   return_scores=True, max_input_length=0, min_decoding_length=0)
     size = 1 if args.per_sentence else args.batch
     batches = [lines[i:i + size] for i in range(0, len(lines), size)]
 
     def run(batch):
-        # Our truncation: at most max_input_length - 1 pieces, then EOS (added by CT2).
-        pieces = [p[:args.max_input_length - 1] for p in sp.encode(batch, out_type=str)]
-        # Ours: at most min(source tokens + extra, cap) tokens, the last one a forced EOS;
-        # CTranslate2 stops at its maximum without an EOS: one token less.
-        longest = max(len(p) + 1 for p in pieces)
-        limit = min(longest + args.extra_length, args.output_cap) - 1
+        if args.gnmt:
+            out = ct2.translate(translator, sp, batch, decoding, args.output_cap,
+                                args.patience)
+            return ([o["pieces"] for o in out], [o["translation"] for o in out],
+                    [o["score"] for o in out])
+        pieces, limit = ct2.source_pieces(sp, batch, decoding, args.output_cap)
         results = translator.translate_batch(pieces, max_decoding_length=limit, **options)
         hypotheses = [_strip_end(r.hypotheses[0]) for r in results]
         return hypotheses, sp.decode_pieces(hypotheses), [r.scores[0] for r in results]
@@ -278,7 +160,8 @@ def translate(args):
     return {
         "bench": "ct2_decode", "engine": "ctranslate2", "compute_type": args.compute_type,
         "ct2_dir": args.ct2_dir, "sentences": len(lines), "batch": size,
-        "beam_size": args.beam_size, "length_penalty": args.length_penalty,
+        "beam_size": args.beam_size,
+        "length_penalty": f"gnmt, patience {args.patience}" if args.gnmt else args.length_penalty,
         "seconds": round(seconds, 3), "passes_s": [round(p, 3) for p in passes],
         "sentences_per_s": round(len(lines) / seconds, 2),
         "cpu_seconds": round(cpu_seconds, 3),
@@ -294,18 +177,19 @@ def translate(args):
 
 # --------------------------------------------------------------------------- both sides
 def convert(args):
-    """dump here, build with the CTranslate2 interpreter; the vocabulary and our settings
-    (max_length: the output cap `translate` uses) are copied beside the model."""
+    """dump here, build with the CTranslate2 interpreter (the same directory as
+    `pipelines/run.py --mode export --format ctranslate2` writes, decoding settings the
+    model dir's)."""
+    from pipelines import options
+
+    decoding = options.resolve({"model_dir": str(args.model_dir)}).decoding
     with tempfile.TemporaryDirectory() as work:
         npz = os.path.join(work, "weights.npz")
         settings = dump(args.model_dir, npz)
         out = subprocess.run([args.ct2_python, __file__, "build", "--npz", npz,
-                              "--output_dir", args.output_dir], check=True,
-                             stdout=subprocess.PIPE, text=True).stdout
-    output = pathlib.Path(args.output_dir)
-    shutil.copyfile(pathlib.Path(args.model_dir) / "spm.model", output / "spm.model")
-    (output / SETTINGS_FILE).write_text(json.dumps(
-        {"model_dir": str(args.model_dir), **settings}) + "\n", encoding="utf-8")
+                              "--output_dir", args.output_dir, "--decoding", json.dumps(
+                                  ct2.decoding_settings(decoding, settings["max_length"]))],
+                             check=True, stdout=subprocess.PIPE, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -334,7 +218,8 @@ def check(args):
     from export import text
     from keras_transformer.decoding import decode
 
-    model, pieces = load_model(args.model_dir)
+    model, proto = load_model(args.model_dir)
+    pieces = ct2.vocabulary(proto, model.config.vocab_size)
     args.spm = args.spm or str(pathlib.Path(args.model_dir) / "spm.model")
     args.output_cap = args.output_cap or model.config.max_length
     lines = pathlib.Path(args.input).read_text(encoding="utf-8").splitlines()[:args.sentences]
@@ -371,6 +256,59 @@ def check(args):
             "results": results}
 
 
+def compare(args):
+    """A float32 SavedModel's `serving_default` against `export.ctranslate2.translate` (and
+    CTranslate2's own search) on the same lines and batches: the share of identical
+    translations, and for each difference which side's choice scores higher by our penalty
+    under CTranslate2's own log-probabilities (`score_batch`): ours higher means CTranslate2's
+    search missed it, CTranslate2's higher means ours did."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the export uses)
+
+    lines = pathlib.Path(args.input).read_text(encoding="utf-8").splitlines()
+    lines = lines[:args.sentences] if args.sentences else lines
+    batches = [lines[i:i + args.batch] for i in range(0, len(lines), args.batch)]
+    serve = tf.saved_model.load(args.saved_model).signatures["serving_default"]
+    ours = [t.decode("utf-8") for b in batches
+            for t in serve(source=tf.constant(b))["translation"].numpy()]
+    translator, sp, info = ct2.load(args.ct2_dir, intra_threads=1)
+    decoding, max_length = info["decoding"], info["model"]["max_length"]
+    results = []
+    for patience in sorted({1.0, 2.0, ct2.PATIENCE}):
+        theirs = [o for b in batches
+                  for o in ct2.translate(translator, sp, b, decoding, max_length, patience)]
+        differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b["translation"]]
+        better = {"ours": 0, "ct2": 0, "equal": 0}
+        for i in differ:
+            pieces, _ = ct2.source_pieces(sp, [lines[i]], decoding, max_length)
+            targets = [sp.encode(ours[i], out_type=str), theirs[i]["pieces"]]
+            scored = translator.score_batch(pieces * 2, targets)
+            gnmt = [sum(r.log_probs) / ((5.0 + len(r.log_probs)) / 6.0) ** decoding["alpha"]
+                    for r in scored]
+            better["ours" if gnmt[0] > gnmt[1] + 1e-5 else
+                   "ct2" if gnmt[1] > gnmt[0] + 1e-5 else "equal"] += 1
+        results.append({"search": f"gnmt, patience {patience}", "identical": len(lines) -
+                        len(differ), "share": round(1 - len(differ) / len(lines), 4),
+                        "higher_scoring_side": better, "differing_lines": differ,
+                        "first_differences": [{"line": i, "ours": ours[i],
+                                               "ct2": theirs[i]["translation"]}
+                                              for i in differ[:3]]})
+    for penalty in args.ct2_length_penalties:
+        theirs = []
+        for b in batches:
+            pieces, limit = ct2.source_pieces(sp, b, decoding, max_length)
+            out = translator.translate_batch(pieces, beam_size=decoding["beam_size"],
+                                             length_penalty=penalty, max_decoding_length=limit,
+                                             max_input_length=0, min_decoding_length=0)
+            theirs += sp.decode_pieces([r.hypotheses[0] for r in out])
+        same = sum(a == b for a, b in zip(ours, theirs))
+        results.append({"search": f"ctranslate2's, length_penalty {penalty}",
+                        "identical": same, "share": round(same / len(lines), 4)})
+    return {"bench": "ct2_compare", "saved_model": args.saved_model, "ct2_dir": args.ct2_dir,
+            "sentences": len(lines), "batch": args.batch, "decoding": decoding,
+            "results": results}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -381,11 +319,23 @@ def main():
     p = sub.add_parser("build", help=".npz -> CTranslate2 model dir (CTranslate2)")
     p.add_argument("--npz", required=True)
     p.add_argument("--output_dir", required=True)
-    p.add_argument("--quantization", default="float32")
+    p.add_argument("--decoding", default=json.dumps({"beam_size": 4, "alpha": 0.6,
+                                                     "extra_length": 50,
+                                                     "max_input_length": 128}),
+                   help="JSON: the decoding settings recorded for `translate`")
     p = sub.add_parser("convert", help="dump, then build with --ct2_python")
     p.add_argument("--model_dir", required=True)
     p.add_argument("--output_dir", required=True)
     p.add_argument("--ct2_python", required=True)
+    p = sub.add_parser("compare", help="a float32 SavedModel against the CTranslate2 model "
+                                       "(one environment with TensorFlow and ctranslate2)")
+    p.add_argument("--saved_model", required=True, help="a float32 export version dir")
+    p.add_argument("--ct2_dir", required=True)
+    p.add_argument("--input", required=True, help="one source sentence a line")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--sentences", type=int, default=0, help="the first N lines (0: all)")
+    p.add_argument("--ct2_length_penalties", type=float, nargs="*", default=[0.6],
+                   help="also CTranslate2's own search with these length penalties")
     for name in ("translate", "check"):
         p = sub.add_parser(name)
         p.add_argument("--ct2_dir", required=True)
@@ -399,7 +349,12 @@ def main():
                        help="the model's max_length (0: from the model / ct2 dir)")
         p.add_argument("--length_penalty", type=float, default=0.6,
                        help="CTranslate2's: score / length ** length_penalty, EOS counted")
+        p.add_argument("--alpha", type=float, default=0.6, help="our GNMT alpha")
     p = sub.choices["translate"]
+    p.add_argument("--gnmt", action="store_true", help="our length penalty and stopping "
+                                                       "(export.ctranslate2.translate)")
+    p.add_argument("--patience", type=float, default=ct2.PATIENCE, help="--gnmt: CTranslate2 "
+                   "collects beam_size * patience finished hypotheses")
     p.add_argument("--compute_type", default="float32")
     p.add_argument("--beam_size", type=int, default=4)
     p.add_argument("--batch", type=int, default=32)
@@ -414,22 +369,23 @@ def main():
     p.add_argument("--model_dir", required=True)
     p.add_argument("--ct2_python", required=True)
     p.add_argument("--sentences", type=int, default=50)
-    p.add_argument("--alpha", type=float, default=0.6, help="our GNMT alpha")
     args = parser.parse_args()
 
     if args.command == "dump":
         result = dump(args.model_dir, args.npz)
     elif args.command == "build":
-        result = build(args.npz, args.output_dir, args.quantization)
+        result = build(args.npz, args.output_dir, json.loads(args.decoding))
     elif args.command == "convert":
         result = convert(args)
+    elif args.command == "compare":
+        result = compare(args)
     elif args.command == "translate":
-        saved = pathlib.Path(args.ct2_dir) / SETTINGS_FILE
+        saved = pathlib.Path(args.ct2_dir) / ct2.SETTINGS_FILE
         if not args.output_cap:
             if not saved.is_file():
                 parser.error(f"--output_cap is needed: {saved} does not exist")
-            args.output_cap = json.loads(saved.read_text(encoding="utf-8"))["max_length"]
-        args.spm = args.spm or str(pathlib.Path(args.ct2_dir) / "spm.model")
+            args.output_cap = json.loads(saved.read_text(encoding="utf-8"))["model"]["max_length"]
+        args.spm = args.spm or str(pathlib.Path(args.ct2_dir) / ct2.VOCAB_FILE)
         result = translate(args)
     else:
         result = check(args)

@@ -14,8 +14,10 @@ length + 50). Writes ``E/<version>/`` (default version: one more than the larges
 in E; default E: ``M/export``) with the signatures ``serving_default`` (strings in,
 translations out), ``translate_ids`` and the options signatures (``--quantize int8``: the
 matrices stored as int8, export/quantize.py), then checks that every op in it is one stock
-TensorFlow Serving registers (``--nocheck_ops`` skips that). A user error is one line on
-stderr and exit status 2; a failed op check exits 1. See export/README.md for serving.
+TensorFlow Serving registers (``--nocheck_ops`` skips that). ``--format ctranslate2``
+writes a CTranslate2 model to ``M/export_ct2`` (or ``E``) instead (export/ctranslate2.py).
+A user error is one line on stderr and exit status 2; a failed op check exits 1. See
+export/README.md for serving.
 """
 import contextlib
 import os

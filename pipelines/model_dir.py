@@ -32,6 +32,7 @@ FINAL_WEIGHTS_FILE = "final.weights.h5"
 CHECKPOINT_DIR = "checkpoints"
 EVAL_DIR = "eval"
 EXPORT_DIR = "export"
+CT2_EXPORT_DIR = "export_ct2"  # --format ctranslate2
 
 
 def save_config(model_dir, config: TransformerConfig) -> None:

@@ -190,6 +190,7 @@ class ExportOptions:
     jit_compile: bool = False
     check_ops: bool = True
     quantize: str | None = None  # "int8": int8 matrices (export.quantize); None: as trained
+    format: str = "saved_model"  # or "ctranslate2" (export/ctranslate2.py)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -430,7 +431,7 @@ def resolve(given: Mapping[str, Any], *,
                              overwrite=bool(given.get("overwrite_export")),
                              jit_compile=bool(given.get("export_jit_compile")),
                              check_ops=given.get("check_ops", True),
-                             quantize=_quantize(given)),
+                             quantize=_quantize(given), format=_export_format(given)),
         io=IOOptions(input=given.get("input"), output=given.get("output"),
                      target=given.get("target"), plot_attention=given.get("plot_attention"),
                      n_best=given.get("n_best") or 1,
@@ -447,6 +448,20 @@ def _quantize(given: Mapping[str, Any]) -> str | None:
     if value is not None and value not in QUANTIZE_MODES:
         raise ConfigError(f"--quantize {value!r}: must be {' or '.join(QUANTIZE_MODES)}, or "
                           f"left out for the weights as trained")
+    return value
+
+
+def _export_format(given: Mapping[str, Any]) -> str:
+    """--format; ctranslate2 only where the optional extra is installed (checked here,
+    before any stage runs) and without --quantize (CTranslate2 quantizes when it loads)."""
+    from export import ctranslate2
+
+    value = given.get("format") or "saved_model"
+    if value == "ctranslate2" and not ctranslate2.available():
+        raise ConfigError(ctranslate2.missing_message())
+    if value == "ctranslate2" and given.get("quantize") is not None:
+        raise ConfigError("--quantize: not with --format ctranslate2 (CTranslate2 quantizes "
+                          "when it loads: ctranslate2.Translator(..., compute_type='int8'))")
     return value
 
 

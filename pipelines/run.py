@@ -267,6 +267,8 @@ def main(argv):
         if FLAGS.quantize is not None and not {"export", "translate"} & set(FLAGS.mode):
             raise ConfigError("--quantize: only --mode export and translate use it (evaluate "
                               "decodes the weights as trained)")
+        if FLAGS.format is not None and "export" not in FLAGS.mode:
+            raise ConfigError("--format: only --mode export writes one")
         device = device_policy.detect(FLAGS.num_cpu_devices, backend)
         options = options_lib.resolve(given_flags(), device=device)
         log(f"options: {options_lib.describe_origins(options)}")

@@ -38,11 +38,15 @@ flags.DEFINE_string("quantize", None, "export (and translate): int8 stores the m
                     "matrices as int8, a quarter of float32's bytes, dequantized to the "
                     "decode precision once per request (export/README.md). Default: the "
                     "weights as trained.")
+flags.DEFINE_enum("format", None, ["saved_model", "ctranslate2"], "export: saved_model (the "
+                  "default; TensorFlow Serving), or ctranslate2: a CTranslate2 model in "
+                  "<model_dir>/export_ct2 (or --export_dir), float32, with spm.model "
+                  "(export/ctranslate2.py; needs pip install -e \".[ctranslate2]\").")
 flags.DEFINE_bool("check_ops", True, "After exporting, check that every op is registered by "
                   "core TensorFlow or tensorflow-text; exit 1 if not.")
 
 NAMES = ("beam_size", "alpha", "extra_length", "max_input_length", "stop_rule",
          "decode_precision",
          "override_saved", "export_dir", "export_version", "overwrite_export",
-         "export_jit_compile", "check_ops", "quantize")
+         "export_jit_compile", "check_ops", "quantize", "format")
 """The flags defined here, each also the name of the option it sets."""

@@ -253,6 +253,8 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
     from export.translator import ExportError
 
     export = options.export
+    if export.format == "ctranslate2":
+        return run_export_ctranslate2(options, log)
     export_dir = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.EXPORT_DIR)
     if export.version is not None and (export_dir / str(export.version)).exists() \
             and not export.overwrite:
@@ -266,6 +268,36 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
         log(report.format())
         if not report.ok:
             raise OpCheckError(f"{path}: uses ops stock TensorFlow Serving lacks (above)")
+    return path
+
+
+def run_export_ctranslate2(options: RunOptions, log: Log = print) -> pathlib.Path:
+    """Writes the final model, float32, as a CTranslate2 model in --export_dir (default
+    `<model_dir>/export_ct2`) with spm.model and the decoding settings (export/ctranslate2.py)."""
+    from export import ctranslate2
+    from export.translator import ExportError
+
+    export = options.export
+    output = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.CT2_EXPORT_DIR)
+    if output.exists() and not export.overwrite:
+        raise ExportError(f"{output} already exists: pass --overwrite_export to replace it")
+    task = options.make_task()
+    proto = prepare.vocab_path(options.model_dir).read_bytes()
+    if task.decoding_constraint(proto) is not None:
+        raise ExportError(f"--format ctranslate2: task {options.data.task} constrains its "
+                          f"decoding, which CTranslate2 cannot; export a SavedModel")
+    model = md.load_final_model(options.model_dir, "float32", options.evaluation.checkpoint,
+                                log=log)
+    settings = ctranslate2.decoding_settings(options.decoding, model.config.max_length)
+    try:
+        path = ctranslate2.write_ctranslate2(model, proto, output, settings, export.overwrite)
+    except ctranslate2.ConversionError as e:
+        raise ExportError(f"--format ctranslate2: {e}") from None
+    except FileExistsError:
+        raise ExportError(f"{output} appeared while converting: pass --overwrite_export to "
+                          f"replace it") from None
+    log(f"export: wrote {path} (CTranslate2 float32; beam {settings['beam_size']}, alpha "
+        f"{settings['alpha']}: export/ctranslate2.py translate)")
     return path
 
 

@@ -1,4 +1,4 @@
-"""The CTranslate2 layout `benchmarks/ct2_convert.py` dumps, checked without CTranslate2.
+"""The CTranslate2 layout export/ctranslate2.py writes, checked without CTranslate2.
 
 A numpy forward pass that reads only the dumped arrays, the way CTranslate2's post-norm
 Transformer uses them (linears [out, in], fused Q|K|V and K|V, embeddings times sqrt(d),
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks import ct2_convert
+from export import ctranslate2 as ct2
 from keras_transformer import Transformer, TransformerConfig
 
 HEADS, D = 2, 16
@@ -22,7 +22,7 @@ def model_and_arrays():
                                       num_heads=HEADS, dropout=0.0, max_length=12)
     model = Transformer(config)
     model.build()
-    return model, ct2_convert.model_arrays(model)
+    return model, ct2.model_arrays(model)
 
 
 def test_names_and_shapes(model_and_arrays):

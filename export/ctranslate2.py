@@ -1,0 +1,356 @@
+"""A trained model as a CTranslate2 model, and CTranslate2 decoding that gives our translations.
+
+CTranslate2 is a C++ inference engine, faster on a CPU than the SavedModel (README); some
+users want it anyway. `write_ctranslate2` converts a loaded `Transformer` (float32 weights)
+and its SentencePiece model into a CTranslate2 model directory:
+
+    <dir>/model.bin, config.json, shared_vocabulary.json   CTranslate2's own files
+    <dir>/spm.model                                        our SentencePiece model
+    <dir>/keras_transformer.json                           decoding settings (`translate`)
+
+`translate(ct2_dir, lines)` decodes raw sentences with it as our beam search does (below);
+`ctranslate2.Translator(ct2_dir).translate_batch` works too, with CTranslate2's own length
+normalisation. Install with ``pip install -e ".[ctranslate2]"``. Only the CTranslate2 side
+(`build_spec`, `translate`) imports ctranslate2, and only the TensorFlow side
+(`model_arrays`) imports Keras: benchmarks/ct2_convert.py runs them in two environments.
+
+The layout mapping (keras_transformer -> CTranslate2):
+  * Dense kernels are [in, out]; CTranslate2 linears are [out, in]: transposed.
+  * Self-attention's fused projection has columns Q | K | V, each heads x d_k with the heads
+    contiguous: CTranslate2's fused `linear_0` has the same order. Cross-attention: `query`
+    -> `linear_0`, fused `kv` (K | V) -> `linear_1`, `output` -> `linear_2`.
+  * Positions: our sinusoidal encodings interleave sin and cos and start at position 0;
+    CTranslate2's built-in ones concatenate them and start at 1. The table is therefore
+    saved explicitly (`position_encodings/encodings`, model max_length rows), computed by
+    our own layer, so positions match exactly. Learned positions are saved as they are.
+  * Embeddings are multiplied by sqrt(d_model) in both (`scale_embeddings`); the shared
+    embedding is written under all three names and CTranslate2 aliases equal arrays.
+  * LayerNorm epsilon 1e-6 (`layer_norm_epsilon`; CTranslate2's default is 1e-5);
+    post-norm without final norms, or pre-norm with the stacks' final norms.
+  * Sources end with EOS (`add_source_eos`), targets start with "<s>" (our BOS id 2).
+
+Decoding: our search ranks finished hypotheses by log-probability / ((5 + length) / 6) **
+alpha (GNMT) and stops a sentence when no live hypothesis can still win; CTranslate2 divides
+by length ** length_penalty and stops a sentence when its best beam has ended (penalty 0),
+or once beam_size * patience hypotheses have (non-zero penalty). Both keep the same live
+beams (the beam_size best unfinished of 2 * beam_size candidates, an ending counting only
+among the beam_size best), so `translate` lets CTranslate2 collect beam_size * patience
+finished hypotheses under a penalty close to ours (`ct2_length_penalty`) and re-ranks them
+by ours. It differs from ours where ours searches on after those (patience 1: 3 of the
+1,000 test2016 sentences; patience 2: none) and at the maximum length, which CTranslate2
+sets per batch (ours: per sentence, source tokens + extra_length) and where ours forces an
+end token (2 of 1,000, both degenerate repetitions). export/README.md has the figures.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import Any, Sequence
+
+import numpy as np
+
+EXTRA = "ctranslate2"
+INSTALL = f'pip install -e ".[{EXTRA}]"'
+SETTINGS_FILE = "keras_transformer.json"
+VOCAB_FILE = "spm.model"
+SPECIAL_PIECES = {0: "<pad>", 1: "<unk>", 2: "<s>", 3: "</s>"}  # what CT2's config names
+PATIENCE = 1.0
+"""`translate` lets CTranslate2 finish PATIENCE * beam_size hypotheses before it stops: 1
+kept 99.5% of test2016 identical to ours at 0.91x CTranslate2's own search's speed (2:
+99.8% at 0.74x; export/README.md)."""
+
+
+def ct2_length_penalty(alpha: float) -> float:
+    """CTranslate2's length_penalty closest to our alpha: length ** (2 alpha / 3) has the
+    slope of ((5 + length) / 6) ** alpha at 10 tokens, a typical sentence. `translate` needs
+    it non-zero (CTranslate2 then waits for beam_size * patience finished hypotheses; with
+    0 it stops when its best beam ends) and close to ours (CTranslate2 keeps only the
+    num_hypotheses best by its own score before `translate` re-ranks them by ours)."""
+    return max(alpha * 2 / 3, 1e-3)
+
+
+class ConversionError(ValueError):
+    """The model cannot be written as a CTranslate2 model (its vocabulary or shape)."""
+
+
+def available() -> bool:
+    """Whether the `ctranslate2` package can be imported (the optional extra)."""
+    return importlib.util.find_spec("ctranslate2") is not None
+
+
+def missing_message() -> str:
+    return f"--format ctranslate2 needs the ctranslate2 package: {INSTALL}"
+
+
+# --------------------------------------------------------------------------- Keras side
+def _numpy(variable) -> np.ndarray:
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(variable), np.float32)
+
+
+def _linear(arrays, name, dense):
+    """A Keras Dense layer as CTranslate2 `name/weight` [out, in] and `name/bias`."""
+    arrays[f"{name}/weight"] = _numpy(dense.kernel).T
+    if dense.use_bias:
+        arrays[f"{name}/bias"] = _numpy(dense.bias)
+
+
+def _norm(arrays, name, norm):
+    arrays[f"{name}/gamma"] = _numpy(norm.gamma)
+    arrays[f"{name}/beta"] = _numpy(norm.beta)
+
+
+def position_table(layer, length: int, depth: int) -> np.ndarray:
+    """Our position vectors for positions 0 .. length-1, [length, depth], from the layer
+    itself (sinusoidal or learned) so that they cannot drift from what the model adds."""
+    return _numpy(layer(np.zeros([1, length, depth], np.float32))[0])
+
+
+def model_arrays(model) -> dict[str, np.ndarray]:
+    """{CTranslate2 variable path: float32 array} for a built float32 `Transformer`."""
+    config = model.config
+    arrays = {"encoder/embeddings_0/weight": _numpy(model.source_embedding.embeddings),
+              "decoder/embeddings/weight": _numpy(model.target_embedding.embeddings)}
+    if model.output_projection is None:
+        arrays["decoder/projection/weight"] = arrays["decoder/embeddings/weight"]
+    else:
+        _linear(arrays, "decoder/projection", model.output_projection)
+    for stack in ("encoder", "decoder"):
+        layer = getattr(model, "source_positions" if stack == "encoder" else "target_positions")
+        arrays[f"{stack}/position_encodings/encodings"] = position_table(
+            layer, config.max_length, config.d_model)
+
+    def self_attention_and_ffn(prefix, block, attention_norm):
+        """The two sub-layers an encoder and a decoder layer share, in CT2's names."""
+        _linear(arrays, f"{prefix}/self_attention/linear_0", block.self_attention.qkv_projection)
+        _linear(arrays, f"{prefix}/self_attention/linear_1",
+                block.self_attention.output_projection)
+        _norm(arrays, f"{prefix}/self_attention/layer_norm", attention_norm)
+        _linear(arrays, f"{prefix}/ffn/linear_0", block.feed_forward.inner)
+        _linear(arrays, f"{prefix}/ffn/linear_1", block.feed_forward.outer)
+        _norm(arrays, f"{prefix}/ffn/layer_norm", block.feed_forward_norm)
+
+    for i, block in enumerate(model.encoder.blocks):
+        self_attention_and_ffn(f"encoder/layer_{i}", block, block.attention_norm)
+    for i, block in enumerate(model.decoder.blocks):
+        prefix = f"decoder/layer_{i}"
+        self_attention_and_ffn(prefix, block, block.self_attention_norm)
+        _linear(arrays, f"{prefix}/attention/linear_0", block.cross_attention.query_projection)
+        _linear(arrays, f"{prefix}/attention/linear_1", block.cross_attention.kv_projection)
+        _linear(arrays, f"{prefix}/attention/linear_2", block.cross_attention.output_projection)
+        _norm(arrays, f"{prefix}/attention/layer_norm", block.cross_attention_norm)
+    for stack in ("encoder", "decoder"):
+        final = getattr(model, stack).final_norm
+        if final is not None:
+            _norm(arrays, f"{stack}/layer_norm", final)
+    return arrays
+
+
+def decoding_settings(decoding, max_length: int) -> dict[str, Any]:
+    """SETTINGS_FILE's "decoding" from a `DecodingSettings`: `translate`'s defaults."""
+    return {"beam_size": decoding.beam_size, "alpha": decoding.alpha,
+            "extra_length": decoding.extra_length,
+            "max_input_length": decoding.max_input_length or max_length}
+
+
+def model_settings(config) -> dict[str, Any]:
+    """The shape settings `build_spec` needs, from a `TransformerConfig`."""
+    from keras_transformer.layers.stack import LAYER_NORM_EPSILON
+
+    if config.d_k != config.d_v:
+        raise ConversionError(f"CTranslate2 needs d_k == d_v (the model has {config.d_k} and "
+                              f"{config.d_v})")
+    return {"num_layers": config.num_layers, "num_heads": config.num_heads,
+            "head_dim": config.d_k, "d_model": config.d_model,
+            "pre_norm": config.norm == "pre", "max_length": config.max_length,
+            "layer_norm_epsilon": LAYER_NORM_EPSILON}
+
+
+def vocabulary(spm_proto: bytes, vocab_size: int) -> list[str]:
+    """The SentencePiece pieces in id order, padded to the model's `vocab_size` (embeddings
+    beyond the pieces are never produced); the special ids must be CTranslate2's tokens."""
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_proto=spm_proto)
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    for index, piece in SPECIAL_PIECES.items():
+        if pieces[index] != piece:
+            raise ConversionError(f"SentencePiece piece {index} is {pieces[index]!r}; "
+                                  f"CTranslate2's config expects {piece!r}")
+    return pieces + [f"<unused_{i}>" for i in range(len(pieces), vocab_size)]
+
+
+# --------------------------------------------------------------------------- CTranslate2 side
+def _set(spec, path: str, value: np.ndarray) -> None:
+    """Sets `spec`'s variable at CTranslate2 path "a/layer_0/b/weight" ("x_3" indexes list x)."""
+    *scopes, name = path.split("/")
+    for scope in scopes:
+        if hasattr(spec, scope):
+            spec = getattr(spec, scope)
+        else:
+            base, index = scope.rsplit("_", 1)
+            spec = getattr(spec, base)[int(index)]
+    if not hasattr(spec, name):
+        raise ConversionError(f"CTranslate2's spec has no variable {path}")
+    setattr(spec, name, value)
+
+
+def build_spec(arrays: dict[str, np.ndarray], settings: dict[str, Any], pieces: list[str]):
+    """A validated float32 `ctranslate2.specs.TransformerSpec` from `model_arrays`,
+    `model_settings` and `vocabulary` (CTranslate2 quantizes at load time if asked)."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    head_dim = settings["head_dim"]
+    if head_dim * settings["num_heads"] == settings["d_model"]:
+        head_dim = None  # CTranslate2's default, d_model / heads
+    common = dict(pre_norm=settings["pre_norm"], activation=common_spec.Activation.RELU)
+    spec = transformer_spec.TransformerSpec(
+        transformer_spec.TransformerEncoderSpec(settings["num_layers"], settings["num_heads"],
+                                                head_dim=head_dim, **common),
+        transformer_spec.TransformerDecoderSpec(settings["num_layers"], settings["num_heads"],
+                                                head_dim=head_dim, **common))
+    for path, value in arrays.items():
+        _set(spec, path, value)
+    spec.encoder.scale_embeddings = True
+    spec.decoder.scale_embeddings = True
+    spec.config.layer_norm_epsilon = settings["layer_norm_epsilon"]
+    spec.config.add_source_eos = True
+    spec.register_source_vocabulary(pieces)
+    spec.register_target_vocabulary(pieces)
+    spec.validate()
+    spec.optimize(quantization="float32")
+    return spec
+
+
+def save(spec, spm_proto: bytes, settings: dict[str, Any], output_dir,
+         overwrite: bool = False) -> pathlib.Path:
+    """Writes `spec`, the SentencePiece model and `settings` (SETTINGS_FILE) into a
+    temporary directory beside `output_dir`, then renames it into place, so that a reader
+    never sees a half-written model (an existing one is replaced only when `overwrite`)."""
+    final = pathlib.Path(output_dir)
+    if final.exists() and not overwrite:
+        raise FileExistsError(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
+    old = final.parent / f"{tmp.name}.old"
+    try:
+        os.chmod(tmp, 0o755)
+        spec.save(str(tmp))
+        (tmp / VOCAB_FILE).write_bytes(spm_proto)
+        (tmp / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n",
+                                         encoding="utf-8")
+        if final.exists():
+            os.rename(final, old)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if old.exists():  # put the previous model back
+                os.rename(old, final)
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def write_ctranslate2(model, spm_proto: bytes, output_dir, decoding: dict[str, Any],
+                      overwrite: bool = False) -> pathlib.Path:
+    """Converts a float32 `model` and its SentencePiece model into `output_dir`.
+
+    Args:
+        model: a built `keras_transformer.Transformer` with float32 weights.
+        spm_proto: the SentencePiece model's bytes (copied as spm.model).
+        decoding: beam_size, alpha, extra_length, max_input_length: `translate`'s defaults.
+        overwrite: replace an existing `output_dir` (else FileExistsError).
+
+    Raises:
+        ConversionError: a vocabulary or shape CTranslate2 cannot take.
+    """
+    import ctranslate2
+
+    settings = model_settings(model.config)
+    spec = build_spec(model_arrays(model), settings, vocabulary(spm_proto,
+                                                                model.config.vocab_size))
+    info = {"decoding": dict(decoding), "model": settings, "ctranslate2": ctranslate2.__version__}
+    return save(spec, spm_proto, info, output_dir, overwrite)
+
+
+def gnmt_best(hypotheses: Sequence[list[str]], scores: Sequence[float], alpha: float,
+              ct2_length_penalty: float) -> tuple[list[str], float]:
+    """The hypothesis with the best GNMT score among CTranslate2's finished ones (end token
+    included), and that score: CTranslate2's score * length ** ct2_length_penalty is the
+    log-probability, divided by ((5 + length) / 6) ** alpha as our search does."""
+    best, best_score = None, -math.inf
+    for tokens, score in zip(hypotheses, scores):
+        length = max(len(tokens), 1)
+        ours = score * length ** ct2_length_penalty / ((5.0 + length) / 6.0) ** alpha
+        if ours > best_score:
+            best, best_score = tokens, ours
+    return best, best_score
+
+
+def source_pieces(sp, lines: Sequence[str], decoding: dict[str, Any],
+                  max_length: int) -> tuple[list[list[str]], int]:
+    """(the sources' pieces, CTranslate2's max_decoding_length for them as one batch).
+
+    A source keeps its first max_input_length - 1 pieces (CTranslate2 adds EOS); an output
+    has at most min(source tokens + extra_length, max_length) tokens, our last one a forced
+    end token where CTranslate2 stops without one: one token less, for the longest source.
+    """
+    max_input = decoding.get("max_input_length") or max_length
+    pieces = [p[:max_input - 1] for p in sp.encode(list(lines), out_type=str)]
+    longest = max((len(p) + 1 for p in pieces), default=1)
+    return pieces, min(longest + decoding["extra_length"], max_length) - 1
+
+
+def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
+              max_length: int, patience: float = PATIENCE, **options) -> list[dict[str, Any]]:
+    """Raw sentences -> [{"pieces", "translation", "score"}] with our beam search's choice
+    (the module's docstring), lengths as `source_pieces` says.
+
+    Args:
+        translator: a `ctranslate2.Translator` on a `write_ctranslate2` directory.
+        sp: its `sentencepiece.SentencePieceProcessor` (spm.model).
+        decoding: beam_size, alpha, extra_length, max_input_length (SETTINGS_FILE's).
+        max_length: the model's max_length (SETTINGS_FILE's "model").
+        patience: CTranslate2 collects beam_size * patience finished hypotheses.
+        options: more `translate_batch` options (max_batch_size, ...).
+
+    `min_decoding_length=0`: ours may end at the first step (CTranslate2's default is 1).
+    """
+    if not lines:
+        return []
+    beam_size, alpha = decoding["beam_size"], decoding["alpha"]
+    pieces, limit = source_pieces(sp, lines, decoding, max_length)
+    candidates = max(1, round(beam_size * patience))
+    penalty = ct2_length_penalty(alpha)
+    results = translator.translate_batch(
+        pieces, beam_size=beam_size, patience=patience, num_hypotheses=candidates,
+        length_penalty=penalty, return_scores=True, return_end_token=True,
+        max_decoding_length=limit, min_decoding_length=0, max_input_length=0, **options)
+    out = []
+    for result in results:
+        best, score = gnmt_best(result.hypotheses, result.scores, alpha, penalty)
+        best = best[:-1] if best and best[-1] == "</s>" else best
+        out.append({"pieces": best, "translation": sp.decode_pieces(best), "score": score})
+    return out
+
+
+def load(ct2_dir, compute_type: str = "float32", **translator_options):
+    """(ctranslate2.Translator, SentencePieceProcessor, SETTINGS_FILE's dict) of a
+    `write_ctranslate2` directory, ready for `translate`."""
+    import ctranslate2
+    import sentencepiece
+
+    ct2_dir = pathlib.Path(ct2_dir)
+    info = json.loads((ct2_dir / SETTINGS_FILE).read_text(encoding="utf-8"))
+    translator = ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type=compute_type,
+                                        **translator_options)
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(ct2_dir / VOCAB_FILE))
+    return translator, sp, info
