@@ -1,8 +1,11 @@
-"""keras-transformer: the Transformer of "Attention Is All You Need" in Keras 3."""
+"""keras-transformer-nmt: the Transformer of "Attention Is All You Need" in Keras 3.
+
+The import name is `keras_transformer`; the distribution has a name of its own because
+"keras-transformer" on the package index is an unrelated project."""
 from setuptools import find_packages, setup
 
 setup(
-    name="keras-transformer",
+    name="keras-transformer-nmt",
     version="0.1.0",
     description=(
         "The paper's Transformer in Keras 3: training under tf.distribute, beam search, "
@@ -38,6 +41,7 @@ setup(
         # for the CTranslate2 engine; its wheel installs beside tensorflow (numpy, pyyaml), so
         # the tests install it and its tests run (they skip where it is missing).
         "bench": ["sacremoses"],
+        "jax": ["jax[cpu]"],  # pipelines/run.py --backend jax
         "ctranslate2": ["ctranslate2>=4.5,<5"],
         "test": ["pytest", "sacremoses", "jax[cpu]", "ctranslate2>=4.5,<5"],
     },

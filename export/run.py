@@ -32,7 +32,7 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 
 from absl import app, flags  # noqa: E402
 
-from pipelines import shared_flags  # noqa: E402  (the decoding and export flags)
+from pipelines import shared_flags, startup  # noqa: E402  (startup: before TensorFlow)
 
 flags.DEFINE_string("model_dir", None, "Model directory (config.json, final.weights.h5, "
                     "spm.model, settings.json).")
@@ -41,6 +41,7 @@ flags.DEFINE_alias("version", "export_version")
 flags.DEFINE_alias("precision", "decode_precision")
 flags.DEFINE_alias("overwrite", "overwrite_export")
 flags.adopt_module_key_flags(shared_flags)
+flags.adopt_module_key_flags(startup)
 FLAGS = flags.FLAGS
 
 
@@ -54,6 +55,7 @@ def main(argv):
     if not FLAGS.model_dir:
         log("export/run.py: error: --model_dir is required (the trained model's directory)")
         return 2
+    startup.import_tensorflow(FLAGS.verbose)
     from pipelines import options as options_lib
     from pipelines import stages
     from pipelines.errors import ModelDirError, UserError
@@ -78,6 +80,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from pipelines.errors import parse_flags
-
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=startup.parse_flags)

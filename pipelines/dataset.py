@@ -1,16 +1,10 @@
-"""tf.data input: teacher-forcing batches by token budget for training, and id batches of
-sentences for decoding.
+"""tf.data input of the pipeline: id batches of sentences for decoding, and the training
+batches of the library (`keras_transformer.data.batches`: ``training_batches``,
+``training_examples``, ``to_model_example``, ``global_batches``, imported here under their
+old names).
 
-Training examples are ``((source, target_in), target_out)`` with ``source = ids + [EOS]``,
-``target_in = [BOS] + ids`` and ``target_out = ids + [EOS]``, padded with 0 (``PAD_ID``),
-grouped by ``pipelines.buckets``. Batches are padded to the bucket boundary when few distinct
-shapes matter (XLA), else each side to its longest. The budget is the GLOBAL batch under
-``tf.distribute``; ``batch_multiple`` makes every batch size divisible by the replica count,
-and ``global_batches`` gives each worker its own part of every batch.
-``training_examples`` is the part shared with packed batches (``pipelines.packing``), which
-lay several pairs end to end in each row instead of bucketing them.
-Decoding batches tokenize with ``export.text.sentences_to_ids``, the rule the
-exported model uses.
+Decoding batches tokenize with ``export.text.sentences_to_ids``, the rule the exported model
+uses.
 """
 from __future__ import annotations
 
@@ -21,145 +15,12 @@ import numpy as np
 import tensorflow as tf
 
 from export import text
-from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
+from keras_transformer.constants import PAD_ID
+from keras_transformer.data.batches import (global_batches, to_model_example,  # noqa: F401
+                                            training_batches, training_examples)
+from keras_transformer.data.buckets import (bucket_batch_sizes, check_boundaries,
+                                            default_boundaries)
 from pipelines import Log
-from pipelines.buckets import (DEFAULT_BATCH_TOKENS, bucket_batch_sizes, check_boundaries,
-                               default_boundaries)
-
-
-
-def to_model_example(source: tf.Tensor, target: tf.Tensor):
-    """``(ids, ids) -> ((ids + [EOS], [BOS] + ids), ids + [EOS])``: teacher forcing pairs."""
-    eos = tf.constant([EOS_ID], tf.int32)
-    bos = tf.constant([BOS_ID], tf.int32)
-    source = tf.cast(source, tf.int32)
-    target = tf.cast(target, tf.int32)
-    return (tf.concat([source, eos], 0), tf.concat([bos, target], 0)), tf.concat([target, eos], 0)
-
-
-def training_examples(
-    pairs: tf.data.Dataset,
-    *,
-    max_source_length: int,
-    max_target_length: int,
-    shuffle: bool = True,
-    shuffle_buffer: int = 100_000,
-    seed: int = 0,
-    repeat: bool = True,
-    teacher_inputs=None,
-) -> tf.data.Dataset:
-    """Unbatched ``((source, target_in), target_out)`` of the pairs within the length limits,
-    shuffled and repeated: what ``training_batches`` buckets and ``pipelines.packing`` packs.
-
-    Args: as ``training_batches``.
-    """
-
-    def within_limits(source, target):
-        return tf.logical_and(
-            tf.size(source) + 1 <= max_source_length, tf.size(target) + 1 <= max_target_length
-        )
-
-    ds = pairs.filter(within_limits)
-    if shuffle:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        ds = ds.repeat()
-    ds = ds.map(to_model_example, num_parallel_calls=tf.data.AUTOTUNE)
-    if teacher_inputs is not None:
-        ds = ds.map(lambda inputs, target_out: ((inputs[0], teacher_inputs(*inputs)),
-                                                target_out),
-                    num_parallel_calls=tf.data.AUTOTUNE)
-    return ds
-
-
-def training_batches(
-    pairs: tf.data.Dataset,
-    *,
-    max_source_length: int,
-    max_target_length: int,
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    boundaries: Sequence[int] | None = None,
-    batch_multiple: int = 1,
-    shuffle: bool = True,
-    shuffle_buffer: int = 100_000,
-    seed: int = 0,
-    repeat: bool = True,
-    drop_remainder: bool | None = None,
-    pad_to_bucket: bool = True,
-    teacher_inputs=None,
-) -> tf.data.Dataset:
-    """Token-budget batches of ``((source, target_in), target_out)`` from tokenized pairs.
-
-    Args:
-      pairs: ``(source_ids, target_ids)`` without specials (``TokenCache.dataset``).
-      max_source_length, max_target_length: limits including EOS/BOS; longer pairs are
-        dropped (count them with ``length_filter_counts``).
-      batch_tokens: GLOBAL token budget per side and batch (all replicas together).
-      boundaries: padded bucket lengths; ``default_boundaries(max length)`` if None.
-      batch_multiple: every batch size is a multiple of this (the number of replicas).
-      shuffle, shuffle_buffer, seed: seeded example shuffle (reshuffled each epoch) and a small
-        batch shuffle, so that buckets are not drawn in corpus order.
-      repeat: repeat forever (use ``steps_per_epoch``); False gives one pass.
-      drop_remainder: drop each bucket's last partial batch; defaults to
-        ``batch_multiple > 1`` so every batch splits evenly across replicas.
-      pad_to_bucket: pad both sides to the bucket boundary, so that batches have few distinct
-        shapes (each new shape is a new XLA compilation); False pads each side to its own
-        longest sentence, which saves the most where sources and targets differ in length
-        (parsing: targets are about twice as long).
-      teacher_inputs: optional ``f(source, target_in) -> target_in`` on each example: what
-        the decoder reads instead of [BOS] + target (``Task.teacher_inputs``).
-    Returns:
-      A prefetched dataset whose batches are padded with ``PAD_ID``, global batches under
-      ``tf.distribute`` (``global_batches``).
-    """
-    max_length = max(max_source_length, max_target_length)
-    boundaries = list(boundaries) if boundaries is not None else default_boundaries(max_length)
-    check_boundaries(boundaries, max_length)
-    sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
-    if drop_remainder is None:
-        drop_remainder = batch_multiple > 1
-
-    def example_length(inputs, target_out):
-        source, target_in = inputs
-        return tf.maximum(tf.shape(source)[0], tf.shape(target_in)[0])
-
-    ds = training_examples(pairs, max_source_length=max_source_length,
-                           max_target_length=max_target_length, shuffle=shuffle,
-                           shuffle_buffer=shuffle_buffer, seed=seed, repeat=repeat,
-                           teacher_inputs=teacher_inputs)
-    # tf buckets are [b_{i-1}, b_i) and pad to b_i - 1: shift by one so bucket i pads to
-    # boundaries[i]. The extra last bucket (> the limit) is never used after the filter.
-    ds = ds.bucket_by_sequence_length(
-        example_length,
-        bucket_boundaries=[b + 1 for b in boundaries],
-        bucket_batch_sizes=sizes + [sizes[-1]],
-        padding_values=((PAD_ID, PAD_ID), PAD_ID),
-        pad_to_bucket_boundary=pad_to_bucket,
-        drop_remainder=drop_remainder,
-    )
-    if shuffle:
-        ds = ds.shuffle(64, seed=seed + 1, reshuffle_each_iteration=True)
-    return global_batches(ds).prefetch(tf.data.AUTOTUNE)
-
-
-def global_batches(batches: tf.data.Dataset) -> tf.data.Dataset:
-    """``batches`` as GLOBAL batches under ``tf.distribute``: each worker trains on its own
-    part of every batch, so that one step of all workers together is one batch of the budget.
-
-    Every worker builds the same stream of batches (the same data, seed and budget).
-    ``Strategy.experimental_distribute_dataset``, which ``model.fit`` calls, splits each
-    batch into one contiguous part per replica of the whole cluster, and the DATA auto-shard
-    policy then keeps this worker's parts: two workers of one replica each train on the two
-    halves of every batch, as one process with two replicas does. The policy is set, not left
-    to AUTO, which would first try to give each worker its own input files (the workers would
-    then draw different batches); with OFF each worker would feed its replicas all the parts
-    in turn, so that both workers trained on the same half at each step. The parts are equal
-    when batch sizes are multiples of the replica count (``batch_multiple``).
-    """
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return batches.with_options(options)
-
 
 def padding_fraction(batch) -> float:
     """Fraction of pad positions over both sides of one ``((source, target_in), target_out)``."""

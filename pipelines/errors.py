@@ -6,8 +6,9 @@ escapes is a bug and keeps its traceback. `UserError` itself is defined in
 importing `pipelines`.
 """
 from keras_transformer.errors import UserError
+from pipelines.startup import USAGE_EXIT
 
-__all__ = ["UserError", "DataError", "ModelDirError", "ConfigError", "USAGE_EXIT", "parse_flags"]
+__all__ = ["UserError", "DataError", "ModelDirError", "ConfigError", "USAGE_EXIT"]
 
 
 class DataError(UserError):
@@ -20,22 +21,3 @@ class ModelDirError(UserError):
 
 class ConfigError(UserError):
     """Flags that contradict each other or what the model directory was trained with."""
-
-
-USAGE_EXIT = 2
-
-
-def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing for `app.run(main, flags_parser=parse_flags)`: a malformed flag is
-    a user error like any other, one line on stderr and exit status 2 (absl exits 1)."""
-    import sys
-
-    from absl import flags
-
-    try:
-        return flags.FLAGS(argv)
-    except flags.Error as error:
-        program = argv[0] if argv else "run.py"
-        message = " ".join(str(error).split())
-        sys.stderr.write(f"{program}: error: {message} (--helpfull lists every flag)\n")
-        sys.exit(USAGE_EXIT)

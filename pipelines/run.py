@@ -20,51 +20,22 @@ import os
 import pathlib
 import sys
 
-BACKENDS = ("tensorflow", "jax")
-"""--backend's choices. PyTorch is not among them: its wheel on the package index brings
-CUDA's (gigabytes), and its CPU build is 0.55 GB more to install and test."""
-
-
-def early_flag(argv: list[str], name: str, default: str) -> str:
-    """The value of `--name` in `argv`, read before absl parses it: Keras fixes its backend,
-    and XLA the number of its CPU devices, when first imported, which the imports below do.
-    absl parses and checks the same flags again afterwards."""
-    for i, arg in enumerate(argv[1:], 1):
-        if arg == "--":
-            break
-        if arg.startswith(f"--{name}="):
-            return arg.split("=", 1)[1]
-        if arg == f"--{name}" and i + 1 < len(argv):
-            return argv[i + 1]
-    return default
-
-
-def select_backend(argv: list[str]) -> str:
-    """Sets KERAS_BACKEND to --backend's value (default tensorflow, whatever the environment
-    says) and, under JAX, `--num_cpu_devices N` as XLA's CPU device count; returns it."""
-    backend = early_flag(argv, "backend", "tensorflow")
-    backend = backend if backend in BACKENDS else "tensorflow"  # absl refuses it later
-    os.environ["KERAS_BACKEND"] = backend
-    cpu_devices = early_flag(argv, "num_cpu_devices", "1")
-    if backend == "jax" and cpu_devices.isdigit() and int(cpu_devices) > 1:
-        os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
-                                   f"--xla_force_host_platform_device_count={cpu_devices}").strip()
-    return backend
-
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-select_backend(sys.argv)
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from absl import app, flags, logging  # noqa: E402
 
-from pipelines import shared_flags  # noqa: E402  (the decoding and export flags)
+from pipelines import shared_flags, startup  # noqa: E402  (startup: before TensorFlow)
+from pipelines.startup import BACKENDS  # noqa: E402
+
+startup.select_backend(sys.argv)
 from pipelines.parsing.forms import TARGET_FORMS  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(shared_flags)
+flags.adopt_module_key_flags(startup)
 flags.DEFINE_enum("backend", "tensorflow", list(BACKENDS), "Keras backend that trains: "
-                  "tensorflow, or jax (jax.jit steps; keras.distribution.DataParallel over "
+                  "tensorflow, or jax (pip install -e \".[jax]\"; jax.jit steps; "
+                  "keras.distribution.DataParallel over "
                   "several devices). Under jax prepare, train, average and evaluate run (the "
                   "default --mode then); their checkpoints and final.weights.h5 are the same "
                   "files, so export, translate and score run after them under tensorflow, and "
@@ -185,7 +156,8 @@ flags.DEFINE_string("checkpoint", None, "evaluate, translate, score, export: dec
 flags.DEFINE_string("plot_attention", None, "translate: save the first sentence's "
                     "encoder-decoder attention heat map to this PNG.")
 
-NOT_OPTIONS = ("mode", "backend", "num_cpu_devices", "dev_bleu_every", "dev_bleu_sentences")
+NOT_OPTIONS = ("mode", "backend", "num_cpu_devices", "dev_bleu_every", "dev_bleu_sentences",
+               "verbose")
 ONLY_WHEN_PRESENT = ("override_saved", "overwrite_export", "export_jit_compile",
                      "with_scores", "with_alignment")
 
@@ -227,6 +199,7 @@ def log(message: str) -> None:
 
 
 def main(argv):
+    startup.import_tensorflow(FLAGS.verbose)
     from pipelines.errors import ConfigError, UserError
 
     if len(argv) > 1:
@@ -271,7 +244,7 @@ def main(argv):
             raise ConfigError("--format: only --mode export writes one")
         device = device_policy.detect(FLAGS.num_cpu_devices, backend)
         options = options_lib.resolve(given_flags(), device=device)
-        log(f"options: {options_lib.describe_origins(options)}")
+        log(f"options: {options_lib.describe_origins(options, every=FLAGS.verbose)}")
         if "train" in FLAGS.mode:
             log(options_lib.describe_device(options, device))
         keras.utils.set_random_seed(options.training.seed)
@@ -310,6 +283,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from pipelines.errors import parse_flags
-
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=startup.parse_flags)

@@ -1,30 +1,10 @@
-"""Shared source+target SentencePiece BPE vocabulary: train it, store it, load it in-graph.
-
-One model serves both languages (the paper shares a 37,000-token BPE vocabulary between
-English and German, Section 5.1), so the embedding matrices can be tied.
-
-Choices, and why:
-
-* ``normalization_rule_name="identity"`` and ``remove_extra_whitespaces=False``: no Unicode
-  normalization and no whitespace squeezing, so ``detokenize(tokenize(x)) == x`` for any text
-  (a translation is returned exactly as the model spelled it, references are never rewritten).
-  NFKC would fold e.g. full-width forms and ligatures, which then never round-trip. The one
-  exception is leading whitespace, which tensorflow-text's detokenizer drops; the cleaning
-  pass (``pipelines.text_io``) trims lines, so training and evaluation text has none.
-* ``character_coverage=1.0``: every character of the training sample gets a piece.
-* ``byte_fallback=True``: a character never seen in training (emoji, CJK in a German corpus)
-  is spelled as UTF-8 byte pieces instead of ``<unk>``, and decodes back to itself. It costs
-  256 vocabulary entries. ``<unk>`` (id 1) is still reserved but practically never produced.
-* Ids: pad=0 (the model's padding), unk=1, bos=2, eos=3.
-
-The serialized model proto (``read_model_proto``) is what goes into
-``tensorflow_text.SentencepieceTokenizer`` here and into the exported SavedModel later, so
-training, evaluation and serving tokenize with the very same bytes.
+"""The pipeline's vocabulary: a sample of the training files, the SentencePiece model trained
+on it (`keras_transformer.data.tokenizer`, where its settings are explained) stored as
+``<model_dir>/spm.model``, read back with clear errors, and checked.
 """
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import pathlib
 import random
@@ -32,6 +12,8 @@ import time
 from typing import Iterable, Sequence
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.data import tokenizer
+from keras_transformer.data.tokenizer import train_sentencepiece
 from pipelines import Log
 from pipelines.errors import DataError
 from pipelines.files import write_atomic
@@ -39,7 +21,6 @@ from pipelines.progress import DEFAULT_INTERVAL, Progress, format_duration, hear
 from pipelines.text_io import PROGRESS_EVERY, iter_lines
 
 MODEL_FILENAME = "spm.model"
-
 
 
 def sample_lines(
@@ -83,51 +64,6 @@ def sample_lines(
     return reservoir
 
 
-def train_sentencepiece(
-    sentences: Iterable[str],
-    vocab_size: int,
-    *,
-    num_threads: int | None = None,
-    user_defined_symbols: Sequence[str] = (),
-) -> bytes:
-    """Train a BPE SentencePiece model on ``sentences``; return its serialized proto.
-
-    BPE training is deterministic for a given input, so the sample fixes the model.
-    ``user_defined_symbols`` become single pieces wherever they occur (parsing's tree
-    symbols, written with the leading ``▁`` so that a space-separated symbol is one piece).
-    """
-    import sentencepiece as spm
-
-    sentences = list(sentences)
-    if not sentences:
-        raise DataError("cannot train a vocabulary on an empty corpus: no non-empty lines found")
-    writer = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=writer,
-        model_type="bpe",
-        vocab_size=vocab_size,
-        character_coverage=1.0,
-        normalization_rule_name="identity",
-        remove_extra_whitespaces=False,
-        byte_fallback=True,
-        pad_id=PAD_ID,
-        unk_id=UNK_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        pad_piece="<pad>",
-        unk_piece="<unk>",
-        bos_piece="<s>",
-        eos_piece="</s>",
-        input_sentence_size=0,  # the caller already sampled
-        shuffle_input_sentence=False,
-        num_threads=num_threads or max(1, os.cpu_count() or 1),
-        minloglevel=1,
-        user_defined_symbols=list(user_defined_symbols),
-    )
-    return writer.getvalue()
-
-
 def build_vocab(
     train_files: Sequence[os.PathLike | str],
     model_dir: os.PathLike | str,
@@ -164,7 +100,7 @@ def build_vocab(
         with heartbeat("vocab: training BPE", log, interval=progress_interval):
             proto = train_sentencepiece(sample, vocab_size,
                                         user_defined_symbols=user_defined_symbols)
-    except RuntimeError as e:
+    except (RuntimeError, ValueError) as e:
         hint = (
             " Choose a smaller vocab_size for this corpus."
             if "Vocabulary size" in str(e)
@@ -243,19 +179,10 @@ def fallback_rate(proto: bytes, lines: Iterable[str]) -> tuple[float, int]:
 
 
 def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
-    """Return an in-graph ``tensorflow_text.SentencepieceTokenizer`` (int32 ids, no BOS/EOS).
-
-    BOS/EOS are added by the data pipeline where each belongs (source+EOS, BOS+target, ...).
-    """
-    import tensorflow as tf
-    import tensorflow_text as tf_text
-
-    proto = (
-        path_or_proto
-        if isinstance(path_or_proto, bytes)
-        else read_model_proto(path_or_proto)
-    )
-    return tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
+    """`keras_transformer.data.tokenizer.load_tokenizer` of a model dir's SentencePiece model
+    (or a serialized one), read with `read_model_proto`'s clear errors."""
+    proto = path_or_proto if isinstance(path_or_proto, bytes) else read_model_proto(path_or_proto)
+    return tokenizer.load_tokenizer(proto)
 
 
 def python_processor(path_or_proto: os.PathLike | str | bytes):

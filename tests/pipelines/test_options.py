@@ -207,7 +207,7 @@ def test_the_run_log_says_where_each_value_came_from(tmp_path, shared_data):
     from tests.pipelines.run_helpers import run_command
 
     result = run_command([f"--model_dir={tmp_path / 'm'}", "--config=parsing_wsj_sample",
-                          "--mode=score"], shared_data, timeout=120)
+                          "--mode=score", "--verbose"], shared_data, timeout=120)
     assert result.returncode == 2  # score needs --input: the log line comes before
     options_line = next(line for line in result.stderr.splitlines()
                         if line.startswith("options: "))

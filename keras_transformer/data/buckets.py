@@ -1,0 +1,67 @@
+"""Token-budget buckets: which padded lengths, and how many sentences each.
+
+The paper batches by tokens (Section 5.1: about 25,000 source and 25,000 target tokens per
+batch): pairs are grouped into length buckets of boundary ``L`` holding ``floor(budget / L)``
+sentences, so ``batch_size * L <= budget`` on each side.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+DEFAULT_BATCH_TOKENS = 25_000
+
+
+def default_boundaries(
+    max_length: int, *, min_length: int = 8, step: int = 4, growth: float = 1.1
+) -> list[int]:
+    """Padded lengths of the buckets: ``step`` apart while short, then growing ``growth``x.
+
+    Every boundary is a multiple of ``step`` and the last one is ``max_length``, so any
+    pair within the length limits has a bucket. Step 4 rather than 8 matters for short
+    sentences: on Multi30k (mean ~15 subwords) padding over both sides is ~14% with step 4
+    and ~23% with step 8; a 256-token limit still needs only ~26 shapes.
+    """
+    if max_length < 1:
+        raise ValueError(f"max_length must be positive, got {max_length}")
+    boundaries, b = [], min_length
+    while b < max_length:
+        boundaries.append(b)
+        b = max(b + step, int(math.ceil(b * growth / step)) * step)
+    boundaries.append(max_length)
+    return boundaries
+
+
+def bucket_batch_sizes(
+    boundaries: Sequence[int], batch_tokens: int, batch_multiple: int = 1
+) -> list[int]:
+    """Sentences per batch for each bucket: ``floor(batch_tokens / L)``, a multiple of N.
+
+    Raises:
+      ValueError: a bucket cannot hold even ``batch_multiple`` sentences within the budget
+        (checked for the largest bucket up front, not hours into training).
+    """
+    if batch_multiple < 1:
+        raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")
+    sizes = []
+    for length in boundaries:
+        size = (batch_tokens // length) // batch_multiple * batch_multiple
+        if size < 1:
+            raise ValueError(
+                f"a batch of {batch_tokens:,} tokens cannot hold {batch_multiple} sentence(s) of "
+                f"{length} tokens (bucket {length}). Raise batch_tokens to at least "
+                f"{length * batch_multiple:,} or lower the task's max length."
+            )
+        sizes.append(size)
+    return sizes
+
+
+def check_boundaries(boundaries: Sequence[int], max_length: int) -> None:
+    """Refuses boundaries that are not increasing positive ints or miss the length limit."""
+    if list(boundaries) != sorted(set(boundaries)) or boundaries[0] < 1:
+        raise ValueError(f"bucket boundaries must be increasing positive ints: {boundaries}")
+    if boundaries[-1] < max_length:
+        raise ValueError(
+            f"the largest bucket ({boundaries[-1]}) is below the length limit ({max_length}); "
+            "add a boundary at the limit"
+        )

@@ -1,0 +1,89 @@
+"""The shared source+target SentencePiece BPE vocabulary: train it, load it in the graph.
+
+One model serves both languages (the paper shares a 37,000-token BPE vocabulary between
+English and German, Section 5.1), so the embedding matrices can be tied.
+
+Choices, and why:
+
+* ``normalization_rule_name="identity"`` and ``remove_extra_whitespaces=False``: no Unicode
+  normalization and no whitespace squeezing, so ``detokenize(tokenize(x)) == x`` for any text
+  (a translation is returned exactly as the model spelled it, references are never rewritten).
+  NFKC would fold e.g. full-width forms and ligatures, which then never round-trip. The one
+  exception is leading whitespace, which tensorflow-text's detokenizer drops: trim lines.
+* ``character_coverage=1.0``: every character of the training sample gets a piece.
+* ``byte_fallback=True``: a character never seen in training (emoji, CJK in a German corpus)
+  is spelled as UTF-8 byte pieces instead of ``<unk>``, and decodes back to itself. It costs
+  256 vocabulary entries. ``<unk>`` (id 1) is still reserved but practically never produced.
+* Ids: pad=0 (the model's padding), unk=1, bos=2, eos=3.
+
+The serialized model proto is what goes into ``tensorflow_text.SentencepieceTokenizer`` here
+and into the exported SavedModel, so training, evaluation and serving tokenize with the very
+same bytes.
+"""
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+from typing import Iterable, Sequence
+
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+
+def train_sentencepiece(
+    sentences: Iterable[str],
+    vocab_size: int,
+    *,
+    num_threads: int | None = None,
+    user_defined_symbols: Sequence[str] = (),
+) -> bytes:
+    """Train a BPE SentencePiece model on ``sentences``; return its serialized proto.
+
+    BPE training is deterministic for a given input, so the sample fixes the model.
+    ``user_defined_symbols`` become single pieces wherever they occur (parsing's tree
+    symbols, written with the leading ``▁`` so that a space-separated symbol is one piece).
+    """
+    import sentencepiece as spm
+
+    sentences = list(sentences)
+    if not sentences:
+        raise ValueError("cannot train a vocabulary on an empty corpus: no non-empty lines found")
+    writer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=writer,
+        model_type="bpe",
+        vocab_size=vocab_size,
+        character_coverage=1.0,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        byte_fallback=True,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        pad_piece="<pad>",
+        unk_piece="<unk>",
+        bos_piece="<s>",
+        eos_piece="</s>",
+        input_sentence_size=0,  # the caller already sampled
+        shuffle_input_sentence=False,
+        num_threads=num_threads or max(1, os.cpu_count() or 1),
+        minloglevel=1,
+        user_defined_symbols=list(user_defined_symbols),
+    )
+    return writer.getvalue()
+
+
+def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
+    """An in-graph ``tensorflow_text.SentencepieceTokenizer`` (int32 ids, no BOS/EOS) of a
+    serialized model or a model file.
+
+    BOS/EOS are added by the data pipeline where each belongs (source+EOS, BOS+target, ...).
+    """
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    proto = (path_or_proto if isinstance(path_or_proto, bytes)
+             else pathlib.Path(path_or_proto).read_bytes())
+    return tf_text.SentencepieceTokenizer(model=proto, out_type=tf.int32)
