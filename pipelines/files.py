@@ -19,12 +19,22 @@ from typing import Any, Iterator, Sequence
 PathLike = os.PathLike | str
 
 
+def _umask_mode(full: int) -> int:
+    """`full` (0o666 for a file, 0o777 for a directory) under the process's umask: the mode
+    a plain `open` or `mkdir` would give, which `tempfile` replaces with a private one."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return full & ~mask
+
+
 def _temp_beside(path: pathlib.Path) -> pathlib.Path:
     """A fresh hidden file name in `path`'s directory (renames stay on one file system),
-    ending like `path` (".weights.h5"), since some writers insist on their extension."""
+    ending like `path` (".weights.h5"), since some writers insist on their extension; with
+    the mode the umask gives (a colleague or a serving job may read what it becomes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
                                suffix=".tmp" + "".join(path.suffixes))
+    os.fchmod(fd, _umask_mode(0o666))
     os.close(fd)
     return pathlib.Path(tmp)
 
@@ -70,6 +80,7 @@ def atomic_directory(path: PathLike) -> Iterator[pathlib.Path]:
     final = pathlib.Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
+    os.chmod(tmp, _umask_mode(0o777))
     try:
         yield tmp
         try:

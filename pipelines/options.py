@@ -30,6 +30,7 @@ settings.json (format 2) holds what the first stages decided:
 from __future__ import annotations
 
 import dataclasses
+import sys
 import os
 from typing import Any, Mapping
 
@@ -438,7 +439,8 @@ def resolve(given: Mapping[str, Any], *,
                      with_scores=bool(given.get("with_scores")),
                      with_alignment=bool(given.get("with_alignment")),
                      prefix_file=given.get("prefix_file"), terms_file=given.get("terms")),
-        verbose=given.get("verbose", 1), init=init,
+        # Progress bars on a terminal; in a file or pipe a plain line per epoch (checkpoint).
+        verbose=given.get("verbose", 1 if sys.stderr.isatty() else 2), init=init,
         sampling=_sampling(given, training.seed), origins=origins)
 
 

@@ -258,6 +258,12 @@ def main(argv):
                 if not chief and stage != "train":
                     log(f"== {stage}: skipped, a worker other than the chief only trains")
                     continue
+                split = options.evaluation.split
+                if (stage == "evaluate" and not FLAGS["mode"].present
+                        and not options.make_task().has_split(split)):
+                    log(f"== evaluate: skipped, task {options.data.task} has no {split} data "
+                        f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
+                    continue
                 log(f"== {stage} ({options.data.task}, {options.model_dir})")
                 if stage == "train":
                     strategy = train_lib.make_strategy(options.training.jit_compile)
@@ -276,6 +282,10 @@ def main(argv):
     except UserError as e:
         log(f"error: {e}")
         return 2
+    except KeyboardInterrupt as e:  # every file is written under a temporary name first
+        log(f"interrupted {e.args[0] if e.args else 'by the user'}; run the same command "
+            f"to resume")
+        return 130
     except stages.OpCheckError as e:
         log(f"error: {e}")
         return 1

@@ -30,8 +30,9 @@ from pipelines import init_from as init_lib
 from pipelines import model_dir as md
 from pipelines import vocab as vocab_lib
 from pipelines.errors import ConfigError, DataError, ModelDirError
-from pipelines.files import atomic_files
+from pipelines.files import atomic_files, input_identity, read_manifest, write_json_atomic
 from pipelines.options import RunOptions, config_for
+from pipelines.progress import Progress
 from pipelines.tasks import Task
 from pipelines.text_io import iter_lines
 
@@ -172,13 +173,47 @@ def dev_metric_evaluator(options: RunOptions, task: Task, max_length: int, log: 
     return dev_metric
 
 
+RECORD_VERSION = 1
+"""Format of `<model_dir>/made_from/<stage>.json`: what a stage's product was made from."""
+
+
+def _record_path(options: RunOptions, name: str) -> pathlib.Path:
+    return pathlib.Path(options.model_dir) / "made_from" / f"{name}.json"
+
+
+def _up_to_date(options: RunOptions, name: str, inputs: dict) -> dict | None:
+    """The record of stage `name`'s last product if it was made from `inputs` and still
+    exists: a rerun with nothing changed then does not do the work again."""
+    record = read_manifest(_record_path(options, name), RECORD_VERSION, inputs)
+    return record if record is not None and pathlib.Path(record["product"]).exists() else None
+
+
+def _record(options: RunOptions, name: str, inputs: dict, product, **extra) -> None:
+    write_json_atomic(_record_path(options, name), {"version": RECORD_VERSION, "inputs": inputs,
+                                                    "product": str(product), **extra})
+
+
+def _weights_identity(options: RunOptions) -> list:
+    """What the model decoded with is made from: the final weights (or the named checkpoint)
+    and the checkpoint state (a newer checkpoint may be used where no final weights are)."""
+    name, state = options.evaluation.checkpoint, md.checkpoint_dir(options.model_dir)
+    weights = md.final_weights(options.model_dir) if name is None else state / f"{name}.index"
+    return input_identity([p for p in (weights, state / "checkpoint") if p.exists()])
+
+
 def run_average(options: RunOptions, log: Log = print):
+    t, state = options.training, md.checkpoint_dir(options.model_dir)
+    inputs = {"checkpoints": input_identity(
+        [p for p in (state / "checkpoint", state / checkpoints.METRIC_LOG) if p.exists()]),
+        "average_last": t.average_last, "keep_best_by": t.keep_best_by}
+    final = md.final_weights(options.model_dir)
+    if _up_to_date(options, "average", inputs):
+        log(f"average: {final} is up to date (no checkpoint since); nothing to do")
+        return
     model = md.build_model(md.load_config(options.model_dir))
-    checkpoints.average_checkpoints(model, md.checkpoint_dir(options.model_dir),
-                                    md.final_weights(options.model_dir),
-                                    options.training.average_last,
-                                    keep_best_by=options.training.keep_best_by, log=log)
-    return model
+    checkpoints.average_checkpoints(model, state, final, t.average_last,
+                                    keep_best_by=t.keep_best_by, log=log)
+    _record(options, "average", inputs, final)
 
 
 def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = None) -> dict:
@@ -186,10 +221,19 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     the scores to `out` (default stdout)."""
     task = options.make_task()
     split, decoding = options.evaluation.split, options.decoding
-    model = md.load_final_model(options.model_dir, decoding.precision,
-                                options.evaluation.checkpoint, log=log)
     # Under another backend the search is always compiled (jax.jit).
     jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
+    inputs = {"weights": _weights_identity(options), "decoding": dataclasses.asdict(decoding),
+              "split": split, "sentences": options.evaluation.sentences, "jit_compile": jit,
+              "data": json.loads(json.dumps(dataclasses.asdict(options.data), default=str))}
+    done = _up_to_date(options, f"evaluate_{split}", inputs)
+    if done:
+        log(f"evaluate: {done['product']} is up to date (the same weights and decoding "
+            f"settings); its scores:")
+        print("".join(done["printed"]), end="", file=out or sys.stdout, flush=True)
+        return done["scores"]
+    model = md.load_final_model(options.model_dir, decoding.precision,
+                                options.evaluation.checkpoint, log=log)
     log(f"evaluate: {decoding}, XLA {'on' if jit else 'off'}")
     data = evaluate.first_sentences(
         prepare.eval_input(task, split, options.model_dir,
@@ -209,12 +253,16 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     extra = {"split": split, "sentences": len(hypotheses), "decode_seconds": round(seconds, 2),
              "decoding": dataclasses.asdict(decoding)}
     written = evaluate.write_results(options.model_dir, split, hypotheses, scores, extra)
+    printed = []
     for name, value in scores.items():
         if not name.endswith("signature"):
             signature = scores.get(f"{name}_signature")
             shown = f"{value:,}" if isinstance(value, int) else f"{value:.2f}"
-            print(f"{split} {name}: {shown}" + (f"  ({signature})" if signature else ""),
-                  file=out or sys.stdout, flush=True)
+            printed.append(f"{split} {name}: {shown}" + (f"  ({signature})" if signature else "")
+                           + "\n")
+    print("".join(printed), end="", file=out or sys.stdout, flush=True)
+    _record(options, f"evaluate_{split}", inputs, written / f"{split}.json", scores=scores,
+            printed=printed)
     log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote {written}")
     return scores
 
@@ -260,6 +308,14 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
             and not export.overwrite:
         raise ExportError(f"{export_dir / str(export.version)} already exists: pass "
                           f"--overwrite_export to replace it, or leave the version unset")
+    inputs = {"weights": _weights_identity(options), "decoding": dataclasses.asdict(
+        options.decoding), "quantize": export.quantize, "jit_compile": export.jit_compile,
+        "export_dir": str(export_dir.resolve())}
+    done = _up_to_date(options, "export", inputs) if export.version is None else None
+    if done:
+        log(f"export: {done['product']} is up to date (the same weights and decoding "
+            f"settings); --export_version N writes another version")
+        return pathlib.Path(done["product"])
     translator = make_translator(options, options.make_task(), log)
     path = write_translator(translator, export_dir, version=export.version,
                             overwrite=export.overwrite, log=log)
@@ -268,6 +324,7 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
         log(report.format())
         if not report.ok:
             raise OpCheckError(f"{path}: uses ops stock TensorFlow Serving lacks (above)")
+    _record(options, "export", inputs, path)
     return path
 
 
@@ -379,7 +436,20 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
               for name, path, what in (("prefixes", options.io.prefix_file, "prefix"),
                                        ("terms", options.io.terms_file, "line of terms"))
               if path is not None}
-    count, first = 0, None
+    count, first, cut = 0, None, 0
+    pieces = vocab_lib.python_processor(translator.spm_proto)
+    progress = Progress("translate", None, "lines", log)
+
+    def warn_if_cut(chunk: list[str]) -> None:
+        """One stderr line per source longer than the model reads (EOS included)."""
+        nonlocal cut
+        for offset, ids in enumerate(pieces.encode(chunk)):
+            if len(ids) + 1 > translator.max_length:
+                cut += 1
+                log(f"translate: line {count + offset + 1}: {len(ids) + 1:,} tokens (EOS "
+                    f"included), more than the {translator.max_length} the model reads "
+                    f"(--max_input_length): translated from its first "
+                    f"{translator.max_length - 1} pieces")
 
     def lines_beside(name: str, chunk: list[str]) -> list[str] | None:
         if name not in beside:
@@ -398,12 +468,13 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
             chunk_prefixes, chunk_terms = (lines_beside(name, chunk)
                                            for name in ("prefixes", "terms"))
             first = chunk[0] if first is None else first
+            warn_if_cut(chunk)
             count += len(chunk)
             index = (count - len(chunk)) // TRANSLATE_CHUNK
             for line in _translate_lines(translator, options, chunk, chunk_prefixes, index,
                                          chunk_terms):
                 yield line + "\n"
-            print(f"\rtranslate: {count:,} lines", end="", file=sys.stderr, flush=True)
+            progress.update(count)
 
     if options.io.output:
         with atomic_files(options.io.output) as (tmp,):
@@ -414,8 +485,8 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
         for line in translations():
             out.write(line)
             out.flush()
-    print(file=sys.stderr)
-    log(f"translate: {count:,} lines")
+    log(f"translate: {count:,} lines" + (f"; {cut:,} cut to the first "
+                                         f"{translator.max_length - 1} pieces" if cut else ""))
     if options.io.plot_attention and first is not None:
         from pipelines.attention_plot import plot_attention
 

@@ -270,10 +270,17 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
                                       checkpoint_dir=checkpoint_dir,
                                       patience=t.early_stop_patience, log=log))
     callbacks.append(keras.callbacks.TensorBoard(str(own_dir / "logs")))
-    model.fit(dataset, validation_data=dev and dev.dataset,
-              validation_steps=dev and dev.batches_per_epoch,
-              epochs=math.ceil(train_steps / checkpoint_every),
-              initial_epoch=step // checkpoint_every,
-              steps_per_epoch=checkpoint_every * accumulate_steps,
-              callbacks=callbacks, verbose=verbose, shuffle=False)
+    try:
+        model.fit(dataset, validation_data=dev and dev.dataset,
+                  validation_steps=dev and dev.batches_per_epoch,
+                  epochs=math.ceil(train_steps / checkpoint_every),
+                  initial_epoch=step // checkpoint_every,
+                  steps_per_epoch=checkpoint_every * accumulate_steps,
+                  callbacks=callbacks, verbose=verbose, shuffle=False)
+    except KeyboardInterrupt:  # Ctrl-C: say where training stands (the CLI prints it)
+        kept = manager.latest_checkpoint
+        raise KeyboardInterrupt(
+            f"at step {int(model.optimizer.iterations.numpy()):,}; "
+            + (f"checkpoint {pathlib.Path(kept).name} kept" if kept else "no checkpoint yet")
+        ) from None
     return model

@@ -1,14 +1,17 @@
-"""A new user's first commands: help at once, a missing backend named with its install
-command, no TensorFlow C++ log lines unless asked, a readable options line, a distribution
-name of our own (issue: the first hour of a new user)."""
+"""A new user's first hour: help at once, a missing backend named with its install command,
+no TensorFlow C++ log lines unless asked, a readable options line, a distribution name of
+our own; files others can read, logs without redraws, reruns that redo nothing, long lines
+reported, the README's fine-tuning command, Ctrl-C in one line (issue: the first hour)."""
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from tests.pipelines.run_helpers import ROOT, RUN
+from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL
 
 EXPORT = ROOT / "export" / "run.py"
 CPP_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
@@ -85,3 +88,123 @@ def test_the_distribution_has_a_name_of_its_own():
                           text=True, cwd=ROOT, check=True).stdout.strip().splitlines()[-1]
     assert name == "keras-transformer-nmt"
     assert f"`{name}`" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- a job run as a user runs it
+TINY_JOB = [*TINY_MODEL, "--train_steps=20", "--checkpoint_every=10", "--average_last=2",
+            "--extra_length=8", "--eval_sentences=20"]
+
+
+def as_user(umask=0o022):
+    """The child as a shell starts it: this umask, and Ctrl-C's default action (a process
+    started in the background of a non-interactive shell ignores SIGINT)."""
+    def setup():
+        os.umask(umask)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return setup
+
+
+def job(args, data_dir, wait=True, stdin=None):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["KT_DATA_DIR"] = str(data_dir)
+    command = [sys.executable, str(RUN), *args]
+    if not wait:
+        return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=as_user())
+    return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
+                          input=stdin, timeout=900, preexec_fn=as_user())
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, shared_data):
+    """The default stages (prepare ... export) of a tiny job under umask 022, to a pipe."""
+    model_dir = tmp_path_factory.mktemp("job") / "model"
+    result = job([f"--model_dir={model_dir}", *TINY_JOB], shared_data)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return model_dir, result
+
+
+def test_files_are_readable_by_others_and_logs_hold_no_redraws(finished):
+    model_dir, result = finished
+    unreadable = [str(p.relative_to(model_dir)) for p in model_dir.rglob("*")
+                  if p.is_file() and p.stat().st_mode & 0o044 != 0o044]
+    assert not unreadable
+    for name in ("config.json", "settings.json", "spm.model", "final.weights.h5",
+                 "eval/test.hyp", "eval/test.json", "export/1/saved_model.pb"):
+        assert (model_dir / name).stat().st_mode & 0o777 == 0o644, name
+    for stream in (result.stdout, result.stderr):
+        assert "\r" not in stream and "\x1b" not in stream
+    assert "Epoch 2/2" in result.stderr  # a plain line per epoch (checkpoint interval)
+
+
+def test_a_rerun_of_a_finished_job_does_no_work_again(finished, shared_data):
+    model_dir, first = finished
+    again = job([f"--model_dir={model_dir}", *TINY_JOB], shared_data)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sorted(p.name for p in (model_dir / "export").iterdir()) == ["1"]
+    for said in ("train: already at step 20", "average: ", "evaluate: ", "export: "):
+        assert any(line.startswith(said) and ("nothing to do" in line or "up to date" in line)
+                   for line in again.stderr.splitlines()), (said, again.stderr[-2000:])
+    assert again.stdout == first.stdout  # the same scores, printed again
+    asked = job([f"--model_dir={model_dir}", "--mode=export", "--export_version=2"],
+                shared_data)
+    assert asked.returncode == 0, asked.stderr[-3000:]
+    assert sorted(p.name for p in (model_dir / "export").iterdir()) == ["1", "2"]
+
+
+def test_a_line_longer_than_the_model_reads_is_reported(finished, shared_data):
+    model_dir, _ = finished
+    lines = ["A dog runs.", " ".join(["A man rides a bicycle."] * 100), "Two cats sleep."]
+    result = job([f"--model_dir={model_dir}", "--mode=translate"], shared_data,
+                 stdin="\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(result.stdout.splitlines()) == 3
+    warnings = [line for line in result.stderr.splitlines() if "the model reads" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("translate: line 2: ")
+    assert "1 cut to the first" in result.stderr.strip().splitlines()[-1]
+
+
+def test_the_readme_fine_tuning_command_runs(finished, shared_data, tmp_path):
+    """As printed, with the source and files replaced and fewer steps; the text task has no
+    test data, so the default stages skip evaluate and say so."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"```bash\n(python pipelines/run.py --init_from .*?)\n```", text,
+                        re.S).group(1).replace("\\\n", " ")
+    model_dir, _ = finished
+    for side in ("en", "de"):
+        lines = (shared_data / "multi30k" / f"val.{side}").read_text().splitlines()[:200]
+        (tmp_path / f"in_domain.{side}").write_text("\n".join(lines) + "\n")
+    replaced = {"runs/multi30k_ende": str(model_dir), "runs/tuned": str(tmp_path / "tuned"),
+                "in_domain.en": str(tmp_path / "in_domain.en"),
+                "in_domain.de": str(tmp_path / "in_domain.de"),
+                "--train_steps 100": "--train_steps 4"}
+    for old, new in replaced.items():
+        assert old in command, old
+        command = command.replace(old, new)
+    result = job(command.split()[2:], shared_data)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "== evaluate: skipped, task text has no test data" in result.stderr
+    assert (tmp_path / "tuned" / "export" / "1" / "saved_model.pb").is_file()
+
+
+def test_ctrl_c_stops_training_in_one_line_and_the_rerun_resumes(shared_data, tmp_path):
+    args = [f"--model_dir={tmp_path / 'model'}", *TINY_MODEL, "--train_steps=400",
+            "--checkpoint_every=10", "--mode=prepare,train"]
+    process = job(args, shared_data, wait=False)
+    checkpoint = tmp_path / "model" / "checkpoints" / "ckpt-20.index"
+    for _ in range(600):
+        if checkpoint.exists() or process.poll() is not None:
+            break
+        time.sleep(0.5)
+    assert checkpoint.exists(), process.communicate()[1][-3000:]
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"interrupted at step [\d,]+; checkpoint ckpt-\d+ kept; run the same "
+                        r"command to resume", last), stderr[-3000:]
+    assert "Traceback" not in stderr
+    resumed = job(args, shared_data)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "train: resumed from" in resumed.stderr
+    assert (tmp_path / "model" / "checkpoints" / "ckpt-400.index").exists()

@@ -20,7 +20,8 @@ Equal means byte-identical except where a file legitimately differs between two
 uninterrupted runs (`canonical` says how each is compared instead): a token cache's
 `snapshot.metadata` (a random run id and a creation time; its shard, under the run id's
 directory, is byte-identical) and `meta.json` (the folder's path); `checkpoints/checkpoint`
-(timestamps); `eval/test.json` (`decode_seconds`); the export's `export.json` (`created`),
+(timestamps); `eval/test.json` (`decode_seconds`); `made_from/*.json` (what a stage's
+product was made from: paths and modification times); the export's `export.json` (`created`),
 and its `saved_model.pb`, `variables/*` and `fingerprint.pb`, where Keras' ExportArchive
 lists the variables in an order that changes from process to process: compared as the
 signatures, the traced functions (all but the generated save/restore ones, which follow
@@ -260,6 +261,8 @@ def canonical(path: pathlib.Path, rel: str):
             return re.sub(r'"[^"]*/model/clean/', '"<work>/model/clean/', data.decode())
         if re.fullmatch(r"model/eval/[^/]+\.json", rel):
             return _json_without(data, "decode_seconds")
+        if re.fullmatch(r"model/made_from/[^/]+\.json", rel):  # paths and mtimes of inputs
+            return _json_without(data, "inputs", "product")
         if name == "export.json":
             return _json_without(data, "created")
         if re.fullmatch(r"model/export/\d+/saved_model\.pb", rel):
