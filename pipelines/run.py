@@ -16,7 +16,6 @@ export/run.py. Results (scores, translations) go to stdout, logs to stderr; a us
 error is one line on stderr and exit status 2. `--helpfull` lists every flag.
 """
 import contextlib
-import os
 import pathlib
 import sys
 
