@@ -57,11 +57,21 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "early_stop_patience": 0, "pack": False,
 }
 
-# Departures for corpora far smaller than WMT, so that a CPU run finishes in minutes: the
-# default job (`python pipelines/run.py`) is Multi30k with these.
-TASK_TRAINING_DEFAULTS: dict[str, dict[str, Any]] = {
+# Recipes: the training, decoding and task settings a task or a preset brings, below the
+# flags and settings.json, a preset's above its task's. Multi30k departs from the paper so
+# that a CPU run finishes in minutes (the default job, `python pipelines/run.py`).
+TASK_RECIPES: dict[str, dict[str, Any]] = {
     "multi30k_ende": {"train_steps": 1000, "batch_tokens": 2048, "warmup_steps": 1000,
                       "checkpoint_every": 100},
+}
+# multi30k_quality: the README's 2-hour CPU run; parsing_wsj_sample: its 79-minute parser run
+# on the 10% WSJ sample, whose dev split stands in for the test split it lacks.
+PRESET_RECIPES: dict[str, dict[str, Any]] = {
+    "multi30k_quality": {"train_steps": 4000, "checkpoint_every": 250},
+    "parsing_wsj_sample": {"target_form": "read_xx", "batch_tokens": 2048, "warmup_steps": 800,
+                           "train_steps": 6400, "checkpoint_every": 400,
+                           "dev_metric_every": 800, "dev_metric_sentences": 0,
+                           "keep_best_by": "dev_metric", "beam_size": 4, "eval_split": "dev"},
 }
 
 # The paper's per-task departures from a preset (Section 6.1: "The Transformer (big) model
@@ -351,11 +361,23 @@ def resolve(given: Mapping[str, Any], *,
                          config_overrides=dict(pick("config_override",
                                                     from_source("config_override"),
                                                     ("default", {}))))
+    recipe, from_preset = PRESET_RECIPES.get(model.preset, {}), f"preset {model.preset}"
+    task_recipe = TASK_RECIPES.get(task.name, {})
+
+    def recipe_default(name: str, *later: tuple[str, Any]):
+        """pick() with the preset's recipe, then the task's, before `later` defaults."""
+        return pick(name, (from_preset, recipe.get(name)), (from_task, task_recipe.get(name)),
+                    *later)
+
+    for name in TASK_CONTENT_OPTIONS:  # a recipe may say what the task is (parsing's form)
+        if name not in task_options and name in recipe:
+            task_options[name] = recipe_default(name)
+            task = get_task(task.name, **task_options)
     try:
         preset = TransformerConfig.preset(model.preset)
     except ValueError as e:
         raise ConfigError(f"--config: {e}") from None
-    declared, from_preset = PRESETS[model.preset], f"preset {model.preset}"
+    declared = PRESETS[model.preset]
     data = DataOptions(task=task.name, task_options={**task_options, **task.content_options()},
                        vocab_size=pick("vocab_size", from_source("vocab_size"),
                                        (from_preset, declared.get("vocab_size")),
@@ -369,12 +391,12 @@ def resolve(given: Mapping[str, Any], *,
     except (ValueError, TypeError) as e:
         raise ConfigError(f"--config {model.preset} with --config_override "
                           f"{model.config_overrides}: {e}") from None
-    task_training = TASK_TRAINING_DEFAULTS.get(task.name, {})
     device = device or device_policy.Device()
 
     def training_default(name: str) -> tuple[str, Any]:
-        if name in task_training:
-            return from_task, task_training[name]
+        for origin, source in ((from_preset, recipe), (from_task, task_recipe)):
+            if name in source:
+                return origin, source[name]
         if name == "train_steps":
             return from_preset, preset.train_steps
         if name == "mixed_precision":
@@ -407,12 +429,9 @@ def resolve(given: Mapping[str, Any], *,
         raise ConfigError(f"--n_best {given['n_best']}: at most {MAX_BEAM_SIZE}, the largest "
                           f"beam the translate_with_options function accepts")
     task_decoding = task.decoding_defaults()
-    decoding = DecodingSettings(
-        beam_size=pick("beam_size", (from_task, task_decoding.beam_size)),
-        alpha=pick("alpha", (from_task, task_decoding.alpha)),
-        extra_length=pick("extra_length", (from_task, task_decoding.extra_length)),
-        max_input_length=pick("max_input_length", (from_task, task_decoding.max_input_length)),
-        stop_rule=pick("stop_rule", (from_task, task_decoding.stop_rule)),
+    decoding = DecodingSettings(**{name: recipe_default(name, (from_task, getattr(
+        task_decoding, name))) for name in ("beam_size", "alpha", "extra_length",
+                                            "max_input_length", "stop_rule")},
         # bfloat16 only after bfloat16 training: DecodingSettings has no float16.
         precision=pick("decode_precision", ("default", "bfloat16" if training.precision_policy
                                             == "mixed_bfloat16" else "float32")))
@@ -421,7 +440,7 @@ def resolve(given: Mapping[str, Any], *,
     return RunOptions(
         model_dir=model_dir, data=data, model=model, training=training, decoding=decoding,
         evaluation=EvalOptions(
-            split=given.get("eval_split") or "test", sentences=given.get("eval_sentences") or 0,
+            split=recipe_default("eval_split", ("default", "test")), sentences=given.get("eval_sentences") or 0,
             # XLA's CPU backend does not use bfloat16 hardware: without it bfloat16 decodes
             # faster (benchmarks/compare_peers.py); float32 decodes faster with it.
             jit_compile=pick("decode_jit_compile",
