@@ -180,9 +180,9 @@ def convert(args):
     """dump here, build with the CTranslate2 interpreter (the same directory as
     `pipelines/run.py --mode export --format ctranslate2` writes, decoding settings the
     model dir's)."""
-    from pipelines import options
+    from pipelines.settings import resolver
 
-    decoding = options.resolve({"model_dir": str(args.model_dir)}).decoding
+    decoding = resolver.resolve({"model_dir": str(args.model_dir)}).decoding
     with tempfile.TemporaryDirectory() as work:
         npz = os.path.join(work, "weights.npz")
         settings = dump(args.model_dir, npz)

@@ -116,7 +116,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-from pipelines.errors import DataError, USAGE_EXIT, UserError  # noqa: E402
+from cli.startup import USAGE_EXIT  # noqa: E402
+from pipelines.errors import DataError, UserError  # noqa: E402
 
 PUBLISHED_BLEU = 41.02
 PRESET = "multi30k_tiny"
@@ -303,7 +304,7 @@ def parse_args(argv: Sequence[str]):
 def main(argv: Sequence[str]) -> int:
     args, passthrough = parse_args(argv)
     try:
-        from pipelines.options import check_bounds
+        from pipelines.settings.options import check_bounds
 
         check_bounds(vars(args))
         if args.data_dir is not None and not pathlib.Path(args.data_dir).is_dir():

@@ -211,7 +211,7 @@ def argument_parser(description=__doc__):
     p.add_argument("--mixed_precision", type=int, default=-1,
                    help="1: bfloat16 (train: mixed_bfloat16; decode: bfloat16 weights, as "
                         "pipelines/run.py decodes), 0: float32, -1: the project's default "
-                        "(bfloat16 where pipelines/device_policy.py trains in mixed_bfloat16)")
+                        "(bfloat16 where pipelines/settings/device_policy.py trains in mixed_bfloat16)")
     p.add_argument("--matmul_n", type=int, default=2048)
     p.add_argument("--seed", type=int, default=0)
     return p
@@ -223,7 +223,7 @@ def main(argv=None):
         args.repeats = 20 if args.mode == "peak" else 3
     keras.utils.set_random_seed(args.seed)
     if args.mixed_precision < 0:
-        from pipelines import device_policy
+        from pipelines.settings import device_policy
 
         args.mixed_precision = int(args.mode != "peak" and device_policy.precision(
             device_policy.detect())[0] == "mixed_bfloat16")

@@ -1,4 +1,5 @@
-"""The errors a user can fix: each CLI catches `UserError` once, prints one line, exits 2.
+"""The errors a user can fix: the command line (`cli.main`) catches `UserError`
+once, prints one line, exits 2.
 
 Every message names the file, line or flag at fault and says what to do. Anything else that
 escapes is a bug and keeps its traceback. `UserError` itself is defined in
@@ -6,9 +7,8 @@ escapes is a bug and keeps its traceback. `UserError` itself is defined in
 importing `pipelines`.
 """
 from keras_transformer.errors import UserError
-from pipelines.startup import USAGE_EXIT
 
-__all__ = ["UserError", "DataError", "ModelDirError", "ConfigError", "USAGE_EXIT"]
+__all__ = ["UserError", "DataError", "ModelDirError", "ConfigError"]
 
 
 class DataError(UserError):

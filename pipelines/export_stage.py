@@ -11,7 +11,7 @@ from pipelines import Log
 from pipelines import made_from
 from pipelines import model_dir as md
 from pipelines import prepare
-from pipelines.options import RunOptions
+from pipelines.settings.options import RunOptions
 from pipelines.tasks import Task
 
 if TYPE_CHECKING:

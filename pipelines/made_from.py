@@ -10,7 +10,7 @@ import pathlib
 
 from pipelines import model_dir as md
 from pipelines.files import input_identity, read_manifest, write_json_atomic
-from pipelines.options import RunOptions
+from pipelines.settings.options import RunOptions
 
 VERSION = 1
 """Format of the records."""

@@ -1,7 +1,7 @@
 """The stages of a run, each usable alone against a model directory.
 
 prepare -> train -> average -> evaluate -> export, plus translate. Every stage takes the
-`RunOptions` that `pipelines.options.resolve` made from the flags and the model directory,
+`RunOptions` that `pipelines.settings.resolver.resolve` made from the flags and the model directory,
 and asks the task for whatever differs between tasks (metric, constraint, in-graph pre- and
 post-processing); none tests what kind of task it has.
 
@@ -32,17 +32,50 @@ from pipelines.errors import ConfigError, ModelDirError
 from pipelines.export_stage import (OpCheckError, make_translator, run_export,  # noqa: F401
                                      run_export_ctranslate2)
 from pipelines.files import input_identity
-from pipelines.options import RunOptions, config_for
+from pipelines.settings.options import RunOptions, config_for
 from pipelines.tasks import Task
 from pipelines.translate_stage import chunk_seed, run_score, run_translate  # noqa: F401
 
 STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "score")
-DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
 ANY_BACKEND_STAGES = ("prepare", "train", "average", "evaluate")
 """The stages that run under every Keras backend (`run.py --backend`; evaluate decodes with
 `keras_transformer.decoding.decode` there too); the others serve TensorFlow's graph."""
 STARTS_MODEL_DIR = ("prepare", "train")
 """The stages that may start a new model directory; the others need an existing one."""
+
+
+def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) -> list[str]:
+    """The stages to run for --mode `modes` (`asked`: given, not the default) under
+    `backend`; ConfigError for an unknown stage, one this backend cannot run, or a
+    translate-only flag (sampling, --terms), --quantize or --format without its stage."""
+    from pipelines.settings.options import SAMPLING_FLAGS
+
+    unknown = [m for m in modes if m not in STAGES]
+    if unknown:
+        raise ConfigError(f"--mode {','.join(unknown)}: choose from {', '.join(STAGES)}")
+    run = list(modes)
+    if backend != "tensorflow":
+        if not asked:  # the default job: the stages this backend runs
+            run = [m for m in run if m in ANY_BACKEND_STAGES]
+        later = [m for m in run if m not in ANY_BACKEND_STAGES]
+        if later:
+            raise ConfigError(f"--mode {later[0]}: runs TensorFlow's serving graph; under "
+                              f"--backend {backend} run {','.join(ANY_BACKEND_STAGES)}, then "
+                              f"--mode {','.join(later)} without --backend")
+    sampling = [name for name in SAMPLING_FLAGS if name in given]
+    if sampling and "translate" not in modes:
+        raise ConfigError(f"--{sampling[0]}: only --mode translate samples")
+    if "terms" in given and "translate" not in modes:
+        raise ConfigError("--terms: only --mode translate takes required phrases")
+    if "terms" in given and sampling:
+        raise ConfigError(f"--terms: beam search only; drop --{sampling[0]} (sampling does "
+                          "not take required phrases)")
+    if "quantize" in given and not {"export", "translate"} & set(modes):
+        raise ConfigError("--quantize: only --mode export and translate use it (evaluate "
+                          "decodes the weights as trained)")
+    if "format" in given and "export" not in modes:
+        raise ConfigError("--format: only --mode export writes one")
+    return run
 
 
 def writes(stage: str, options: RunOptions) -> bool:

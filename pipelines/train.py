@@ -17,7 +17,7 @@ from pipelines import checkpoints, memory_check, multi_worker
 from pipelines.buckets import bucket_batch_sizes
 from pipelines.errors import ConfigError
 from pipelines.model_dir import CHECKPOINT_DIR, build_model
-from pipelines.options import TrainingOptions
+from pipelines.settings.options import TrainingOptions
 from pipelines.prepare import training_input
 
 

@@ -17,7 +17,7 @@ from pipelines import vocab as vocab_lib
 from pipelines.errors import ConfigError, DataError
 from pipelines.export_stage import make_translator
 from pipelines.files import atomic_files
-from pipelines.options import RunOptions
+from pipelines.settings.options import RunOptions
 from pipelines.progress import Progress
 from pipelines.text_io import iter_lines
 

@@ -136,9 +136,10 @@ def export_base(tmp_path_factory) -> pathlib.Path:
 def translator(model_dir):
     """The in-process serving functions of the model directory, as the export stage makes
     them: final weights, vocabulary and settings.json's decoding settings."""
-    from pipelines import options, stages
+    from pipelines.settings import resolver
+    from pipelines import stages
 
-    run = options.resolve({"model_dir": str(model_dir)})
+    run = resolver.resolve({"model_dir": str(model_dir)})
     return stages.make_translator(run, run.make_task())
 
 

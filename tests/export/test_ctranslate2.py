@@ -41,12 +41,12 @@ def test_without_the_extra_the_format_is_refused_before_any_work(model_dir, tmp_
 
 def test_format_mistakes(model_dir):
     """--quantize (CTranslate2 quantizes when it loads) and --format outside export."""
-    from pipelines import options
+    from pipelines.settings import resolver
     from pipelines.errors import ConfigError
 
     pytest.importorskip("ctranslate2")
     with pytest.raises(ConfigError, match="--quantize: not with --format ctranslate2"):
-        options.resolve({"model_dir": str(model_dir), "format": "ctranslate2",
+        resolver.resolve({"model_dir": str(model_dir), "format": "ctranslate2",
                          "quantize": "int8"})
     result = _run_cli([f"--model_dir={model_dir}", "--mode=evaluate", "--format=ctranslate2"])
     assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -20,7 +20,7 @@ from export.saved_model import EXPORT_INFO_FILE, EXTRA_DIR, export_saved_model
 from export.translator import ExportError
 from keras_transformer.constants import BOS_ID, PAD_ID
 from pipelines import model_dir as md
-from pipelines import options as options_lib
+from pipelines.settings import resolver
 from pipelines import stages
 from tests.export.test_saved_model import ODD_INPUTS, _tokenize, _val_lines, serve_in_fresh_process
 from tests.export.test_serving_contract import GOLDEN, served_signatures
@@ -49,7 +49,7 @@ def int8_exported(model_dir, tmp_path_factory) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def int8_translator(model_dir):
     """The in-process serving functions of the int8 export (what the export stage writes)."""
-    run = options_lib.resolve({"model_dir": str(model_dir), "quantize": "int8"})
+    run = resolver.resolve({"model_dir": str(model_dir), "quantize": "int8"})
     return stages.make_translator(run, run.make_task())
 
 

@@ -21,7 +21,7 @@ from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERV
                                 write_translator)
 from export.translator import ExportError, Translator
 from keras_transformer import DecodingSettings
-from pipelines import options as options_lib
+from pipelines.settings import resolver
 from pipelines import stages
 from tests.export.conftest import MAX_LENGTH, SETTINGS
 
@@ -98,7 +98,7 @@ def test_versions_are_numbered_and_never_silently_replaced(translator, model_dir
     # An existing version is refused before any work, with what to do about it.
     with pytest.raises(ExportError, match=r"already exists: pass overwrite=True"):
         export_saved_model(translator.model, translator.spm_proto, base, version=1)
-    options = options_lib.resolve({"model_dir": str(model_dir), "export_dir": str(base),
+    options = resolver.resolve({"model_dir": str(model_dir), "export_dir": str(base),
                                    "export_version": 3})
     with pytest.raises(ExportError, match=r"already exists: pass --overwrite_export"):
         stages.run_export(options)

@@ -17,7 +17,8 @@ TINY = {"num_layers": 1, "d_model": 32, "d_ff": 64, "num_heads": 2}
 def model_dir(tmp_path_factory, shared_data):
     """A model dir as training leaves it (untrained tiny weights: decoding is not the point)."""
     from pipelines import model_dir as md
-    from pipelines import options, vocab
+    from pipelines.settings import options, resolver
+    from pipelines import vocab
 
     path = tmp_path_factory.mktemp("cli") / "model"
     files = []
@@ -26,7 +27,7 @@ def model_dir(tmp_path_factory, shared_data):
             files.append(path.parent / f"train.{lang}")
             files[-1].write_text("".join(itertools.islice(f, 2000)), encoding="utf-8")
     vocab.build_vocab(files, path, 600, log=lambda _: None)
-    run = options.resolve({"model_dir": str(path), "vocab_size": 600, "config_override": TINY,
+    run = resolver.resolve({"model_dir": str(path), "vocab_size": 600, "config_override": TINY,
                            "extra_length": 5})
     config = options.config_for(run, run.make_task(), 600)
     md.save_config(path, config)
@@ -126,7 +127,7 @@ def test_export_mistakes(model_dir, tmp_path, shared_data):
     refused([f"--model_dir={model_dir}", "--mode=export", f"--export_dir={export_dir}",
              "--export_version=1"], "already exists: pass --overwrite_export", shared_data,
             tmp_path)
-    # One flag vocabulary for both CLIs (pipelines/shared_flags.py); export/run.py keeps its
+    # One flag vocabulary for both CLIs (pipelines/settings/table.py); export/run.py keeps its
     # earlier names as aliases, except --jit_compile, which is training XLA in run.py.
     for version in ("--export_version=1", "--version=1"):
         refused([f"--model_dir={model_dir}", f"--export_dir={export_dir}", version],

@@ -5,9 +5,10 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import TransformerConfig
-from pipelines import checkpoints, device_policy, options
+from pipelines import checkpoints
+from pipelines.settings import describe, device_policy, resolver
 from pipelines import train as train_lib
-from pipelines.device_policy import Device
+from pipelines.settings.device_policy import Device
 from tests.helpers import random_ids, tiny_config
 
 CPU = Device()
@@ -87,7 +88,7 @@ def test_detect_takes_the_lowest_gpu_compute_capability(monkeypatch):
     (HOPPER, "base", "mixed_bfloat16", True),
 ])
 def test_the_resolver_takes_the_device_s_defaults(tmp_path, device, config, policy, jit):
-    run = options.resolve({"model_dir": str(tmp_path), "config": config}, device=device)
+    run = resolver.resolve({"model_dir": str(tmp_path), "config": config}, device=device)
     t = run.training
     assert (t.precision_policy, t.mixed_precision, t.jit_compile) == (
         policy, policy != "float32", jit)
@@ -98,17 +99,17 @@ def test_the_resolver_takes_the_device_s_defaults(tmp_path, device, config, poli
         f"device: {device_policy.jit_compile(device, d_model, policy)[1]}")
     assert run.decoding.precision == ("bfloat16" if policy == "mixed_bfloat16" else "float32")
     assert run.settings(trained=True)["training"]["precision_policy"] == policy
-    assert f"precision_policy {policy!r} (device: " in options.describe_origins(run)
+    assert f"precision_policy {policy!r} (device: " in describe.describe_origins(run)
 
 
 def test_the_log_line_says_what_and_why(tmp_path):
-    run = options.resolve({"model_dir": str(tmp_path)}, device=AVX512_BF16)
-    assert options.describe_device(run, AVX512_BF16) == (
+    run = resolver.resolve({"model_dir": str(tmp_path)}, device=AVX512_BF16)
+    assert describe.describe_device(run, AVX512_BF16) == (
         "device: cpu (avx512_bf16): mixed_bfloat16 (device: the CPU multiplies bfloat16 "
         "natively (avx512_bf16)); XLA off (device: XLA's CPU kernels do not use the bfloat16 hardware that "
         "TensorFlow's do)")
-    forced = options.resolve({"model_dir": str(tmp_path), "jit_compile": True}, device=AMPERE)
-    assert options.describe_device(forced, AMPERE).endswith("XLA on (flag)")
+    forced = resolver.resolve({"model_dir": str(tmp_path), "jit_compile": True}, device=AMPERE)
+    assert describe.describe_device(forced, AMPERE).endswith("XLA on (flag)")
 
 
 @pytest.mark.parametrize("device, given, policy, jit", [
@@ -119,7 +120,7 @@ def test_the_log_line_says_what_and_why(tmp_path):
     (AVX512_BF16, {"config": "base", "mixed_precision": False}, "float32", True),
 ])
 def test_flags_force_the_choice(tmp_path, device, given, policy, jit):
-    run = options.resolve({"model_dir": str(tmp_path), **given}, device=device)
+    run = resolver.resolve({"model_dir": str(tmp_path), **given}, device=device)
     assert (run.training.precision_policy, run.training.jit_compile) == (policy, jit)
     for name in ("mixed_precision", "jit_compile"):
         assert (run.origins[name] == "flag") == (name in given)
@@ -131,10 +132,10 @@ def test_settings_json_wins_over_the_device(tmp_path):
     GPU; the mixed policy is the GPU's (checkpoints hold the same variables under each)."""
     from pipelines import model_dir as md
 
-    trained = options.resolve({"model_dir": str(tmp_path)}, device=AVX512_BF16)
+    trained = resolver.resolve({"model_dir": str(tmp_path)}, device=AVX512_BF16)
     md.save_settings(tmp_path, trained.settings(trained=True))
     md.final_weights(tmp_path).write_bytes(b"weights")
-    run = options.resolve({"model_dir": str(tmp_path)}, device=TURING)
+    run = resolver.resolve({"model_dir": str(tmp_path)}, device=TURING)
     assert (run.training.mixed_precision, run.training.jit_compile) == (True, False)
     assert run.origins["jit_compile"] == run.origins["mixed_precision"] == "settings.json"
     assert run.training.precision_policy == "mixed_float16"

@@ -114,7 +114,7 @@ def test_init_optimizer_goes_on_from_the_source_step(source, corpora, tmp_path, 
 
 def test_refusals(source, corpora, tmp_path):
     """What cannot work is refused before anything is written (the resolver, in-process)."""
-    from pipelines import options
+    from pipelines.settings import resolver
     from pipelines.errors import UserError
 
     unaveraged = tmp_path / "unaveraged"
@@ -143,7 +143,7 @@ def test_refusals(source, corpora, tmp_path):
          "--accumulate_steps 2 differs from the source's 1"),
     ]:
         with pytest.raises(UserError) as error:
-            options.resolve({"model_dir": str(model_dir), "init_from": str(init_from),
+            resolver.resolve({"model_dir": str(model_dir), "init_from": str(init_from),
                              "task": "text", "train_src": str(src), "train_tgt": str(tgt),
                              **given})
         assert message in str(error.value)
@@ -202,11 +202,13 @@ def held_back_score(model_dir, corpora) -> float:
     in-process)."""
     import io
 
-    from pipelines import options, stages
+    from pipelines.settings import resolver
+
+    from pipelines import stages
 
     src, tgt = corpora["held"]
     out = io.StringIO()
-    run = options.resolve({"model_dir": str(model_dir), "input": str(src), "target": str(tgt)})
+    run = resolver.resolve({"model_dir": str(model_dir), "input": str(src), "target": str(tgt)})
     assert stages.run_score(run, log=lambda _: None, out=out) == 200
     return float(np.mean([float(line) for line in out.getvalue().split()]))
 

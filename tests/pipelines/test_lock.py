@@ -95,10 +95,11 @@ def test_cli_writers_wait_for_no_one_and_a_killed_holder_frees_the_dir(holder, s
 
 
 def test_which_stages_write():
-    from pipelines import options, stages
+    from pipelines.settings import resolver
+    from pipelines import stages
 
-    run = options.resolve({"model_dir": "unused"})
+    run = resolver.resolve({"model_dir": "unused"})
     assert [s for s in stages.STAGES if stages.writes(s, run)] == [
         "prepare", "train", "average", "evaluate", "export"]
-    with_output = options.resolve({"model_dir": "unused", "output": "out.txt"})
+    with_output = resolver.resolve({"model_dir": "unused", "output": "out.txt"})
     assert stages.writes("translate", with_output) and not stages.writes("score", with_output)

@@ -5,20 +5,20 @@ import pytest
 
 from keras_transformer import DecodingSettings
 from pipelines import model_dir as md
-from pipelines import options
-from pipelines.device_policy import Device
+from pipelines.settings import options, resolver, describe
+from pipelines.settings.device_policy import Device
 from pipelines.errors import ConfigError, ModelDirError
 
 
 def test_a_new_model_dir_takes_task_then_paper_defaults(tmp_path):
-    run = options.resolve({"model_dir": str(tmp_path / "m")})
+    run = resolver.resolve({"model_dir": str(tmp_path / "m")})
     assert run.data.task == "multi30k_ende" and run.data.vocab_size == 8_000
     assert run.model.preset == "multi30k_small" and run.model.config_overrides == {}
     # Multi30k's own training defaults, else the paper's.
     assert (run.training.train_steps, run.training.batch_tokens) == (1000, 2048)
     assert (run.training.average_last, run.training.accumulate_steps) == (5, 1)
     assert run.decoding == DecodingSettings(4, 0.6, 50, max_input_length=128)
-    parser = options.resolve({"model_dir": str(tmp_path / "p"), "task": "ptb_parsing"})
+    parser = resolver.resolve({"model_dir": str(tmp_path / "p"), "task": "ptb_parsing"})
     assert (parser.decoding.beam_size, parser.decoding.alpha) == (21, 0.3)
     assert parser.training.batch_tokens == 25_000  # the paper's
     assert parser.training.train_steps == 100_000  # the preset's (Table 3)
@@ -26,20 +26,20 @@ def test_a_new_model_dir_takes_task_then_paper_defaults(tmp_path):
 
 def test_precision_follows_training_unless_given(tmp_path):
     bfloat16_cpu = Device("cpu", cpu_flags=frozenset({"avx512_bf16"}))
-    run = options.resolve({"model_dir": str(tmp_path)}, device=bfloat16_cpu)
+    run = resolver.resolve({"model_dir": str(tmp_path)}, device=bfloat16_cpu)
     assert run.training.mixed_precision and run.decoding.precision == "bfloat16"
     assert not run.evaluation.jit_compile  # XLA does not speed bfloat16 up on CPUs
-    run = options.resolve({"model_dir": str(tmp_path), "mixed_precision": False},
+    run = resolver.resolve({"model_dir": str(tmp_path), "mixed_precision": False},
                           device=bfloat16_cpu)
     assert run.decoding.precision == "float32" and run.evaluation.jit_compile
     # float16 training decodes in float32 (DecodingSettings has no float16).
-    run = options.resolve({"model_dir": str(tmp_path)}, device=Device("gpu", (7, 5)))
+    run = resolver.resolve({"model_dir": str(tmp_path)}, device=Device("gpu", (7, 5)))
     assert run.training.precision_policy == "mixed_float16"
     assert run.decoding.precision == "float32"
 
 
 def _trained(tmp_path, **given):
-    run = options.resolve({"model_dir": str(tmp_path), "task": "ptb_parsing",
+    run = resolver.resolve({"model_dir": str(tmp_path), "task": "ptb_parsing",
                            "config_override": {"d_model": 64}, "beam_size": 3, **given})
     md.save_settings(tmp_path, run.settings(trained=True))
     md.final_weights(tmp_path).write_bytes(b"weights")  # what makes the settings bind
@@ -48,10 +48,10 @@ def _trained(tmp_path, **given):
 
 def test_settings_json_is_the_truth_after_training(tmp_path):
     trained = _trained(tmp_path, train_steps=70, average_last=2)
-    again = options.resolve({"model_dir": str(tmp_path)})  # no --task, no config flags
+    again = resolver.resolve({"model_dir": str(tmp_path)})  # no --task, no config flags
     assert again == trained
     # Run controls may change; the saved value is only their default.
-    assert options.resolve({"model_dir": str(tmp_path), "train_steps": 90}).training.train_steps == 90
+    assert resolver.resolve({"model_dir": str(tmp_path), "train_steps": 90}).training.train_steps == 90
 
 
 @pytest.mark.parametrize("given, message", [
@@ -65,38 +65,38 @@ def test_settings_json_is_the_truth_after_training(tmp_path):
 def test_a_flag_that_contradicts_the_model_is_refused(tmp_path, given, message):
     _trained(tmp_path)
     with pytest.raises(ConfigError, match="drop the flag to continue this model") as error:
-        options.resolve({"model_dir": str(tmp_path), **given})
+        resolver.resolve({"model_dir": str(tmp_path), **given})
     assert str(error.value).startswith(message)
     with pytest.raises(ConfigError):  # --override_saved is for decoding settings only
-        options.resolve({"model_dir": str(tmp_path), "override_saved": True, **given})
+        resolver.resolve({"model_dir": str(tmp_path), "override_saved": True, **given})
 
 
 def test_model_settings_bind_only_once_weights_exist(tmp_path):
     run = _trained(tmp_path)
     md.final_weights(tmp_path).unlink()  # a first run stopped before its first checkpoint
-    again = options.resolve({"model_dir": str(tmp_path), "batch_tokens": 4096,
+    again = resolver.resolve({"model_dir": str(tmp_path), "batch_tokens": 4096,
                              "config_override": {"d_model": 128}})
     assert again.training.batch_tokens == 4096 and again.model.config_overrides == {
         "d_model": 128}
     with pytest.raises(ConfigError, match="--task"):  # prepare's decisions still bind
-        options.resolve({"model_dir": str(tmp_path), "task": "multi30k_ende"})
+        resolver.resolve({"model_dir": str(tmp_path), "task": "multi30k_ende"})
     assert run.training.batch_tokens == 25_000
 
 
 def test_decoding_flags_need_override_saved(tmp_path):
     _trained(tmp_path)
-    assert options.resolve({"model_dir": str(tmp_path), "beam_size": 3}).decoding.beam_size == 3
+    assert resolver.resolve({"model_dir": str(tmp_path), "beam_size": 3}).decoding.beam_size == 3
     with pytest.raises(ConfigError, match="--beam_size 5 differs from 3.*--override_saved"):
-        options.resolve({"model_dir": str(tmp_path), "beam_size": 5})
-    run = options.resolve({"model_dir": str(tmp_path), "beam_size": 5, "alpha": 0.0,
+        resolver.resolve({"model_dir": str(tmp_path), "beam_size": 5})
+    run = resolver.resolve({"model_dir": str(tmp_path), "beam_size": 5, "alpha": 0.0,
                            "override_saved": True})
     assert (run.decoding.beam_size, run.decoding.alpha) == (5, 0.0)
     # The stop rule is a decoding setting like the others; a model dir saved before it
     # existed stops exactly.
-    assert options.resolve({"model_dir": str(tmp_path)}).decoding.stop_rule == "exact"
+    assert resolver.resolve({"model_dir": str(tmp_path)}).decoding.stop_rule == "exact"
     with pytest.raises(ConfigError, match="--stop_rule 'best_finished' differs from 'exact'"):
-        options.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished"})
-    run = options.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished",
+        resolver.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished"})
+    run = resolver.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished",
                            "override_saved": True})
     assert run.decoding.stop_rule == "best_finished"
 
@@ -105,19 +105,19 @@ def test_settings_of_earlier_versions_are_read(tmp_path):
     (tmp_path / "settings.json").write_text(json.dumps(
         {"task": "multi30k_ende", "beam_size": 2, "alpha": 1.0, "extra_length": 5,
          "training": {"accumulate_steps": 4}}))
-    run = options.resolve({"model_dir": str(tmp_path)})
+    run = resolver.resolve({"model_dir": str(tmp_path)})
     assert (run.decoding.beam_size, run.decoding.alpha, run.decoding.extra_length) == (2, 1.0, 5)
 
 
 def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):
     (tmp_path / "settings.json").write_text("{not json")
     with pytest.raises(ModelDirError, match="settings.json: unreadable"):
-        options.resolve({"model_dir": str(tmp_path)})
+        resolver.resolve({"model_dir": str(tmp_path)})
     for name in ("beam_size", "average_last", "checkpoint_every", "accumulate_steps"):
         with pytest.raises(ConfigError, match=f"--{name} 0: must be >= 1"):
-            options.resolve({"model_dir": str(tmp_path / "new"), name: 0})
+            resolver.resolve({"model_dir": str(tmp_path / "new"), name: 0})
     with pytest.raises(ConfigError, match="--config: Unknown preset 'tiny'"):
-        options.resolve({"model_dir": str(tmp_path / "new"), "config": "tiny"})
+        resolver.resolve({"model_dir": str(tmp_path / "new"), "config": "tiny"})
 
 
 @pytest.mark.parametrize("given, message", [
@@ -134,9 +134,9 @@ def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):
 ])
 def test_training_flags_that_would_not_do_what_they_say(tmp_path, given, message):
     with pytest.raises(ConfigError, match=message):
-        options.resolve({"model_dir": str(tmp_path), **given})
+        resolver.resolve({"model_dir": str(tmp_path), **given})
     # Steps per execution that divide both are fine.
-    run = options.resolve({"model_dir": str(tmp_path), "checkpoint_every": 10,
+    run = resolver.resolve({"model_dir": str(tmp_path), "checkpoint_every": 10,
                            "train_steps": 40, "steps_per_execution": 5})
     assert run.training.steps_per_execution == 5
 
@@ -146,36 +146,36 @@ def test_keep_best_by_and_patience_are_saved_run_controls(tmp_path):
     wins (they change which weights are averaged and when training ends, not the model)."""
     trained = _trained(tmp_path, checkpoint_every=100, dev_metric_every=200,
                        keep_best_by="dev_metric", early_stop_patience=3)
-    assert options.resolve({"model_dir": str(tmp_path)}) == trained
+    assert resolver.resolve({"model_dir": str(tmp_path)}) == trained
     assert (trained.training.keep_best_by, trained.training.early_stop_patience) == (
         "dev_metric", 3)
-    run = options.resolve({"model_dir": str(tmp_path), "keep_best_by": "last",
+    run = resolver.resolve({"model_dir": str(tmp_path), "keep_best_by": "last",
                            "early_stop_patience": 0})
     assert (run.training.keep_best_by, run.training.early_stop_patience) == ("last", 0)
-    fresh = options.resolve({"model_dir": str(tmp_path / "new")})
+    fresh = resolver.resolve({"model_dir": str(tmp_path / "new")})
     assert (fresh.training.keep_best_by, fresh.training.early_stop_patience) == ("last", 0)
 
 
 def test_a_preset_s_own_vocabulary_wins_over_the_task_s(tmp_path):
     """Precedence: flag > settings.json > the preset's own value > the task's > the paper's."""
     for given in ({"task": "ptb_parsing"}, {}):  # the WSJ task (16,000) and Multi30k (8,000)
-        run = options.resolve({"model_dir": str(tmp_path / "p"), **given,
+        run = resolver.resolve({"model_dir": str(tmp_path / "p"), **given,
                                "config": "parsing_wsj_sample"})
         assert run.data.vocab_size == 4_000
         assert run.origins["vocab_size"] == "preset parsing_wsj_sample"
-        assert "vocab_size 4000 (preset parsing_wsj_sample)" in options.describe_origins(run)
-    run = options.resolve({"model_dir": str(tmp_path / "p"), "config": "parsing_wsj_sample",
+        assert "vocab_size 4000 (preset parsing_wsj_sample)" in describe.describe_origins(run)
+    run = resolver.resolve({"model_dir": str(tmp_path / "p"), "config": "parsing_wsj_sample",
                            "vocab_size": 1000})
     assert (run.data.vocab_size, run.origins["vocab_size"]) == (1000, "flag")
     # `base` (and every Table 3 row) declares no vocabulary of its own: the task's applies,
     # not the paper's 37,000 that the dataclass default holds.
-    run = options.resolve({"model_dir": str(tmp_path / "b"), "task": "ptb_parsing",
+    run = resolver.resolve({"model_dir": str(tmp_path / "b"), "task": "ptb_parsing",
                            "config": "base"})
     assert (run.data.vocab_size, run.origins["vocab_size"]) == (16_000, "task ptb_parsing")
     # Once prepared, the model dir's value wins over the preset's.
     (tmp_path / "s").mkdir()
     md.save_settings(tmp_path / "s", {"format": 2, "task": "multi30k_ende", "vocab_size": 500})
-    run = options.resolve({"model_dir": str(tmp_path / "s"), "config": "parsing_wsj_sample"})
+    run = resolver.resolve({"model_dir": str(tmp_path / "s"), "config": "parsing_wsj_sample"})
     assert (run.data.vocab_size, run.origins["vocab_size"]) == (500, "settings.json")
 
 
@@ -184,14 +184,14 @@ def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
     (`TransformerConfig.preset`), though Multi30k sentences stop at 128 + 50 + EOS."""
     from keras_transformer import TransformerConfig
 
-    run = options.resolve({"model_dir": str(tmp_path / "m")})
+    run = resolver.resolve({"model_dir": str(tmp_path / "m")})
     config = options.config_for(run, run.make_task(), 8_000)
     assert config.max_length == TransformerConfig.preset("multi30k_small").max_length == 256
     assert run.origins["max_length"] == "preset multi30k_small"
     # A preset without its own (base) gets enough for the task: 128 + 50 + EOS.
-    run = options.resolve({"model_dir": str(tmp_path / "b"), "config": "base"})
+    run = resolver.resolve({"model_dir": str(tmp_path / "b"), "config": "base"})
     assert (run.model.max_length, run.origins["max_length"]) == (179, "task multi30k_ende")
-    run = options.resolve({"model_dir": str(tmp_path / "o"),
+    run = resolver.resolve({"model_dir": str(tmp_path / "o"),
                            "config_override": {"max_length": 300}})
     assert options.config_for(run, run.make_task(), 8_000).max_length == 300
     # A trained model keeps the positions its config.json has.
@@ -199,7 +199,7 @@ def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
     trained.mkdir()
     md.save_config(trained, TransformerConfig.preset("multi30k_small", max_length=179))
     md.final_weights(trained).write_bytes(b"weights")
-    run = options.resolve({"model_dir": str(trained)})
+    run = resolver.resolve({"model_dir": str(trained)})
     assert (run.model.max_length, run.origins["max_length"]) == (179, "config.json")
 
 

@@ -102,10 +102,11 @@ def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, sh
 
 def test_dev_metric_scores_exactly_the_first_n_dev_sentences(trained, shared_data, monkeypatch):
     from pipelines import model_dir as md
-    from pipelines import options, stages
+    from pipelines.settings import resolver
+    from pipelines import stages
 
     monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
-    run = options.resolve({"model_dir": str(trained), "dev_metric_sentences": 200,
+    run = resolver.resolve({"model_dir": str(trained), "dev_metric_sentences": 200,
                            "extra_length": 2, "beam_size": 1, "override_saved": True})
     logged = []
     config = md.load_config(trained)
@@ -228,11 +229,11 @@ def test_early_stop_then_average_of_the_best_by_dev_metric(prepared, tmp_path, s
     import tensorflow as tf
 
     from pipelines import model_dir as md
-    from pipelines import options
+    from pipelines.settings import resolver
     from pipelines import train as train_lib
 
     monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
-    run, logged = options.resolve({"model_dir": str(model_dir)}), []
+    run, logged = resolver.resolve({"model_dir": str(model_dir)}), []
     assert (run.training.keep_best_by, run.training.early_stop_patience) == ("dev_metric", 1)
     train_lib.train(run.make_task(), str(model_dir), md.load_config(model_dir), run.training,
                     strategy=tf.distribute.get_strategy(), log=logged.append)

@@ -3,7 +3,8 @@ the Keras backend (and say how to install it when it is missing), and keep Tenso
 log lines out of the output unless asked for (`--verbose`).
 
 Imports only the standard library and absl: everything here runs before the seconds that
-importing TensorFlow takes.
+importing TensorFlow takes. `USAGE_EXIT` is the exit status of every user error, here and
+in `cli.main`.
 """
 import importlib
 import os
@@ -11,20 +12,16 @@ import sys
 
 from absl import flags
 
+from pipelines.settings.table import TABLE
+
 USAGE_EXIT = 2
 """Exit status of a user error (a flag, a file, a model dir): one line on stderr."""
-BACKENDS = ("tensorflow", "jax")
-"""--backend's choices. PyTorch is not among them: its wheel on the package index brings
-CUDA's (gigabytes), and its CPU build is 0.55 GB more to install and test."""
+BACKENDS = TABLE["backend"].choices
 INSTALL = {"jax": 'pip install -e ".[jax]"'}
 """How to install a backend that setup.py offers as an extra."""
 HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
 USER_LOG_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
 """TensorFlow's C++ log level as the user set it (None: not set), read at start-up."""
-
-flags.DEFINE_bool("verbose", False, "Show TensorFlow's C++ log lines (hidden by default "
-                  "unless TF_CPP_MIN_LOG_LEVEL is set) and every resolved option with its "
-                  "origin.")
 
 
 def fail(message: str) -> None:

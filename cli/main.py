@@ -1,0 +1,132 @@
+"""Both command lines: `pipelines/run.py` (every stage) and `export/run.py` (the export
+alone) are fronts of `main`, with flags from the one table and one error handling: a user
+error is one line on stderr and exit status 2, a failed op check exit status 1, Ctrl-C one
+line and 130. Results (scores, translations, the export's path) go to stdout, logs to
+stderr.
+
+Flags -> options (`pipelines.settings.resolver.resolve`: flag > settings.json > recipe > paper,
+logged) -> stages, under the model dir's lock when they write; nothing else.
+"""
+import contextlib
+import os
+import pathlib
+import sys
+
+from absl import app, logging
+
+from cli import flags as cli_flags
+from cli import startup
+from pipelines.settings.table import EXPORT, RUN
+
+FLAGS = cli_flags.FLAGS
+PREFIX = {RUN: "", EXPORT: "export/run.py: "}
+"""What each front's error line starts with, before "error: "."""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(front: str) -> None:
+    """Runs `front`'s command line on sys.argv and exits with its status."""
+    if front == RUN:
+        startup.select_backend(sys.argv)
+    else:  # the SavedModel is TensorFlow's graph, whatever backend trained the weights
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+    cli_flags.define(front)
+    body = run_stages if front == RUN else run_export
+
+    def guarded(argv) -> int:
+        if len(argv) > 1:
+            log(f"{PREFIX[front]}error: unexpected arguments: {' '.join(argv[1:])}")
+            return startup.USAGE_EXIT
+        startup.import_tensorflow(FLAGS.verbose)
+        from pipelines.errors import UserError
+        from pipelines.stages import OpCheckError
+
+        try:
+            return body()
+        except UserError as e:
+            log(f"{PREFIX[front]}error: {e}")
+            return startup.USAGE_EXIT
+        except KeyboardInterrupt as e:  # every file is written under a temporary name first
+            log(f"interrupted {e.args[0] if e.args else 'by the user'}; run the same command "
+                f"to resume")
+            return 130
+        except OpCheckError as e:
+            log(f"{PREFIX[front]}error: {e}")
+            return 1
+
+    app.run(guarded, flags_parser=startup.parse_flags)
+
+
+def run_export() -> int:
+    """export/run.py: the export stage of a trained model dir; prints the version's path."""
+    from pipelines import stages
+    from pipelines.errors import ModelDirError
+    from pipelines.settings import resolver
+
+    if not FLAGS.model_dir:
+        raise ModelDirError("--model_dir is required (the trained model's directory)")
+    if not pathlib.Path(FLAGS.model_dir).is_dir():
+        raise ModelDirError(f"{FLAGS.model_dir}: no such model directory (train one with "
+                            f"pipelines/run.py, or check the path)")
+    options = resolver.resolve(cli_flags.given(EXPORT))
+    with stages.model_dir_lock(["export"], options), contextlib.redirect_stdout(sys.stderr):
+        path = stages.run_export(options, log=log)
+    print(path)
+    return 0
+
+
+def run_stages() -> int:
+    """pipelines/run.py: the stages of --mode, in order."""
+    logging.set_verbosity(logging.WARNING)  # keep TensorFlow's checkpoint chatter out
+    from pipelines import train as train_lib
+
+    backend = FLAGS.backend
+    train_lib.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts
+    import keras
+
+    from pipelines import stages
+    from pipelines.settings import describe, device_policy, resolver
+
+    given = cli_flags.given(RUN)
+    modes = stages.check_modes(FLAGS.mode, given, backend, FLAGS["mode"].present)
+    device = device_policy.detect(FLAGS.num_cpu_devices, backend)
+    options = resolver.resolve(given, device=device)
+    log(f"options: {describe.describe_origins(options, every=FLAGS.verbose)}")
+    if "train" in modes:
+        log(describe.describe_device(options, device))
+    keras.utils.set_random_seed(options.training.seed)
+    results = sys.stdout
+    # One writer per model dir (its lock). Under multi-worker training only the chief
+    # writes it; the other workers only train, into <model_dir>/workers/.
+    chief = train_lib.is_chief()
+    # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
+    with stages.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
+        for stage in modes:
+            if not chief and stage != "train":
+                log(f"== {stage}: skipped, a worker other than the chief only trains")
+                continue
+            split = options.evaluation.split
+            if (stage == "evaluate" and not FLAGS["mode"].present
+                    and not options.make_task().has_split(split)):
+                log(f"== evaluate: skipped, task {options.data.task} has no {split} data "
+                    f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
+                continue
+            log(f"== {stage} ({options.data.task}, {options.model_dir})")
+            if stage == "train":
+                strategy = train_lib.make_strategy(options.training.jit_compile)
+                stages.run_train(options, strategy, log=log)
+                if not train_lib.is_chief(strategy):
+                    log("train: done; the chief runs the later stages")
+                    return 0
+            elif stage in ("evaluate", "translate", "score"):
+                getattr(stages, f"run_{stage}")(options, log=log, out=results)
+            else:
+                getattr(stages, f"run_{stage}")(options, log=log)
+    if modes != FLAGS.mode:
+        log(f"export under TensorFlow: python pipelines/run.py --mode "
+            f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "
+            f"{options.model_dir}")
+    return 0

@@ -1,0 +1,206 @@
+"""What a run does, grouped (`RunOptions`), and the settings.json it writes.
+
+Precedence, for every setting (`pipelines.settings.resolver.resolve`): the flag > the model
+directory's settings.json (config.json for the model's max_length) > the preset's recipe >
+the task's recipe (`pipelines.settings.recipes`) > the default of the settings table
+(`pipelines.settings.table`: the paper's or the tool's). A preset speaks for the model it
+describes, so only what it declares counts: its own `vocab_size` and `max_length`
+(`keras_transformer.config.PRESETS`; `base` and the Table 3 rows declare neither, so the
+task's vocabulary and lengths apply) and its recipe. The task's length limits filter its
+data; they never shrink a preset's positions. A preset's `train_steps` is the paper's
+length for that model, the last default after the recipes. Where each value came from is
+kept (`RunOptions.origins`) and logged (`pipelines.settings.describe`). The defaults of
+mixed_precision and training's jit_compile are the device's
+(`pipelines.settings.device_policy`). A fine-tuned model dir (`--init_from`,
+`pipelines.init_from`) takes its model (preset, overrides, vocabulary size, max_length)
+from its source, where a flag may only agree.
+
+After training, the model directory is the truth:
+a flag that contradicts what the model was trained with stops the run with one line
+(`ConfigError`), never silently wins or loses. Decoding settings may be changed for
+evaluate/translate/export with `--override_saved`; they are never written back.
+
+settings.json (format 2) holds what the first stages decided:
+
+    {"format": 2, "task": ..., "task_options": {...}, "vocab_size": ...,        # prepare
+     "model": {"preset": ..., "config_overrides": {...}},                     # train
+     "training": {"train_steps": ..., "batch_tokens": ..., ...},
+     "decoding": {"beam_size": ..., "alpha": ..., "extra_length": ...,
+                  "max_input_length": ..., "precision": ...},
+     "init_from": {"model_dir": ..., "weights_sha256": ..., ...}}          # fine-tuned only
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from keras_transformer import TransformerConfig
+from keras_transformer.decoding import DecodingSettings, SamplingSettings
+from pipelines import init_from as init_lib
+from pipelines.errors import ConfigError
+from pipelines.settings import table
+from pipelines.settings.recipes import TASK_PRESET_OVERRIDES
+from pipelines.tasks import Task, get_task
+
+SETTINGS_FORMAT = 2
+TASK_OPTIONS = tuple(name for name, row in table.saved_rows().items()
+                     if row.saved[0] == "task_options")
+"""The settings that become task options (where its data is, and what it is)."""
+SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
+"""Any of these makes translate sample (`keras_transformer.decoding.sampling`) instead of
+beam search."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DataOptions:
+    """Which task, where its data is, and the shared vocabulary size."""
+
+    task: str
+    task_options: dict
+    vocab_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelOptions:
+    """The preset, the config fields overriding it, and the resolved `max_length` of a new
+    model (before config.json exists; after, config.json's)."""
+
+    preset: str
+    config_overrides: dict
+    max_length: int = TransformerConfig.max_length
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """The training run: schedule, batches, checkpoints, precision, dev metric."""
+
+    train_steps: int
+    batch_tokens: int
+    accumulate_steps: int
+    warmup_steps: int
+    lr_scale: float
+    checkpoint_every: int
+    keep_checkpoints: int
+    average_last: int
+    seed: int
+    jit_compile: bool
+    mixed_precision: bool
+    steps_per_execution: int
+    dev_metric_every: int
+    dev_metric_sentences: int
+    memory_limit_mb: int | None
+    keep_best_by: str          # "last" or "dev_metric": which checkpoints are averaged
+    early_stop_patience: int   # dev-metric evaluations without improvement; 0: never stop
+    pack: bool = False         # several pairs per row (pipelines.packing), not buckets
+    precision_policy: str = "float32"  # Keras dtype policy: mixed_precision on this device
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalOptions:
+    """What the evaluate stage scores and how it compiles the search."""
+
+    split: str = "test"
+    sentences: int = 0        # 0: the whole split
+    jit_compile: bool = False
+    checkpoint: str | None = None  # "ckpt-N": decode this checkpoint, not final.weights.h5
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """Where and how the export stage writes the SavedModel."""
+
+    export_dir: str | None = None
+    version: int | None = None
+    overwrite: bool = False
+    jit_compile: bool = False
+    check_ops: bool = True
+    quantize: str | None = None  # "int8": int8 matrices (export.quantize); None: as trained
+    format: str = "saved_model"  # or "ctranslate2" (export/ctranslate2.py)
+
+
+@dataclasses.dataclass(frozen=True)
+class IOOptions:
+    """The translate and score stages' files (None: stdin/stdout)."""
+
+    input: str | None = None
+    output: str | None = None
+    target: str | None = None  # score: the translations to score, line by line with input
+    plot_attention: str | None = None
+    n_best: int = 1            # translate: hypotheses per input line (JSON lines when > 1)
+    with_scores: bool = False  # translate: pieces and their log-probabilities (JSON lines)
+    with_alignment: bool = False  # translate: source piece of each target piece (JSON lines)
+    prefix_file: str | None = None  # translate: forced target prefixes, line by line
+    terms_file: str | None = None  # translate: required target phrases, tab-separated, by line
+
+    @property
+    def detailed(self) -> bool:
+        """Whether translate writes JSON lines (anything beyond one translation a line)."""
+        return (self.n_best > 1 or self.with_scores or self.with_alignment
+                or self.prefix_file is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """Everything a stage needs, resolved once (see `resolve`)."""
+
+    model_dir: str
+    data: DataOptions
+    model: ModelOptions
+    training: TrainingOptions
+    decoding: DecodingSettings
+    evaluation: EvalOptions = EvalOptions()
+    export: ExportOptions = ExportOptions()
+    io: IOOptions = IOOptions()
+    verbose: int = 1
+    init: init_lib.InitFrom | None = None  # where a fine-tuned model starts (--init_from)
+    sampling: SamplingSettings | None = None  # translate samples with these (None: beam)
+    origins: dict = dataclasses.field(default_factory=dict, compare=False)
+    """Option name -> where its value came from: "flag", "settings.json", "config.json",
+    "preset NAME", "task NAME", "device: <why>" (`pipelines.settings.device_policy`) or "default"
+    (the paper's or the tool's)."""
+
+    def make_task(self) -> Task:
+        return get_task(self.data.task, **self.data.task_options)
+
+    def settings(self, *, trained: bool) -> dict[str, Any]:
+        """settings.json for this run, laid out by the settings table's `saved` paths: what
+        prepare decides, and after training everything."""
+        saved: dict[str, Any] = {"format": SETTINGS_FORMAT}
+        values = {"task": self.data.task, "vocab_size": self.data.vocab_size,
+                  "config": self.model.preset, "config_override": self.model.config_overrides,
+                  **dataclasses.asdict(self.training), **dataclasses.asdict(self.decoding),
+                  "decode_precision": self.decoding.precision}
+        saved["task_options"] = self.data.task_options
+        for name, row in table.saved_rows().items():
+            if row.saved[0] in ("task", "vocab_size") or (trained and row.saved[0] in (
+                    "model", "training", "decoding")):
+                _place(saved, row.saved, values[name])
+        if trained:
+            saved["training"]["precision_policy"] = self.training.precision_policy  # a record
+        if self.init is not None:
+            saved[init_lib.RECORD] = self.init.record()
+        return saved
+
+
+def _place(saved: dict, path: tuple, value) -> None:
+    """Sets settings.json's entry at `path` to `value`."""
+    for key in path[:-1]:
+        saved = saved.setdefault(key, {})
+    saved[path[-1]] = value
+
+
+def config_for(options: RunOptions, task: Task, vocab_size: int) -> TransformerConfig:
+    """The model config of a new model dir: preset + the paper's task departures + flags.
+
+    `vocab_size` is the trained SentencePiece model's; `max_length` the resolver's
+    (`ModelOptions.max_length`: the flag, else the preset's, else the task's lengths).
+    """
+    overrides = dict(TASK_PRESET_OVERRIDES.get((task.name, options.model.preset), {}))
+    overrides.update(options.model.config_overrides)
+    overrides["vocab_size"] = vocab_size
+    overrides["max_length"] = options.model.max_length
+    try:
+        return TransformerConfig.preset(options.model.preset, **overrides)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"--config {options.model.preset} with --config_override "
+                          f"{options.model.config_overrides}: {e}") from None
