@@ -74,9 +74,9 @@ Figures printed (stdout), both on the evaluate stage's output `<model_dir>/eval/
    Compare with 41.02.
 2. "detokenized lowercased sacreBLEU": the same hypotheses Moses-detokenized (entities
    unescaped) against the raw test references, sacreBLEU 13a with `lowercase=True`; the
-   README's "lowercased" column scores the project's cased models the same way.
+   "lowercased" column of docs/results.md scores the project's cased models the same way.
 
-Not printed: cased sacreBLEU (the README's main figure) and the DGL Transformer's figure
+Not printed: cased sacreBLEU (the main figure of docs/results.md) and the DGL Transformer's figure
 (35.4, cased tokenized BLEU on DGL's own tokenization, 12,242 reference tokens). A model
 trained on lowercased text never produces a capital letter, so a cased score would count
 every capital of the references as an error; it would measure the lowercasing, not the model.

@@ -1,6 +1,6 @@
 """A trained model as a CTranslate2 model, and CTranslate2 decoding that gives our translations.
 
-CTranslate2 is a C++ inference engine, faster on a CPU than the SavedModel (README); some
+CTranslate2 is a C++ inference engine, faster on a CPU than the SavedModel (docs/results.md); some
 users want it anyway. `write_ctranslate2` converts a loaded `Transformer` (float32 weights)
 and its SentencePiece model into a CTranslate2 model directory:
 

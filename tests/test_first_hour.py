@@ -1,7 +1,8 @@
 """A new user's first hour: help at once, a missing backend named with its install command,
 no TensorFlow C++ log lines unless asked, a readable options line, a distribution name of
 our own; files others can read, logs without redraws, reruns that redo nothing, long lines
-reported, the README's fine-tuning command, Ctrl-C in one line (issue: the first hour)."""
+reported, the fine-tuning command of README.md and docs/training.md, Ctrl-C in one line
+(issue: the first hour)."""
 import os
 import re
 import signal
@@ -164,12 +165,19 @@ def test_a_line_longer_than_the_model_reads_is_reported(finished, shared_data):
     assert "1 cut to the first" in result.stderr.strip().splitlines()[-1]
 
 
+def fine_tuning_command(doc):
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    match = re.search(r"```bash\n(python pipelines/run.py --init_from .*?)\n```", text, re.S)
+    assert match, f"{doc} lost its fine-tuning command"
+    return match.group(1).replace("\\\n", " ")
+
+
 def test_the_readme_fine_tuning_command_runs(finished, shared_data, tmp_path):
-    """As printed, with the source and files replaced and fewer steps; the text task has no
-    test data, so the default stages skip evaluate and say so."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = re.search(r"```bash\n(python pipelines/run.py --init_from .*?)\n```", text,
-                        re.S).group(1).replace("\\\n", " ")
+    """As printed in docs/training.md (and, the same, in README.md), with the source and files
+    replaced and fewer steps; the text task has no test data, so the default stages skip
+    evaluate and say so."""
+    command = fine_tuning_command("docs/training.md")
+    assert fine_tuning_command("README.md") == command
     model_dir, _ = finished
     for side in ("en", "de"):
         lines = (shared_data / "multi30k" / f"val.{side}").read_text().splitlines()[:200]

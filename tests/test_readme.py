@@ -1,5 +1,7 @@
-"""The Keras script in README.md runs as written (with a tiny model and few steps), under
-TensorFlow and under JAX, from a directory outside the checkout with the library alone."""
+"""The Keras script of docs/library.md runs as written (with a tiny model and few steps), under
+TensorFlow and under JAX, from a directory outside the checkout with the library alone; and
+README.md stays a front door: short, its links and docs/'s links alive, its test command
+the one CI runs."""
 import os
 import pathlib
 import re
@@ -11,11 +13,48 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+LIBRARY_DOC = ROOT / "docs" / "library.md"
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
 def readme_script():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = LIBRARY_DOC.read_text(encoding="utf-8")
     match = re.search(r"<!-- keras-script -->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README.md lost its <!-- keras-script --> block"
+    assert match, "docs/library.md lost its <!-- keras-script --> block"
     return match.group(1)
+
+
+def test_readme_is_at_most_200_lines():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines: move detail into docs/"
+
+
+def test_every_relative_link_in_readme_and_docs_points_at_a_file():
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(files) > 1, "docs/ has no .md files"
+    broken = []
+    for doc in files:
+        for target in LINK.findall(doc.read_text(encoding="utf-8")):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue  # a URL (http:, mailto:, ...) or an anchor in the same file
+            path = target.split("#", 1)[0]
+            if not (doc.parent / path).exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {target}")
+    assert not broken, broken
+
+
+def test_readme_test_command_is_the_one_ci_runs():
+    """.ci/run installs the test extra and runs the command under its "README's test command"
+    comment; the README's quick start shows both on its "# the tests" line."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = [line for line in readme.splitlines() if line.rstrip().endswith("# the tests")]
+    assert len(lines) == 1, lines
+    install, command = (part.strip() for part in lines[0].split("#")[0].split("&&"))
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    marker = [i for i, line in enumerate(ci) if line.startswith("# README's test command")]
+    assert len(marker) == 1, "the .ci/run line marking README's test command is gone"
+    assert ci[marker[0] + 1].strip() == command
+    assert install in [line.strip() for line in ci[:marker[0]]]
 
 
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
@@ -30,7 +69,7 @@ def test_readme_keras_script_runs(tmp_path, shared_data, backend):
         "steps_per_epoch=2000": "steps_per_epoch=30",
     }
     for old, new in replacements.items():
-        assert old in script, f"README script no longer contains {old!r}"
+        assert old in script, f"docs/library.md's script no longer contains {old!r}"
         script = script.replace(old, new)
     path = tmp_path / "script.py"
     path.write_text(script, encoding="utf-8")

@@ -410,7 +410,7 @@ def ptb_parsing(
     pieces, 512 target symbols (every tree symbol is one piece, `vocab_symbols`: on the WSJ
     sample a tree averages 62 symbols for 34 source pieces); on the sample they drop 6 of
     3,396 training pairs. `options` may set `target_form` (`forms.TARGET_FORMS`; the default,
-    "read_tags", predicts POS tags and reads each word; README.md has each form's dev F1).
+    "read_tags", predicts POS tags and reads each word; docs/parsing.md has each form's dev F1).
     """
     return PtbParsingTask(
         name="ptb_parsing",

@@ -180,7 +180,7 @@ def test_a_preset_s_own_vocabulary_wins_over_the_task_s(tmp_path):
 
 
 def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
-    """multi30k_small has 256 positions through run.py as through the README's Keras script
+    """multi30k_small has 256 positions through run.py as through docs/library.md's Keras script
     (`TransformerConfig.preset`), though Multi30k sentences stop at 128 + 50 + EOS."""
     from keras_transformer import TransformerConfig
 
