@@ -71,7 +71,8 @@ SETTINGS = (
     # The command line itself.
     _s("backend", "enum", "Keras backend that trains: tensorflow, or jax (pip install -e "
        "\".[jax]\"; jax.jit steps; keras.distribution.DataParallel over several devices). "
-       "Under jax prepare, train, average and evaluate run (the default --mode then); their "
+       "Under jax the stages run without --mode are prepare, train, average and "
+       "evaluate; their "
        "checkpoints and final.weights.h5 are the same files, so export, translate and score "
        "run after them under tensorflow, and either backend resumes the other's run. "
        "tf.data feeds both.", default="tensorflow", choices=("tensorflow", "jax"),

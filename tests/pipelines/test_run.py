@@ -23,6 +23,24 @@ def trained(prepared, tmp_path_factory, shared_data):
     return model_dir
 
 
+def test_settings_json_is_laid_out_by_the_settings_table(trained):
+    """settings.json holds exactly the table's saved rows, at their paths, and its records
+    (`table.SETTINGS_RECORDS`): no setting kept that the table does not declare."""
+    from pipelines.settings import table
+
+    settings = json.loads((trained / "settings.json").read_text())
+    paths = {(key,) if not isinstance(value, dict) or key == "task_options"
+             else (key, inner) for key, value in settings.items()
+             for inner in (value if isinstance(value, dict) else [None])}
+    paths = {tuple(p for p in path if p is not None) for path in paths}
+    records = {(r,) if isinstance(r, str) else r for r in table.SETTINGS_RECORDS}
+    declared = {row.saved for row in table.SETTINGS if row.saved
+                and row.saved[0] != "task_options"} | {("task_options",)}
+    assert paths - records == declared
+    assert set(settings["task_options"]) <= {row.saved[1] for row in table.SETTINGS
+                                             if row.saved[:1] == ("task_options",)}
+
+
 def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shared_data):
     """evaluate, translate and export with --model_dir alone (no --task, no config flags)
     decode with what the model was trained with, and translate answers as the SavedModel."""
