@@ -129,7 +129,7 @@ _BIG = dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3, train_steps=300_
 # Table 3, in the paper's order. Rows A vary heads with d_k = d_v = d_model / h; rows B shrink
 # d_k only; rows C vary size; rows D vary regularisation; row E learns positions.
 # Each preset lists only what it declares: a `vocab_size` or `max_length` written here is the
-# preset's own and wins over a task's default in pipelines/run.py (pipelines/options.py);
+# preset's own and wins over a task's default in pipelines/run.py (pipelines/settings/resolver.py);
 # presets that leave them out (base, big, Table 3) take the task's vocabulary and lengths.
 PRESETS: dict[str, dict[str, Any]] = {
     "base": _BASE,
@@ -170,11 +170,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "parsing_wsj": dict(vocab_size=16000, num_layers=4, d_model=1024, d_k=128, d_v=128,
                         max_length=1024),
     # Not from the paper: a parser that trains on a 2-core CPU for the 10% WSJ sample (3,396
-    # training trees, 273 dev) with the README's command (a "read" target form, 2,048-token
-    # batches, warm-up 800: 6,400 steps are 52 epochs, about an hour of one core). The
+    # training trees, 273 dev) with its recipe (pipelines/settings/recipes.py: a "read" target
+    # form, 2,048-token batches, warm-up 800: 6,400 steps are 52 epochs, an hour of one core). The
     # multi30k_quality dimensions with 4 layers, as the paper's parser has, and P_drop 0.3 for
     # 3,396 sentences (Multi30k has 29,000); a 4,000-piece vocabulary. Chosen on dev F1: the
-    # target form (README.md); the dimensions, dropout and rates were not tuned.
+    # target form (docs/parsing.md); the dimensions, dropout and rates were not tuned.
     "parsing_wsj_sample": dict(vocab_size=4000, num_layers=4, d_model=256, d_ff=1024,
                                num_heads=4, dropout=0.3, max_length=1024, train_steps=6400),
 }
