@@ -5,7 +5,7 @@
         --max_input_length L --decode_precision float32] [--export_jit_compile]
         [--quantize int8]
 
-The same code path as ``pipelines/run.py --mode export`` (`pipelines.export_stage.run_export`),
+The same code path as ``pipelines/run.py --mode export`` (`pipelines.stages.export.run_export`),
 with the same flags (`pipelines/shared_flags.py`; this CLI's earlier names ``--version``,
 ``--precision`` and ``--overwrite`` remain aliases), the same defaults and the same model
 dir lock: decoding settings and precision come from ``M/settings.json`` (flags that differ

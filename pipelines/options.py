@@ -38,9 +38,9 @@ from export.quantize import QUANTIZE_MODES
 from keras_transformer import PRESETS, TransformerConfig
 from keras_transformer.decoding import MAX_BEAM_SIZE, DecodingSettings, SamplingSettings
 from pipelines import device_policy
-from pipelines import init_from as init_lib
-from pipelines import model_dir as md
 from pipelines.errors import ConfigError
+from pipelines.model_dir import init_from as init_lib
+from pipelines.model_dir import layout as md
 from pipelines.tasks import Task, get_task
 
 DEFAULT_TASK = "multi30k_ende"

@@ -27,7 +27,7 @@ from pipelines import shared_flags, startup  # noqa: E402  (startup: before Tens
 from pipelines.startup import BACKENDS  # noqa: E402
 
 startup.select_backend(sys.argv)
-from pipelines.parsing.forms import TARGET_FORMS  # noqa: E402
+from pipelines.tasks.parsing.forms import TARGET_FORMS  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.adopt_module_key_flags(shared_flags)
@@ -205,7 +205,7 @@ def main(argv):
         log(f"error: unexpected arguments: {' '.join(argv[1:])}")
         return 2
     logging.set_verbosity(logging.WARNING)  # keep TensorFlow's checkpoint chatter out
-    from pipelines import train as train_lib
+    from pipelines.training import train as train_lib
 
     backend = FLAGS.backend
     train_lib.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pathlib
 
-from pipelines import model_dir as md
-from pipelines.files import input_identity, read_manifest, write_json_atomic
+from pipelines.model_dir import layout as md
+from pipelines.model_dir.files import input_identity, read_manifest, write_json_atomic
 from pipelines.options import RunOptions
 
 VERSION = 1

@@ -33,8 +33,8 @@ from typing import Collection, Sequence
 
 import nltk
 
-from pipelines.parsing.forms import TARGET_FORMS, symbol_form
-from pipelines.parsing.treebank import ROOT_LABEL, is_preterminal
+from pipelines.tasks.parsing.forms import TARGET_FORMS, symbol_form
+from pipelines.tasks.parsing.treebank import ROOT_LABEL, is_preterminal
 
 PLACEHOLDER = "XX"
 """The word symbol of the "xx" form (Vinyals et al. 2014), and the preterminal `delinearize`

@@ -12,13 +12,14 @@ import tensorflow as tf
 
 from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
                                TransformerConfig, paper_optimizer)
-from pipelines import callbacks as cb
-from pipelines import checkpoints, memory_check, multi_worker
-from pipelines.buckets import bucket_batch_sizes
+from pipelines.data.buckets import bucket_batch_sizes
+from pipelines.data.prepare import training_input
 from pipelines.errors import ConfigError
-from pipelines.model_dir import CHECKPOINT_DIR, build_model
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir.layout import CHECKPOINT_DIR, build_model
 from pipelines.options import TrainingOptions
-from pipelines.prepare import training_input
+from pipelines.training import callbacks as cb
+from pipelines.training import memory_check, multi_worker
 
 
 def configure_devices(count: int, backend: str = "tensorflow") -> None:
@@ -191,10 +192,10 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     `early_stop_patience` training ends once that many evaluations in a row have not
     improved on the best (a resumed run counts the recorded ones too).
 
-    A fine-tuned model (`pipelines.init_from`) passes `initialise` (`(model, optimizer) ->
-    step`), called only when there is no checkpoint to resume from, and `initial_step`, the
-    step its optimizer starts at (its source's with --init_optimizer, else 0): the data
-    order starts there.
+    A fine-tuned model (`pipelines.model_dir.init_from`) passes `initialise`
+    (`(model, optimizer) -> step`), called only when there is no checkpoint to resume from,
+    and `initial_step`, the step its optimizer starts at (its source's with --init_optimizer,
+    else 0): the data order starts there.
 
     Returns:
         The trained model (its last-step weights; averaging is a later stage).

@@ -5,8 +5,8 @@ are read and preprocessed (`treebank`), turned into source words and a bracketed
 sequence and back (`linearize`), and predictions are scored like EVALB with COLLINS.prm
 (`evalb`). Pure Python on nltk trees; the translation model and tf.data pipeline are separate.
 
-The names live in their modules (`from pipelines.parsing.linearize import linearize`); they are
-not re-exported here, so that `pipelines.parsing.linearize` stays the module rather than being
-shadowed by the function of the same name. Nor are they imported here: the command line
-reads `forms` without paying for nltk.
+The names live in their modules (`from pipelines.tasks.parsing.linearize import linearize`);
+they are not re-exported here, so that `pipelines.tasks.parsing.linearize` stays the module
+rather than being shadowed by the function of the same name. Nor are they imported here: the
+command line reads `forms` without paying for nltk.
 """

@@ -3,12 +3,13 @@
     <model_dir>/config.json         TransformerConfig (JSON)
     <model_dir>/settings.json       task, training and decoding settings (pipelines.options)
     <model_dir>/spm.model           the shared SentencePiece vocabulary
-    <model_dir>/checkpoints/        periodic training checkpoints (see pipelines/checkpoints.py)
+    <model_dir>/checkpoints/        periodic training checkpoints (see
+                                    pipelines/model_dir/checkpoints.py)
                                     and dev_metric.jsonl, their recorded dev metric
     <model_dir>/final.weights.h5    the model used for evaluation and export (averaged)
     <model_dir>/eval/               hypotheses and scores
     <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches
-    <model_dir>/.lock               held by the run writing the dir (pipelines/lock.py)
+    <model_dir>/.lock               held by the run writing the dir (pipelines/model_dir/lock.py)
 
 This module is the one place that knows the layout; it reads and writes these files and
 builds the model from them.
@@ -21,9 +22,10 @@ import pathlib
 from typing import Any
 
 from keras_transformer import Transformer, TransformerConfig
-from pipelines import Log, checkpoints
+from pipelines import Log
 from pipelines.errors import ModelDirError
-from pipelines.files import write_atomic, write_json_atomic
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir.files import write_atomic, write_json_atomic
 
 CONFIG_FILE = "config.json"
 SETTINGS_FILE = "settings.json"

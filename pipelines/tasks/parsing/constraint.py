@@ -39,8 +39,8 @@ import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, PAD_ID, UNK_ID
 from keras_transformer.decoding import DecodingConstraint
-from pipelines.parsing.linearize import CLOSE, OPEN, is_word_symbol
-from pipelines.vocab import EOS_ID
+from pipelines.data.vocab import EOS_ID
+from pipelines.tasks.parsing.linearize import CLOSE, OPEN, is_word_symbol
 
 WORD_START = "\u2581"
 """SentencePiece's whitespace marker: a piece starting with it starts a word."""

@@ -8,8 +8,8 @@ the holding process ends, however it ends (kill -9 included), so a lock left by 
 never needs cleaning up: the next run simply takes it. The file only records who holds it
 (pid, host, start time) for that message.
 
-The record is written in place, not through `pipelines.files`' rename: the lock belongs to
-the file's inode, and renaming a new file over it would hand a second run a fresh,
+The record is written in place, not through `pipelines.model_dir.files`' rename: the lock belongs
+to the file's inode, and renaming a new file over it would hand a second run a fresh,
 unlocked inode. Readers therefore tolerate a record being written (they retry briefly).
 flock works on local file systems and on NFS (Linux emulates it with byte-range locks).
 """

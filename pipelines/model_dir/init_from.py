@@ -35,12 +35,13 @@ import warnings
 from typing import Any, Callable, Mapping
 
 from keras_transformer import TransformerConfig
-from pipelines import Log, checkpoints
-from pipelines import model_dir as md
-from pipelines import vocab as vocab_lib
+from pipelines import Log
+from pipelines.data import vocab as vocab_lib
+from pipelines.data.text_io import iter_lines
 from pipelines.errors import ConfigError, ModelDirError
-from pipelines.files import write_atomic
-from pipelines.text_io import iter_lines
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir import layout as md
+from pipelines.model_dir.files import write_atomic
 
 RECORD = "init_from"
 """The key of settings.json that records where a model dir started from."""
@@ -225,7 +226,7 @@ def initialiser(init: InitFrom, log: Log = print) -> Callable:
     """`(model, optimizer) -> step`: loads the source's final weights into the compiled
     `model` (and with --init_optimizer Adam's moments and step into `optimizer`, the one
     checkpoints hold, from the source's latest checkpoint, first); returns the optimizer
-    step training starts at. `pipelines.train.train` calls it only when the model dir has
+    step training starts at. `pipelines.training.train.train` calls it only when the model dir has
     no checkpoint to resume from."""
     def initialise(model, optimizer) -> int:
         weights = md.final_weights(init.model_dir)

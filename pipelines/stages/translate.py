@@ -1,5 +1,5 @@
 """The translate and score stages: lines of a file (or stdin) in, one answer a line out,
-through the serving functions the export writes (`export_stage.make_translator`)."""
+through the serving functions the export writes (`pipelines.stages.export.make_translator`)."""
 from __future__ import annotations
 
 import itertools
@@ -11,15 +11,15 @@ import tensorflow as tf
 
 from export import text
 from pipelines import Log
-from pipelines import model_dir as md
-from pipelines import prepare
-from pipelines import vocab as vocab_lib
+from pipelines.data import prepare
+from pipelines.data import vocab as vocab_lib
+from pipelines.data.progress import Progress
+from pipelines.data.text_io import iter_lines
 from pipelines.errors import ConfigError, DataError
-from pipelines.export_stage import make_translator
-from pipelines.files import atomic_files
+from pipelines.model_dir import layout as md
+from pipelines.model_dir.files import atomic_files
 from pipelines.options import RunOptions
-from pipelines.progress import Progress
-from pipelines.text_io import iter_lines
+from pipelines.stages.export import make_translator
 
 if TYPE_CHECKING:
     from export.translator import Translator
@@ -158,7 +158,7 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
     log(f"translate: {count:,} lines" + (f"; {cut:,} cut to the first "
                                          f"{translator.max_length - 1} pieces" if cut else ""))
     if options.io.plot_attention and first is not None:
-        from pipelines.attention_plot import plot_attention
+        from pipelines.evaluation.attention_plot import plot_attention
 
         tokenizer = vocab_lib.load_tokenizer(translator.spm_proto)
         plot_attention(translator.model, tokenizer, first, options.io.plot_attention,

@@ -15,10 +15,10 @@ from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data import tokenizer
 from keras_transformer.data.tokenizer import train_sentencepiece
 from pipelines import Log
+from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration, heartbeat
+from pipelines.data.text_io import PROGRESS_EVERY, iter_lines
 from pipelines.errors import DataError
-from pipelines.files import write_atomic
-from pipelines.progress import DEFAULT_INTERVAL, Progress, format_duration, heartbeat
-from pipelines.text_io import PROGRESS_EVERY, iter_lines
+from pipelines.model_dir.files import write_atomic
 
 MODEL_FILENAME = "spm.model"
 
@@ -165,7 +165,7 @@ def fallback_rate(proto: bytes, lines: Iterable[str]) -> tuple[float, int]:
 
     Byte fallback spells a character the vocabulary has no piece for as its UTF-8 bytes, so
     this is how badly a vocabulary trained on another corpus covers this text (a reused
-    vocabulary, `pipelines.init_from`): each such piece carries less than a character.
+    vocabulary, `pipelines.model_dir.init_from`): each such piece carries less than a character.
     """
     processor = python_processor(proto)
     unknown = [processor.is_unknown(i) or processor.is_byte(i)

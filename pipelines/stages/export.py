@@ -8,9 +8,9 @@ import pathlib
 from typing import TYPE_CHECKING
 
 from pipelines import Log
-from pipelines import made_from
-from pipelines import model_dir as md
-from pipelines import prepare
+from pipelines.data import prepare
+from pipelines.model_dir import layout as md
+from pipelines.model_dir import made_from
 from pipelines.options import RunOptions
 from pipelines.tasks import Task
 

@@ -17,10 +17,10 @@ import tensorflow as tf
 
 from export import text
 from keras_transformer.decoding import DecodingSettings, make_translate_function
-from pipelines import dataset as ds_lib
+from pipelines.data import dataset as ds_lib
 from pipelines.errors import ConfigError
-from pipelines.files import atomic_files
-from pipelines.model_dir import EVAL_DIR
+from pipelines.model_dir.files import atomic_files
+from pipelines.model_dir.layout import EVAL_DIR
 
 
 def make_translator(model, settings: DecodingSettings, jit_compile=False, constraint=None):

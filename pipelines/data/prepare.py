@@ -22,14 +22,14 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines import Log
-from pipelines import buckets
-from pipelines import dataset as ds_lib
-from pipelines import packing
-from pipelines import token_cache
-from pipelines import vocab as vocab_lib
+from pipelines.data import buckets
+from pipelines.data import dataset as ds_lib
+from pipelines.data import packing
+from pipelines.data import token_cache
+from pipelines.data import vocab as vocab_lib
+from pipelines.data.text_io import CleanResult, clean_parallel, read_lines
 from pipelines.errors import DataError
 from pipelines.tasks import SPLITS, Task
-from pipelines.text_io import CleanResult, clean_parallel, read_lines
 
 VOCAB_SAMPLE_LINES = 1_000_000
 
@@ -174,7 +174,7 @@ def prepare(
     Returns:
       ``{"task", "vocab": {...}, "splits": {split: stats}, "buckets": [rows],
       "batches_per_epoch", "padding", "packed"}`` ("packed": what ``--pack`` gives instead,
-      ``pipelines.packing.packing_table``).
+      ``pipelines.data.packing.packing_table``).
     """
     for split in splits:
         if split not in SPLITS:
@@ -255,7 +255,7 @@ def training_input(
 
     For ``model.fit`` use ``repeat=True`` with ``steps_per_epoch=batches_per_epoch``; for a
     validation loss use ``split="dev", shuffle=False, repeat=False``. With ``pack``, batches
-    of packed rows instead, several pairs a row (``pipelines.packing``; their inputs are a
+    of packed rows instead, several pairs a row (``pipelines.data.packing``; their inputs are a
     dict, and ``batches_per_epoch`` is estimated).
     """
     proto = ensure_vocab(task, work_dir, log=log)

@@ -20,7 +20,7 @@ What happens to bad input (each case has a test in tests/pipelines/test_text_io.
   U+2029, an inner CR) -> replaced by a space and counted, so every reader (tf.data splits
   on ``\\n`` only, Python's ``str.splitlines`` on all of them) sees the same lines;
 * very long lines are kept here; over-long pairs are dropped after tokenization, where length
-  means tokens, and counted there (``pipelines.dataset.length_filter_counts``);
+  means tokens, and counted there (``pipelines.data.dataset.length_filter_counts``);
 * nothing left after cleaning -> ``DataError``.
 
 After cleaning, one summary line reports pairs read, kept and skipped by reason, and the
@@ -40,9 +40,9 @@ import sys
 from typing import Iterator
 
 from pipelines import Log
+from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration
 from pipelines.errors import DataError
-from pipelines.files import atomic_files, input_identity, read_manifest
-from pipelines.progress import DEFAULT_INTERVAL, Progress, format_duration
+from pipelines.model_dir.files import atomic_files, input_identity, read_manifest
 
 
 # Characters other than "\n" that str.splitlines() treats as line boundaries.

@@ -32,10 +32,10 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines import Log
-from pipelines import token_shards
+from pipelines.data import token_shards
+from pipelines.data.progress import DEFAULT_INTERVAL, Progress
 from pipelines.errors import DataError
-from pipelines.files import write_atomic, write_json_atomic
-from pipelines.progress import DEFAULT_INTERVAL, Progress
+from pipelines.model_dir.files import write_atomic, write_json_atomic
 
 
 # Bumped whenever the saved element structure changes, so old caches are never misread.
@@ -158,7 +158,7 @@ def _plan(source_path, target_path, model_proto: bytes, partial: pathlib.Path,
     if src_lines != tgt_lines:
         raise DataError(f"{source_path} has {src_lines:,} lines but {target_path} has "
                         f"{tgt_lines:,}: a token cache needs one line per sentence on both "
-                        "sides; clean them together (pipelines.text_io.clean_parallel)")
+                        "sides; clean them together (pipelines.data.text_io.clean_parallel)")
     plan = {"format": CACHE_FORMAT_VERSION, "shard_pairs": shard_pairs, "pairs": src_lines}
     plan_file = partial / "plan.json"
     try:

@@ -6,14 +6,14 @@ import time
 
 import keras
 
-from pipelines import checkpoints
+from pipelines.model_dir import checkpoints
 
 
 class StepCheckpoint(keras.callbacks.Callback):
     """Saves a checkpoint every `every` optimizer steps and at the end of training.
 
     Args:
-        manager: from `pipelines.checkpoints.checkpoint_manager`.
+        manager: from `pipelines.model_dir.checkpoints.checkpoint_manager`.
         every: steps between checkpoints.
     """
 

@@ -79,7 +79,7 @@ def table_padding(rows: Sequence[dict]) -> float:
 def format_bucket_table(rows: Sequence[dict], packed: dict | None = None) -> str:
     """The bucket table as aligned text (empty buckets omitted).
 
-    With ``packed`` (``pipelines.packing.packing_table``), a last line gives what packed
+    With ``packed`` (``pipelines.data.packing.packing_table``), a last line gives what packed
     batches (``--pack``) hold instead: rows per batch, batches, sentences and padding.
     """
     lines = [f"{'bucket':>7} {'batch':>6} {'batches':>8} {'sentences':>10} {'padding':>8}"]

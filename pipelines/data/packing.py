@@ -31,9 +31,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
-from pipelines.buckets import bucket_batch_sizes, model_lengths
-from pipelines.dataset import global_batches
-from pipelines.dataset import padding_fraction as padding_fraction_of_pairs
+from pipelines.data.buckets import bucket_batch_sizes, model_lengths
+from pipelines.data.dataset import global_batches
+from pipelines.data.dataset import padding_fraction as padding_fraction_of_pairs
 
 PAIRS_PER_ROW = 4
 """Pairs of mean length a row holds (at least): padding falls as rows hold more pairs (the

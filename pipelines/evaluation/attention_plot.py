@@ -7,7 +7,7 @@ import tensorflow as tf
 from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import DecodingSettings, decode
-from pipelines.files import atomic_files
+from pipelines.model_dir.files import atomic_files
 
 
 def cross_attention(model, source_ids, target_ids):

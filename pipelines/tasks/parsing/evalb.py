@@ -29,7 +29,7 @@ from typing import Collection, NamedTuple, Sequence
 
 import nltk
 
-from pipelines.parsing.treebank import EMPTY_ELEMENT_TAG, is_preterminal, strip_label
+from pipelines.tasks.parsing.treebank import EMPTY_ELEMENT_TAG, is_preterminal, strip_label
 
 PUNCTUATION_TAGS = frozenset({",", ":", "``", "''", "."})
 """Gold POS tags whose words COLLINS.prm deletes (`DELETE_LABEL`)."""

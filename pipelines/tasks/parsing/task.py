@@ -38,11 +38,11 @@ from typing import ClassVar, Sequence
 import nltk
 
 from keras_transformer.decoding import DecodingSettings
-from pipelines.errors import DataError
-from pipelines.files import atomic_files, input_identity, read_manifest
-from pipelines.parsing import constraint, evalb, forms, linearize, serving, treebank
 from pipelines import Log
+from pipelines.errors import DataError
+from pipelines.model_dir.files import atomic_files, input_identity, read_manifest
 from pipelines.tasks.base import Task, check_split
+from pipelines.tasks.parsing import constraint, evalb, forms, linearize, serving, treebank
 
 MANIFEST_VERSION = 2
 

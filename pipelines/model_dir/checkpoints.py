@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.errors import ModelDirError
-from pipelines.files import atomic_files, write_atomic
+from pipelines.model_dir.files import atomic_files, write_atomic
 
 METRIC_LOG = "dev_metric.jsonl"
 """In the checkpoint dir: one JSON object a line, `{"step": 400, "metric": "dev_f1", "value":

@@ -6,10 +6,10 @@ and asks the task for whatever differs between tasks (metric, constraint, in-gra
 post-processing); none tests what kind of task it has.
 
 prepare, train, average and evaluate run under every Keras backend (`ANY_BACKEND_STAGES`)
-and are here; export (`pipelines.export_stage`), translate and score
-(`pipelines.translate_stage`) run TensorFlow's search and serving graph and are imported
+and are here; export (`pipelines.stages.export`), translate and score
+(`pipelines.stages.translate`) run TensorFlow's search and serving graph and are imported
 here under their names. What average, evaluate and export made, and from what, is
-`pipelines.made_from`'s.
+`pipelines.model_dir.made_from`'s.
 """
 from __future__ import annotations
 
@@ -23,18 +23,20 @@ from typing import Callable, Sequence, TextIO
 import keras
 
 from pipelines import Log
-from pipelines import checkpoints, evaluate, prepare
-from pipelines import init_from as init_lib
-from pipelines import made_from
-from pipelines import model_dir as md
-from pipelines import vocab as vocab_lib
+from pipelines.data import prepare
+from pipelines.data import vocab as vocab_lib
 from pipelines.errors import ConfigError, ModelDirError
-from pipelines.export_stage import (OpCheckError, make_translator, run_export,  # noqa: F401
-                                     run_export_ctranslate2)
-from pipelines.files import input_identity
+from pipelines.evaluation import evaluate
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir import init_from as init_lib
+from pipelines.model_dir import layout as md
+from pipelines.model_dir import made_from
+from pipelines.model_dir.files import input_identity
 from pipelines.options import RunOptions, config_for
+from pipelines.stages.export import (OpCheckError, make_translator, run_export,  # noqa: F401
+                                     run_export_ctranslate2)
+from pipelines.stages.translate import chunk_seed, run_score, run_translate  # noqa: F401
 from pipelines.tasks import Task
-from pipelines.translate_stage import chunk_seed, run_score, run_translate  # noqa: F401
 
 STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "score")
 DEFAULT_STAGES = ("prepare", "train", "average", "evaluate", "export")
@@ -47,7 +49,7 @@ STARTS_MODEL_DIR = ("prepare", "train")
 
 def writes(stage: str, options: RunOptions) -> bool:
     """Whether `stage` writes files, so that its run must hold the model dir's lock
-    (`pipelines.lock`): every stage but score, and translate only with --output (or
+    (`pipelines.model_dir.lock`): every stage but score, and translate only with --output (or
     --plot_attention); translating to stdout reads the model dir and nothing else."""
     if stage == "score":
         return False
@@ -58,14 +60,14 @@ def writes(stage: str, options: RunOptions) -> bool:
 
 def model_dir_lock(modes: Sequence[str], options: RunOptions):
     """The context a run of the stages `modes` runs in: holding the model dir's lock
-    (`pipelines.lock.hold`) when one of them writes and this process is the chief (the only
-    one of a multi-worker cluster that writes the model dir), else nothing.
+    (`pipelines.model_dir.lock.hold`) when one of them writes and this process is the chief (the
+    only one of a multi-worker cluster that writes the model dir), else nothing.
 
     Raises (on entering):
         ModelDirLocked: another run holds the lock.
     """
-    from pipelines import lock
-    from pipelines import train as train_lib
+    from pipelines.model_dir import lock
+    from pipelines.training import train as train_lib
 
     if not (train_lib.is_chief() and any(writes(stage, options) for stage in modes)):
         return contextlib.nullcontext()
@@ -98,7 +100,7 @@ def run_prepare(options: RunOptions, log: Log = print) -> dict:
 
 
 def run_train(options: RunOptions, strategy, log: Log = print):
-    from pipelines import train as train_lib
+    from pipelines.training import train as train_lib
 
     task = options.make_task()
     if options.training.dev_metric_every and not task.has_split("dev"):

@@ -1,7 +1,7 @@
 """Shards of a token cache: where they start in the text, how one is tokenized and stored.
 
 This module imports no TensorFlow (nor Keras): it is what the token cache's worker processes run
-(``pipelines.token_cache`` starts them with the "spawn" method, since TensorFlow is not
+(``pipelines.data.token_cache`` starts them with the "spawn" method, since TensorFlow is not
 safe in a forked child), so a worker starts in a fraction of a second with tens of MB.
 
 A shard is ``pairs_per_shard`` consecutive lines of both cleaned files, tokenized with the
@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from pipelines.files import write_atomic
+from pipelines.model_dir.files import write_atomic
 
 SUFFIX = ".ids"
 ENCODE_LINES = 8192
@@ -94,7 +94,8 @@ def _read_lines(path: str, byte_range: tuple[int, int], first_line: int) -> list
 
         line = first_line + data.count(b"\n", 0, e.start)
         raise DataError(f"{path}:{line}: invalid UTF-8; token caches are built from cleaned "
-                        f"text: run it through pipelines.text_io.clean_parallel first") from None
+                        f"text: run it through pipelines.data.text_io.clean_parallel "
+                        f"first") from None
     lines = text.split("\n")
     if text.endswith("\n") or not text:
         lines.pop()

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from pipelines.parsing.linearize import CLOSE, OPEN
-from pipelines.parsing.treebank import ROOT_LABEL
+from pipelines.tasks.parsing.linearize import CLOSE, OPEN
+from pipelines.tasks.parsing.treebank import ROOT_LABEL
 
 
 def normalize_sentences(sentences):
