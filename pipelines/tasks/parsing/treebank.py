@@ -56,7 +56,7 @@ POS_TAGS = (
 
 With `PHRASE_LABELS` this is the standard label inventory; the parsing vocabulary keeps every
 one of them as a piece, so that a label that the (sample) training trees lack, such as
-`WHADJP`, can still be predicted (`pipelines.tasks.parsing.task.PtbParsingTask.vocab_symbols`).
+`WHADJP`, can still be predicted (`pipelines.tasks.parsing.hooks.ParsingHooks.vocab_symbols`).
 """
 
 

@@ -12,7 +12,8 @@ from pipelines.data.vocab import BOS_ID, EOS_ID
 from pipelines.tasks.parsing import serving, treebank
 from pipelines.tasks.parsing.constraint import TreeConstraint
 from pipelines.tasks.parsing.linearize import delinearize, linearize, to_target_string
-from pipelines.tasks.parsing.task import ptb_parsing, tree_to_line
+from pipelines.tasks.parsing.splits import tree_to_line
+from pipelines.tasks.parsing.task import ptb_parsing
 from tests.helpers import tiny_config
 
 
