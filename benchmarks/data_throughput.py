@@ -5,7 +5,7 @@ a warm-up, counted in-graph (``Dataset.reduce``) so Python iteration is not meas
 
 * ``read_tokenize_batched``: read both files and tokenize 1,024 lines per op call with the
   in-graph tensorflow-text tokenizer (the token cache itself tokenizes in worker processes,
-  ``pipelines.token_shards``: see benchmarks/prepare_speed.py);
+  ``pipelines.data.token_shards``: see benchmarks/prepare_speed.py);
 * ``read_tokenize_pairs``: the same, unbatched to one pair per element;
 * ``cached_batches``: one pass of token-budget training batches from the cache
   (filter, shuffle, EOS/BOS, bucketing, padding: what every epoch costs).
@@ -60,8 +60,9 @@ def main(argv):
         raise app.UsageError("pass --data_dir (the directory containing multi30k/) or set $KT_DATA_DIR")
     import tensorflow as tf
 
-    from pipelines import dataset as ds_lib
-    from pipelines import prepare, tasks, vocab
+    from pipelines import tasks
+    from pipelines.data import dataset as ds_lib
+    from pipelines.data import prepare, vocab
 
     work_dir = pathlib.Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="kt_bench_"))
     task = tasks.get_task("multi30k_ende", data_dir=FLAGS.data_dir)

@@ -107,7 +107,7 @@ def main():
     summary = json.loads(run(speed).strip().splitlines()[-1])
 
     sys.path.insert(0, str(ROOT))
-    from pipelines.bleu import sacre_bleu
+    from pipelines.evaluation.bleu import sacre_bleu
 
     references = (pathlib.Path(args.data_dir) / args.reference).read_text(
         encoding="utf-8").splitlines()[:summary["sentences"]]

@@ -37,11 +37,11 @@ What this script does, and how the product does each part:
   differs in 1 of 2,028 lines and train in 7 of 58,000, all German, all with the same number
   of tokens (Perl's normalize-punctuation and sacremoses' treat a few quotes and the
   periods beside them differently).
-* Vocabulary: the product's joint SentencePiece BPE (pipelines/vocab.py) with 10,000 pieces
+* Vocabulary: the product's joint SentencePiece BPE (pipelines/data/vocab.py) with 10,000 pieces
   (4 special and 256 byte pieces included), trained by the prepare stage on the tokenized
   training text; the paper used subword-nmt with 10,000 merges. Pieces never cross a Moses
   token: SentencePiece splits its input at whitespace before BPE (`split_by_whitespace`,
-  true by default and left so by pipelines/vocab.py), so a piece never holds an inner
+  true by default and left so by pipelines/data/vocab.py), so a piece never holds an inner
   space; and with identity normalization and no whitespace squeezing, detokenizing the pieces
   gives exactly the tokenized text, which is what `--remove-bpe` gives fairseq
   (tests/test_published_protocol.py checks both).
@@ -212,8 +212,8 @@ def data_paths(model_dir: pathlib.Path) -> dict:
 def write_data(raw: dict, model_dir: pathlib.Path) -> dict:
     """Writes the preprocessed files (atomically, with a manifest last); reuses them while the
     raw files, this script's preprocessing and sacremoses' version are unchanged."""
-    from pipelines.files import atomic_files, input_identity, read_manifest
-    from pipelines.text_io import iter_lines
+    from pipelines.data.text_io import iter_lines
+    from pipelines.model_dir.files import atomic_files, input_identity, read_manifest
 
     out = data_paths(model_dir)
     keys = list(out)
@@ -328,8 +328,8 @@ def main(argv: Sequence[str]) -> int:
         log(f"{PROG}: pipelines/run.py exited with status {code}")
         return code
 
-    from pipelines.model_dir import EVAL_DIR
-    from pipelines.text_io import read_lines
+    from pipelines.data.text_io import read_lines
+    from pipelines.model_dir.layout import EVAL_DIR
 
     output = model_dir / EVAL_DIR / "test.hyp"
     if not output.is_file() or output.stat().st_mtime < started:

@@ -3,7 +3,7 @@
 
     python benchmarks/parsing_baselines.py --data ../shared/data/ptb_sample
 
-Both are scored on the dev trees with the project's own EVALB (`pipelines.parsing.evalb`,
+Both are scored on the dev trees with the project's own EVALB (`pipelines.tasks.parsing.evalb`,
 COLLINS.prm: gold punctuation deleted, preterminals ignored), and print precision, recall and
 labelled F1, one line each:
 
@@ -31,7 +31,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from pipelines.parsing import evalb, linearize, treebank  # noqa: E402
+from pipelines.tasks.parsing import evalb, linearize, treebank  # noqa: E402
 
 END = "</s>"
 START = "<s>"

@@ -10,7 +10,7 @@ Then runs ``pipelines/run.py --mode prepare --task text`` on it in a subprocess 
 model dir, measuring wall time, the peak resident memory of the largest process and of all
 its processes together (sampled every 0.2 s), and the longest gap between two lines on its
 stderr (progress lines are due at least every 30 s). Last it times
-``pipelines.prepare.training_input`` at the paper's 25,000-token batches: the time to the
+``pipelines.data.prepare.training_input`` at the paper's 25,000-token batches: the time to the
 first batch (the shuffle buffer filling) and ``--batches`` batches after it.
 
 A table goes to stdout; prepare's own log, time-stamped, and this script's notes to stderr.
@@ -186,7 +186,7 @@ def time_input(src: pathlib.Path, tgt: pathlib.Path, model_dir: pathlib.Path) ->
     """Time ``training_input``: to the first batch, then ``--batches`` batches."""
     import numpy as np
 
-    from pipelines import prepare
+    from pipelines.data import prepare
     from pipelines.tasks import get_task
 
     task = get_task("text", train_src=str(src), train_tgt=str(tgt))

@@ -39,7 +39,7 @@ def main():
 
     from export.translator import Translator
     from keras_transformer import DecodingSettings, Transformer, TransformerConfig
-    from pipelines import vocab
+    from pipelines.data import vocab
     from tests.conftest import data_dir
     from tests.export import conftest as fx
 

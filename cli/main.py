@@ -81,7 +81,7 @@ def run_export() -> int:
 def run_stages() -> int:
     """pipelines/run.py: the stages of --mode, in order."""
     logging.set_verbosity(logging.WARNING)  # keep TensorFlow's checkpoint chatter out
-    from pipelines import train as train_lib
+    from pipelines.training import train as train_lib
 
     backend = FLAGS.backend
     train_lib.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts

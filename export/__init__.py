@@ -6,7 +6,7 @@ shared with `pipelines`); `export_saved_model(model, spm_proto, export_dir, sett
 `Int8Weights` in quantize.py);
 `check_ops` (op_check.py) verifies that every op in the result is registered by core
 TensorFlow or tensorflow-text. This package depends on `keras_transformer` only; reading a
-model directory is `pipelines.export_stage.run_export`, which both CLIs call. Serving
+model directory is `pipelines.stages.export.run_export`, which both CLIs call. Serving
 instructions: export/README.md.
 
 The names below load on first use (PEP 562), so that importing `export.text` (which the

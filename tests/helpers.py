@@ -39,7 +39,7 @@ def fetch_multi30k(root: pathlib.Path) -> bool:
     Raises:
         DataError: a download failed or its checksum differs (nothing half-written is kept).
     """
-    from pipelines.files import write_atomic
+    from pipelines.model_dir.files import write_atomic
     from pipelines.tasks import downloads
 
     files = _multi30k_files()

@@ -43,7 +43,7 @@ def test_bpe_pieces_never_cross_moses_tokens(shared_data):
     pytest.importorskip("sacremoses")
     import gzip
 
-    from pipelines import vocab
+    from pipelines.data import vocab
 
     lines = []
     for lang in ("en", "de"):

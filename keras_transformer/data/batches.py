@@ -5,7 +5,7 @@ grouped by length (`keras_transformer.data.buckets`). Batches are padded to the 
 boundary when few distinct shapes matter (XLA), else each side to its longest. The budget is
 the GLOBAL batch under ``tf.distribute``; ``batch_multiple`` makes every batch size divisible
 by the replica count, and ``global_batches`` gives each worker its own part of every batch.
-``training_examples`` is the part shared with packed batches (``pipelines.packing``).
+``training_examples`` is the part shared with packed batches (``pipelines.data.packing``).
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def training_examples(
     teacher_inputs=None,
 ) -> tf.data.Dataset:
     """Unbatched ``((source, target_in), target_out)`` of the pairs within the length limits,
-    shuffled and repeated: what ``training_batches`` buckets and ``pipelines.packing`` packs.
+    shuffled and repeated: what ``training_batches`` buckets and ``pipelines.data.packing`` packs.
 
     Args: as ``training_batches``.
     """

@@ -1,7 +1,7 @@
 """The device a run trains on, and the precision and XLA setting that suit it.
 
 `detect()` describes the machine once (`Device`); the rules are pure functions of that
-description, so that tests state any device and the resolver (`pipelines.options.resolve`)
+description, so that tests state any device and the resolver (`pipelines.settings.resolver.resolve`)
 stays free of hardware queries. Each rule returns its choice with a short reason, which the
 run log shows beside the value (`--mixed_precision` and `--jit_compile` still force either).
 """

@@ -12,7 +12,7 @@ length for that model, the last default after the recipes. Where each value came
 kept (`RunOptions.origins`) and logged (`pipelines.settings.describe`). The defaults of
 mixed_precision and training's jit_compile are the device's
 (`pipelines.settings.device_policy`). A fine-tuned model dir (`--init_from`,
-`pipelines.init_from`) takes its model (preset, overrides, vocabulary size, max_length)
+`pipelines.model_dir.init_from`) takes its model (preset, overrides, vocabulary size, max_length)
 from its source, where a flag may only agree.
 
 After training, the model directory is the truth:
@@ -36,7 +36,7 @@ from typing import Any
 
 from keras_transformer import TransformerConfig
 from keras_transformer.decoding import DecodingSettings, SamplingSettings
-from pipelines import init_from as init_lib
+from pipelines.model_dir import init_from as init_lib
 from pipelines.errors import ConfigError
 from pipelines.settings import table
 from pipelines.settings.recipes import TASK_PRESET_OVERRIDES
@@ -91,7 +91,7 @@ class TrainingOptions:
     memory_limit_mb: int | None
     keep_best_by: str          # "last" or "dev_metric": which checkpoints are averaged
     early_stop_patience: int   # dev-metric evaluations without improvement; 0: never stop
-    pack: bool = False         # several pairs per row (pipelines.packing), not buckets
+    pack: bool = False         # several pairs per row (pipelines.data.packing), not buckets
     precision_policy: str = "float32"  # Keras dtype policy: mixed_precision on this device
 
 

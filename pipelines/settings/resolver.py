@@ -11,8 +11,8 @@ from typing import Any, Mapping
 from export.quantize import QUANTIZE_MODES
 from keras_transformer import PRESETS, TransformerConfig
 from keras_transformer.decoding import MAX_BEAM_SIZE, DecodingSettings, SamplingSettings
-from pipelines import init_from as init_lib
-from pipelines import model_dir as md
+from pipelines.model_dir import init_from as init_lib
+from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
 from pipelines.settings import device_policy, table
 from pipelines.settings.options import (SAMPLING_FLAGS, TASK_OPTIONS, DataOptions, EvalOptions,

@@ -101,11 +101,12 @@ class Task(abc.ABC):
     ) -> dict:
         """Scores of `hypotheses` (the first `len(hypotheses)` sentences of `split`).
 
-        Translation: every BLEU variant we report (`pipelines.bleu.score_translations`),
-        headed by `metric_name`. `split` and `work_dir` tell tasks with gold data beyond the
-        references (parsing) where to find it.
+        Translation: every BLEU variant we report
+        (`pipelines.evaluation.bleu.score_translations`), headed by `metric_name`. `split`
+        and `work_dir` tell tasks with gold data beyond the references (parsing) where to
+        find it.
         """
-        from pipelines import bleu
+        from pipelines.evaluation import bleu
 
         return bleu.score_translations(hypotheses, references, self.target_lang)
 

@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 
 from pipelines.errors import DataError
-from pipelines.files import atomic_files
+from pipelines.model_dir.files import atomic_files
 
 PROBE_TIMEOUT_S = 3.0
 

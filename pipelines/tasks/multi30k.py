@@ -12,12 +12,12 @@ import pathlib
 import shutil
 import types
 
-from pipelines.errors import DataError
-from pipelines.files import atomic_files
-from pipelines.tasks.downloads import PROBE_TIMEOUT_S, download_verified, unreachable
 from pipelines import Log
+from pipelines.data.text_io import count_lines
+from pipelines.errors import DataError
+from pipelines.model_dir.files import atomic_files
 from pipelines.tasks.base import Task, check_split
-from pipelines.text_io import count_lines
+from pipelines.tasks.downloads import PROBE_TIMEOUT_S, download_verified, unreachable
 
 MULTI30K_URL = (
     "https://github.com/multi30k/dataset/raw/a3d2e0d26b56f3846f66a952536ffed4e401d05a/"

@@ -13,11 +13,11 @@ from pipelines.tasks.wmt import wmt14_ende, wmt14_enfr
 
 
 def ptb_parsing(**options) -> Task:
-    """Penn Treebank WSJ constituency parsing (Section 6.3); see `pipelines.parsing.task`.
+    """Penn Treebank WSJ constituency parsing (Section 6.3); see `pipelines.tasks.parsing.task`.
 
     Imported on use: the parsing code (and nltk) is only loaded for this task.
     """
-    from pipelines.parsing.task import ptb_parsing as factory
+    from pipelines.tasks.parsing.task import ptb_parsing as factory
 
     return factory(**options)
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from pipelines.errors import DataError
-from pipelines.files import atomic_files
-from pipelines.tasks.downloads import PROBE_TIMEOUT_S, unreachable
 from pipelines import Log
+from pipelines.errors import DataError
+from pipelines.model_dir.files import atomic_files
 from pipelines.tasks.base import Task, check_split
+from pipelines.tasks.downloads import PROBE_TIMEOUT_S, unreachable
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,11 +1,11 @@
 """The word-blind parsing baselines as a regression test of the project's EVALB and trees."""
 from benchmarks import parsing_baselines
-from pipelines.parsing import treebank
+from pipelines.tasks.parsing import treebank
 
 
 def test_right_branching_dev_f1_on_the_wsj_sample(shared_data):
     """The right-branching tree of every dev sentence of the 10% WSJ sample, scored by
-    `pipelines.parsing.evalb` (COLLINS.prm): 17.27 labelled F1 when issue 14 was filed.
+    `pipelines.tasks.parsing.evalb` (COLLINS.prm): 17.27 labelled F1 when issue 14 was filed.
 
     Deterministic (integer bracket counts, no model), so the counts are asserted exactly and
     the F1 to 2 decimals: a change means the reader, the scorer or the baseline changed.

@@ -37,7 +37,7 @@ def corpus(shared_data):
 
 @pytest.fixture(scope="session")
 def spm_proto(corpus, tmp_path_factory) -> bytes:
-    from pipelines import vocab
+    from pipelines.data import vocab
 
     work = tmp_path_factory.mktemp("export_vocab")
     files = []
@@ -51,7 +51,7 @@ def spm_proto(corpus, tmp_path_factory) -> bytes:
 def _encode_pairs(spm_proto, corpus):
     """(source, target_in, target_out) int32 arrays [NUM_LINES, TRAIN_LENGTH], 0-padded."""
     from keras_transformer.constants import BOS_ID, EOS_ID
-    from pipelines.vocab import python_processor
+    from pipelines.data.vocab import python_processor
 
     processor = python_processor(spm_proto)
     arrays = np.zeros([3, NUM_LINES, TRAIN_LENGTH], np.int32)
@@ -116,7 +116,7 @@ def trained_model(spm_proto, corpus):
 @pytest.fixture(scope="session")
 def model_dir(trained_model, spm_proto, tmp_path_factory) -> pathlib.Path:
     """A model directory as training leaves it: config, settings, vocabulary, final weights."""
-    from pipelines import model_dir as md
+    from pipelines.model_dir import layout as md
 
     path = tmp_path_factory.mktemp("export_model_dir")
     md.save_config(path, trained_model.config)

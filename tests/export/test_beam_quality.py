@@ -3,7 +3,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding import decode, score_ids
-from pipelines.vocab import BOS_ID, EOS_ID, python_processor
+from pipelines.data.vocab import BOS_ID, EOS_ID, python_processor
 
 
 def test_beam_four_scores_at_least_greedy_on_most_validation_sentences(trained_model,

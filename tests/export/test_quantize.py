@@ -19,9 +19,9 @@ from export.quantize import INT8_MAX, Int8Weights, quantize_int8, quantized_matr
 from export.saved_model import EXPORT_INFO_FILE, EXTRA_DIR, export_saved_model
 from export.translator import ExportError
 from keras_transformer.constants import BOS_ID, PAD_ID
-from pipelines import model_dir as md
 from pipelines.settings import resolver
 from pipelines import stages
+from pipelines.model_dir import layout as md
 from tests.export.test_saved_model import ODD_INPUTS, _tokenize, _val_lines, serve_in_fresh_process
 from tests.export.test_serving_contract import GOLDEN, served_signatures
 

@@ -28,7 +28,7 @@ def translator(spm_proto):
 
 
 def test_a_long_id_row_keeps_its_eos_as_a_long_sentence_does(translator, spm_proto):
-    from pipelines import vocab
+    from pipelines.data import vocab
 
     tokenizer = vocab.load_tokenizer(spm_proto)
     full = text.sentences_to_ids(tokenizer, [LONG, "A dog."], 1000)  # every piece + EOS

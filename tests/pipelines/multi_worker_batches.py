@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from pipelines import dataset as ds_lib  # noqa: E402
-from pipelines import packing  # noqa: E402
+from pipelines.data import dataset as ds_lib  # noqa: E402
+from pipelines.data import packing  # noqa: E402
 
 BUDGET = 256
 MAX_LENGTH = 24
@@ -44,7 +44,7 @@ def global_streams(batch_multiple: int) -> dict:
 
 
 def main(path):
-    from pipelines import train as train_lib
+    from pipelines.training import train as train_lib
 
     strategy = train_lib.make_strategy()
     assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), type(strategy)

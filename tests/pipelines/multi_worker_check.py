@@ -1,7 +1,7 @@
 """One worker of the MultiWorkerMirroredStrategy test (run twice, with TF_CONFIG set).
 
-Trains a tiny model a few SGD steps with `pipelines.train.compile_model` (which applies the
-Keras multi-worker fix) and saves the final weights to argv[1] as .npz.
+Trains a tiny model a few SGD steps with `pipelines.training.train.compile_model` (which applies
+the Keras multi-worker fix) and saves the final weights to argv[1] as .npz.
 """
 import os
 import sys
@@ -12,8 +12,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from pipelines import dataset as ds_lib  # noqa: E402
-from pipelines import train as train_lib  # noqa: E402
+from pipelines.data import dataset as ds_lib  # noqa: E402
+from pipelines.training import train as train_lib  # noqa: E402
 from tests.helpers import random_ids, tiny_config  # noqa: E402
 
 strategy = train_lib.make_strategy()

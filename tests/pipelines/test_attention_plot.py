@@ -3,9 +3,9 @@ import matplotlib.image
 import numpy as np
 
 from keras_transformer import DecodingSettings
-from pipelines import vocab
-from pipelines.attention_plot import plot_attention
-from pipelines.model_dir import build_model
+from pipelines.data import vocab
+from pipelines.evaluation.attention_plot import plot_attention
+from pipelines.model_dir.layout import build_model
 from tests.helpers import tiny_config
 
 

@@ -3,10 +3,10 @@ import keras
 import numpy as np
 import pytest
 
-from pipelines import checkpoints
-from pipelines import model_dir as md
 from pipelines.errors import ModelDirError
-from pipelines.model_dir import build_model
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir import layout as md
+from pipelines.model_dir.layout import build_model
 from tests.helpers import tiny_config
 
 
@@ -105,7 +105,7 @@ def test_no_untrained_checkpoint_under_accumulation():
 
     import tensorflow as tf
 
-    from pipelines.callbacks import StepCheckpoint
+    from pipelines.training.callbacks import StepCheckpoint
 
     saved = []
     manager = types.SimpleNamespace(
@@ -204,7 +204,7 @@ def test_early_stop_after_patience_evaluations_without_improvement(tmp_path):
 
     import tensorflow as tf
 
-    from pipelines.callbacks import DevMetric
+    from pipelines.training.callbacks import DevMetric
 
     values = iter([10.0, 12.0, 11.0, 12.0, 11.5, 13.0])
 

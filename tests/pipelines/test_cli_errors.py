@@ -16,9 +16,9 @@ TINY = {"num_layers": 1, "d_model": 32, "d_ff": 64, "num_heads": 2}
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory, shared_data):
     """A model dir as training leaves it (untrained tiny weights: decoding is not the point)."""
-    from pipelines import model_dir as md
     from pipelines.settings import options, resolver
-    from pipelines import vocab
+    from pipelines.data import vocab
+    from pipelines.model_dir import layout as md
 
     path = tmp_path_factory.mktemp("cli") / "model"
     files = []
@@ -165,7 +165,7 @@ def test_translate_n_best_scores_alignment_and_prefix_as_json_lines(model_dir, t
                           "--n_best=3", "--with_scores", "--with_alignment",
                           f"--prefix_file={prefixes}"], shared_data)
     assert result.returncode == 0, result.stderr[-3000:]
-    from pipelines import vocab
+    from pipelines.data import vocab
 
     tokenizer = vocab.load_tokenizer(model_dir / "spm.model")
     source_lengths = [len(p) + 1 for p in tokenizer.tokenize(  # + EOS

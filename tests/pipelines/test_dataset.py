@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipelines import buckets, token_cache, token_shards
-from pipelines import dataset as ds_lib
-from pipelines import prepare, text_io, vocab
+from pipelines.data import buckets, token_cache, token_shards
+from pipelines.data import dataset as ds_lib
+from pipelines.data import prepare, text_io, vocab
 from pipelines.tasks import get_task
 
 BUDGET = buckets.DEFAULT_BATCH_TOKENS

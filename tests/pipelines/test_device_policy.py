@@ -5,10 +5,10 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import TransformerConfig
-from pipelines import checkpoints
 from pipelines.settings import describe, device_policy, resolver
-from pipelines import train as train_lib
 from pipelines.settings.device_policy import Device
+from pipelines.model_dir import checkpoints
+from pipelines.training import train as train_lib
 from tests.helpers import random_ids, tiny_config
 
 CPU = Device()
@@ -130,7 +130,7 @@ def test_flags_force_the_choice(tmp_path, device, given, policy, jit):
 def test_settings_json_wins_over_the_device(tmp_path):
     """A model trained on a CPU keeps its XLA setting and mixed_precision when resumed on a
     GPU; the mixed policy is the GPU's (checkpoints hold the same variables under each)."""
-    from pipelines import model_dir as md
+    from pipelines.model_dir import layout as md
 
     trained = resolver.resolve({"model_dir": str(tmp_path)}, device=AVX512_BF16)
     md.save_settings(tmp_path, trained.settings(trained=True))

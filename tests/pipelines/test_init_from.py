@@ -1,5 +1,5 @@
-"""Fine-tuning with `--init_from` through run.py (pipelines/init_from.py): the new model dir
-starts from the source's averaged weights, vocabulary and config, records where it came from,
+"""Fine-tuning with `--init_from` through run.py (pipelines/model_dir/init_from.py): the new model
+dir starts from the source's averaged weights, vocabulary and config, records where it came from,
 resumes from its own checkpoints, refuses what cannot work, and learns the new corpus.
 
 Corpus A (the source's) is the start of Multi30k's train set; corpus B (the fine-tuning one)
@@ -69,7 +69,7 @@ def fine_tune(source, model_dir, corpora, shared_data, *args, mode="prepare,trai
 
 
 def weights(model_dir, checkpoint=None):
-    from pipelines import model_dir as md
+    from pipelines.model_dir import layout as md
 
     return md.load_final_model(model_dir, "float32", checkpoint).get_weights()
 
@@ -163,7 +163,7 @@ def test_a_refusal_is_one_line_and_exit_2(corpora, tmp_path, shared_data):
 def test_report_coverage_warns_for_text_the_vocabulary_lacks(source, tmp_path):
     """Text in a script the source's vocabulary never saw is spelled in byte pieces: one
     warning line with the rate."""
-    from pipelines import init_from
+    from pipelines.model_dir import init_from
 
     init = init_from.InitFrom(str(source), "0" * 64, False, 0)
     proto = (source / "spm.model").read_bytes()

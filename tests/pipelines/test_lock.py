@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from pipelines import lock
+from pipelines.model_dir import lock
 from tests.pipelines.run_helpers import ROOT, run_command
 
 HOLD = """import sys, time
-from pipelines import lock
+from pipelines.model_dir import lock
 with lock.hold(sys.argv[1]):
     print("held", flush=True)
     time.sleep(600)

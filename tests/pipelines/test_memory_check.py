@@ -1,7 +1,7 @@
 """The memory check's own measurements (the check itself runs in tests/pipelines/test_run.py)."""
 import os
 
-from pipelines import memory_check
+from pipelines.training import memory_check
 
 
 def test_resident_memory_counts_the_kernel_s_page_size(tmp_path, monkeypatch):

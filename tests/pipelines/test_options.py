@@ -4,10 +4,10 @@ import json
 import pytest
 
 from keras_transformer import DecodingSettings
-from pipelines import model_dir as md
-from pipelines.settings import options, resolver, describe
+from pipelines.settings import describe, options, resolver
 from pipelines.settings.device_policy import Device
 from pipelines.errors import ConfigError, ModelDirError
+from pipelines.model_dir import layout as md
 
 
 def test_a_new_model_dir_takes_task_then_paper_defaults(tmp_path):

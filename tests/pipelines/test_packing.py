@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, EOS_ID
 from keras_transformer.model import PACKED_INPUTS
-from pipelines import packing, prepare
+from pipelines.data import packing, prepare
 from pipelines.tasks import get_task
 from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
 

@@ -89,8 +89,8 @@ def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, sh
 
     from export import text
     from keras_transformer.decoding import score_ids
-    from pipelines import model_dir as md
-    from pipelines import vocab
+    from pipelines.data import vocab
+    from pipelines.model_dir import layout as md
 
     sources = ["A man rides a bike.", "Two dogs play in the snow.", "A child."]
     targets = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Kind."]
@@ -119,9 +119,9 @@ def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, sh
 
 
 def test_dev_metric_scores_exactly_the_first_n_dev_sentences(trained, shared_data, monkeypatch):
-    from pipelines import model_dir as md
-    from pipelines.settings import resolver
     from pipelines import stages
+    from pipelines.settings import resolver
+    from pipelines.model_dir import layout as md
 
     monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
     run = resolver.resolve({"model_dir": str(trained), "dev_metric_sentences": 200,
@@ -221,7 +221,7 @@ def test_early_stop_then_average_of_the_best_by_dev_metric(prepared, tmp_path, s
     """--early_stop_patience and --keep_best_by dev_metric through run.py. With --lr_scale 0
     the weights never change, so every dev BLEU ties: the second evaluation does not improve
     (patience 1 stops at step 4), and the tie goes to the later checkpoint."""
-    from pipelines import checkpoints
+    from pipelines.model_dir import checkpoints
 
     model_dir = copy_prepared(prepared, tmp_path / "model")
     args = [f"--model_dir={model_dir}", *TINY_MODEL, "--lr_scale=0", "--train_steps=40",
@@ -246,9 +246,9 @@ def test_early_stop_then_average_of_the_best_by_dev_metric(prepared, tmp_path, s
     # Training again (the same command, in-process here) does not go on past the plateau.
     import tensorflow as tf
 
-    from pipelines import model_dir as md
     from pipelines.settings import resolver
-    from pipelines import train as train_lib
+    from pipelines.model_dir import layout as md
+    from pipelines.training import train as train_lib
 
     monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
     run, logged = resolver.resolve({"model_dir": str(model_dir)}), []

@@ -9,10 +9,10 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from pipelines import tasks
+from pipelines.data.text_io import count_lines, read_lines
+from pipelines.errors import DataError
 from pipelines.tasks import downloads, multi30k
 from pipelines.tasks import get_task
-from pipelines.errors import DataError
-from pipelines.text_io import count_lines, read_lines
 
 
 def no_network(monkeypatch):
@@ -265,7 +265,7 @@ def test_host_probe_is_bounded_and_real(tmp_path):
 
 def test_text_task_prepares_without_a_test_split(tmp_path):
     """prepare and train need only train (and dev); only evaluate needs a test split."""
-    from pipelines import prepare
+    from pipelines.data import prepare
 
     lines = {"src": [f"the house number {i} is red" for i in range(300)],
              "tgt": [f"das haus nummer {i} ist rot" for i in range(300)]}

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from pipelines import text_io
+from pipelines.data import text_io
+from pipelines.data.text_io import clean_parallel
 from pipelines.errors import DataError
-from pipelines.text_io import clean_parallel
 
 
 def write(path, data: bytes):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipelines import progress, text_io, token_cache, token_shards, vocab
+from pipelines.data import progress, text_io, token_cache, token_shards, vocab
 from pipelines.errors import DataError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -97,7 +97,7 @@ def test_unequal_files_are_a_data_error(tmp_path, corpus):
 
 KILLED_BUILD = """
 import multiprocessing, os, pathlib, signal, sys
-from pipelines import token_cache
+from pipelines.data import token_cache
 
 def log(line):
     # Killed (SIGKILL, as by the OOM killer or kill -9) once 500 pairs are done, while the

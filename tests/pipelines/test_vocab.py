@@ -6,7 +6,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-from pipelines import text_io, vocab
+from pipelines.data import text_io, vocab
 from pipelines.errors import DataError
 
 SMALL_VOCAB = 3000

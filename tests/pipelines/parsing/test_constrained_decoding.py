@@ -7,12 +7,13 @@ import tensorflow_text as tf_text
 
 from keras_transformer import Transformer
 from keras_transformer.decoding import decode
-from pipelines import vocab as vocab_lib
-from pipelines.parsing import serving, treebank
-from pipelines.parsing.constraint import TreeConstraint
-from pipelines.parsing.linearize import delinearize, linearize, to_target_string
-from pipelines.vocab import BOS_ID, EOS_ID
-from pipelines.parsing.task import ptb_parsing, tree_to_line
+from pipelines.data import vocab as vocab_lib
+from pipelines.data.vocab import BOS_ID, EOS_ID
+from pipelines.tasks.parsing import serving, treebank
+from pipelines.tasks.parsing.constraint import TreeConstraint
+from pipelines.tasks.parsing.linearize import delinearize, linearize, to_target_string
+from pipelines.tasks.parsing.splits import tree_to_line
+from pipelines.tasks.parsing.task import ptb_parsing
 from tests.helpers import tiny_config
 
 

@@ -4,14 +4,14 @@ import collections
 import nltk
 import pytest
 
-from pipelines.parsing import treebank
-from pipelines.parsing.evalb import (
+from pipelines.tasks.parsing import treebank
+from pipelines.tasks.parsing.evalb import (
     brackets,
     format_scores,
     score_corpus,
     score_sentence,
 )
-from pipelines.parsing.linearize import delinearize, linearize
+from pipelines.tasks.parsing.linearize import delinearize, linearize
 
 
 @pytest.fixture(scope="module")

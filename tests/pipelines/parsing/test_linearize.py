@@ -5,8 +5,8 @@ import random
 import nltk
 import pytest
 
-from pipelines.parsing import treebank
-from pipelines.parsing.linearize import (
+from pipelines.tasks.parsing import treebank
+from pipelines.tasks.parsing.linearize import (
     PLACEHOLDER,
     delinearize,
     from_target_string,

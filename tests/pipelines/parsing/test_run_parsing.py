@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel uses)
 
-from pipelines.parsing import treebank
+from pipelines.tasks.parsing import treebank
 from tests.export import serving_check
 from tests.pipelines.run_helpers import TINY_MODEL, run_command
 

@@ -6,11 +6,11 @@ import shutil
 import pytest
 
 from pipelines import tasks
-from pipelines.parsing import linearize, treebank
-from pipelines.parsing.task import PtbParsingTask
-from pipelines.tasks import get_task
+from pipelines.data.text_io import read_lines
 from pipelines.errors import DataError
-from pipelines.text_io import read_lines
+from pipelines.tasks import get_task
+from pipelines.tasks.parsing import linearize, treebank
+from pipelines.tasks.parsing.task import PtbParsingTask
 from tests.pipelines.run_helpers import run_command
 
 TRAIN_TREES = 3_396  # ptb_sample/SOURCES.md

@@ -2,8 +2,8 @@
 import nltk
 import pytest
 
-from pipelines.parsing import treebank
-from pipelines.parsing.treebank import (
+from pipelines.tasks.parsing import treebank
+from pipelines.tasks.parsing.treebank import (
     TreebankFormatError,
     parse_trees,
     preprocess,

@@ -1,0 +1,339 @@
+"""Prepare a task for training: text files, cleaning, vocabulary, token caches, statistics.
+
+Every step is idempotent and reuses earlier work, so ``prepare`` can run before training and
+``training_input`` / ``eval_input`` can be called directly (they prepare what is missing).
+
+Layout inside ``work_dir``::
+
+    spm.model                          shared SentencePiece model (vocab.MODEL_FILENAME)
+    data/<task>/                       text materialized by the task (tfds, decompressed gz)
+    clean/<task>/<split>/              cleaned parallel text + manifest.json (text_io)
+    cache/<task>-<split>-<hash>/       tokenized pairs (shards) + lengths.npy (token_cache)
+    downloads/                         raw downloads (Multi30k)
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from pipelines import Log
+from pipelines.data import buckets
+from pipelines.data import dataset as ds_lib
+from pipelines.data import packing
+from pipelines.data import token_cache
+from pipelines.data import vocab as vocab_lib
+from pipelines.data.text_io import CleanResult, clean_parallel, read_lines
+from pipelines.errors import DataError
+from pipelines.tasks import SPLITS, Task
+
+VOCAB_SAMPLE_LINES = 1_000_000
+
+
+def vocab_path(work_dir: os.PathLike | str) -> pathlib.Path:
+    """Where the shared SentencePiece model of ``work_dir`` lives."""
+    return pathlib.Path(work_dir) / vocab_lib.MODEL_FILENAME
+
+
+def clean_split(
+    task: Task, split: str, work_dir: os.PathLike | str, *, log: Log = print
+) -> CleanResult:
+    """The task's text for ``split``, validated and cleaned (train drops empty pairs)."""
+    src, tgt = task.split_files(split, work_dir, log=log)
+    out = pathlib.Path(work_dir) / "clean" / task.name / split
+    return clean_parallel(src, tgt, out, drop_empty=split == "train", log=log)
+
+
+def ensure_vocab(
+    task: Task,
+    work_dir: os.PathLike | str,
+    vocab_size: int | None = None,
+    *,
+    sample_lines: int = VOCAB_SAMPLE_LINES,
+    log: Log = print,
+) -> bytes:
+    """Return the model proto of ``work_dir/spm.model``, training it on the train split if absent.
+
+    Raises:
+      DataError: an existing model has a different size than ``vocab_size`` asked for.
+    """
+    path = vocab_path(work_dir)
+    if path.is_file():
+        proto = vocab_lib.read_model_proto(path)
+        size = vocab_lib.vocab_size_of(proto)
+        if vocab_size is not None and size != vocab_size:
+            raise DataError(
+                f"{path} has {size:,} pieces but vocab_size={vocab_size:,} was asked for. "
+                "Delete it to train a new one (token caches are keyed by it), or drop the flag."
+            )
+        log(f"vocab: reusing {path} ({size:,} pieces)")
+        return proto
+    clean = clean_split(task, "train", work_dir, log=log)
+    vocab_lib.build_vocab(
+        [clean.source_path, clean.target_path],
+        work_dir,
+        vocab_size or task.vocab_size,
+        max_sentences=sample_lines,
+        user_defined_symbols=task.vocab_symbols(clean.target_path),
+        total_lines=2 * clean.stats.kept,
+        log=log,
+    )
+    return vocab_lib.read_model_proto(path)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedSplit:
+    """One split after cleaning and tokenization."""
+
+    split: str
+    clean: CleanResult
+    cache: token_cache.TokenCache
+
+
+def prepare_split(
+    task: Task,
+    split: str,
+    work_dir: os.PathLike | str,
+    proto: bytes,
+    *,
+    log: Log = print,
+) -> PreparedSplit:
+    """Clean ``split`` and cache its token ids under a key of task, split, vocab and text
+    (tokenized with ``proto`` on every core: the in-graph tokenizer's ids)."""
+    clean = clean_split(task, split, work_dir, log=log)
+    key = token_cache.cache_key(task.name, split, vocab_lib.model_digest(proto), clean.digest)
+    cache = token_cache.load_or_build_cache(
+        clean.source_path, clean.target_path, proto, pathlib.Path(work_dir) / "cache" / key,
+        log=log,
+    )
+    return PreparedSplit(split, clean, cache)
+
+
+def split_stats(task: Task, prepared: PreparedSplit) -> dict:
+    """Corpus statistics of one split: pairs, skips by reason, tokens and lengths per side."""
+    lengths = prepared.cache.lengths.reshape(-1, 2).astype(np.int64)
+    limits = buckets.length_filter_counts(
+        lengths, task.max_source_length, task.max_target_length
+    )
+    clean = prepared.clean.stats
+    skipped = dict(clean.skipped)
+    if prepared.split == "train" and limits["too_long"]:
+        skipped["over length limit"] = limits["too_long"]
+    return {
+        "pairs_read": clean.pairs_read,
+        "pairs_kept": limits["kept"] if prepared.split == "train" else clean.kept,
+        "skipped": skipped,
+        "over_length_limit": limits["too_long"],
+        "source_tokens": int(lengths[:, 0].sum()),
+        "target_tokens": int(lengths[:, 1].sum()),
+        "source_mean": float(lengths[:, 0].mean()) if len(lengths) else 0.0,
+        "target_mean": float(lengths[:, 1].mean()) if len(lengths) else 0.0,
+        "source_max": int(lengths[:, 0].max()) if len(lengths) else 0,
+        "target_max": int(lengths[:, 1].max()) if len(lengths) else 0,
+    }
+
+
+def _format_split(split: str, s: dict) -> str:
+    skipped = ", ".join(f"{k} {v:,}" for k, v in sorted(s["skipped"].items())) or "none"
+    return (
+        f"{split:>5}: pairs read {s['pairs_read']:,}, kept {s['pairs_kept']:,} "
+        f"(skipped: {skipped}); tokens src {s['source_tokens']:,} / tgt {s['target_tokens']:,}; "
+        f"mean length {s['source_mean']:.1f} / {s['target_mean']:.1f}; "
+        f"max {s['source_max']:,} / {s['target_max']:,}"
+    )
+
+
+def prepare(
+    task: Task,
+    work_dir: os.PathLike | str,
+    vocab_size: int | None = None,
+    batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS,
+    *,
+    batch_multiple: int = 1,
+    boundaries: Sequence[int] | None = None,
+    vocab_sample_lines: int = VOCAB_SAMPLE_LINES,
+    splits: Sequence[str] = SPLITS,
+    log: Log = print,
+) -> dict:
+    """Build vocabulary and token caches for ``splits``; print corpus stats and bucket table.
+
+    Args:
+      task: from ``pipelines.tasks.get_task``.
+      work_dir: see the module docstring for what goes where.
+      vocab_size: pieces of the shared vocabulary; the task default if None.
+      batch_tokens: global token budget per side and batch (the paper's ~25,000).
+      batch_multiple: batch sizes are multiples of this (number of replicas).
+      boundaries: bucket boundaries; ``default_boundaries(task.max_length)`` if None.
+      vocab_sample_lines: lines (both sides pooled) sampled to train the vocabulary.
+      splits: which splits to prepare ("train" is needed for the bucket table).
+      log: sink for progress and the report.
+    Returns:
+      ``{"task", "vocab": {...}, "splits": {split: stats}, "buckets": [rows],
+      "batches_per_epoch", "padding", "packed"}`` ("packed": what ``--pack`` gives instead,
+      ``pipelines.data.packing.packing_table``).
+    """
+    for split in splits:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    splits = [split for split in splits if split == "train" or task.has_split(split)]
+    log(task.describe())
+    proto = ensure_vocab(task, work_dir, vocab_size, sample_lines=vocab_sample_lines, log=log)
+    result: dict = {
+        "task": task.name,
+        "vocab": {
+            "path": str(vocab_path(work_dir)),
+            "size": vocab_lib.vocab_size_of(proto),
+            "sha256": vocab_lib.model_digest(proto),
+        },
+        "splits": {},
+    }
+    prepared = {}
+    for split in splits:
+        prepared[split] = prepare_split(task, split, work_dir, proto, log=log)
+        result["splits"][split] = split_stats(task, prepared[split])
+    log(f"corpus ({task.source_lang} / {task.target_lang}, subword tokens without EOS/BOS):")
+    for split, stats in result["splits"].items():
+        log(_format_split(split, stats))
+    if "train" in prepared:
+        boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
+        sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
+        rows = buckets.bucket_table(
+            prepared["train"].cache.lengths,
+            boundaries,
+            sizes,
+            task.max_source_length,
+            task.max_target_length,
+        )
+        packed = packing.packing_table(
+            prepared["train"].cache.lengths,
+            task.max_source_length,
+            task.max_target_length,
+            batch_tokens,
+            batch_multiple,
+        )
+        result["buckets"] = rows
+        result["batches_per_epoch"] = sum(r["batches"] for r in rows)
+        result["padding"] = buckets.table_padding(rows)
+        result["packed"] = packed
+        log(
+            f"train buckets (budget {batch_tokens:,} tokens per side, batch multiple "
+            f"{batch_multiple}; padding counts both sides):"
+        )
+        log(buckets.format_bucket_table(rows, packed))
+    return result
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingInput:
+    """A batched training (or validation-loss) dataset and what one pass over it holds."""
+
+    dataset: tf.data.Dataset
+    batches_per_epoch: int
+    length_counts: dict
+
+
+def training_input(
+    task: Task,
+    work_dir: os.PathLike | str,
+    *,
+    split: str = "train",
+    batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS,
+    batch_multiple: int = 1,
+    boundaries: Sequence[int] | None = None,
+    shuffle: bool = True,
+    repeat: bool = True,
+    seed: int = 0,
+    pad_to_bucket: bool = True,
+    pack: bool = False,
+    log: Log = print,
+) -> TrainingInput:
+    """``((source, target_in), target_out)`` token-budget batches of ``split`` (see dataset.py).
+
+    For ``model.fit`` use ``repeat=True`` with ``steps_per_epoch=batches_per_epoch``; for a
+    validation loss use ``split="dev", shuffle=False, repeat=False``. With ``pack``, batches
+    of packed rows instead, several pairs a row (``pipelines.data.packing``; their inputs are a
+    dict, and ``batches_per_epoch`` is estimated).
+    """
+    proto = ensure_vocab(task, work_dir, log=log)
+    prepared = prepare_split(task, split, work_dir, proto, log=log)
+    lengths = prepared.cache.lengths
+    counts = buckets.length_filter_counts(lengths, task.max_source_length, task.max_target_length)
+    log(
+        f"{split}: {counts['kept']:,} of {counts['pairs']:,} pairs within length limits "
+        f"{task.max_source_length}/{task.max_target_length}; dropped {counts['too_long']:,} "
+        f"(source too long {counts['too_long_source']:,}, target {counts['too_long_target']:,})"
+    )
+    drop = batch_multiple > 1
+    # What both layouts read: the pairs within the limits, shuffled, as the decoder reads them.
+    examples = dict(max_source_length=task.max_source_length,
+                    max_target_length=task.max_target_length, shuffle=shuffle, seed=seed,
+                    repeat=repeat, teacher_inputs=task.teacher_inputs(proto))
+    if pack:
+        table = packing.packing_table(lengths, task.max_source_length, task.max_target_length,
+                                      batch_tokens, batch_multiple, seed=seed)
+        log(f"{split}: packed, {packing.describe(table)}")
+        pairs = ds_lib.training_examples(prepared.cache.dataset(), **examples)
+        dataset = packing.packed_batches(pairs, table["rows"], batch_tokens=batch_tokens,
+                                         batch_multiple=batch_multiple, shuffle=shuffle,
+                                         seed=seed, drop_remainder=drop)
+        batches = (table["rows_per_pass"] // table["rows_per_batch"] if drop
+                   else table["batches"])
+        return TrainingInput(dataset, batches, counts)
+    boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
+    sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
+    rows = buckets.bucket_table(
+        lengths, boundaries, sizes, task.max_source_length, task.max_target_length
+    )
+    batches = sum(r["sentences"] // r["batch_size"] if drop else r["batches"] for r in rows)
+    dataset = ds_lib.training_batches(
+        prepared.cache.dataset(),
+        batch_tokens=batch_tokens,
+        boundaries=boundaries,
+        batch_multiple=batch_multiple,
+        drop_remainder=drop,
+        pad_to_bucket=pad_to_bucket,
+        **examples,
+    )
+    return TrainingInput(dataset, batches, counts)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalInput:
+    """A dev/test split for decoding: raw sources, references, and length-sorted id batches."""
+
+    sources: list[str]
+    references: list[str]
+    batches: list[ds_lib.EvalBatch]
+
+
+def eval_input(
+    task: Task,
+    split: str,
+    work_dir: os.PathLike | str,
+    *,
+    max_source_length: int | None = None,
+    batch_tokens: int = 4096,
+    log: Log = print,
+) -> EvalInput:
+    """Sources, references and id batches of ``split``; decode, then ``dataset.restore_order``.
+
+    Every line is kept (no empty-pair skipping), so output i belongs to reference i. Sources
+    are cut at ``max_source_length`` tokens (default: the task's limit), as the exported
+    model cuts them (``export.text.sentences_to_ids``).
+    """
+    proto = ensure_vocab(task, work_dir, log=log)
+    clean = clean_split(task, split, work_dir, log=log)
+    sources = read_lines(clean.source_path)
+    references = read_lines(clean.target_path)
+    batches = ds_lib.eval_batches(
+        sources,
+        vocab_lib.load_tokenizer(proto),
+        max_source_length=max_source_length or task.max_source_length,
+        batch_tokens=batch_tokens,
+        log=log,
+    )
+    return EvalInput(sources, references, batches)

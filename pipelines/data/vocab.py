@@ -1,0 +1,197 @@
+"""The pipeline's vocabulary: a sample of the training files, the SentencePiece model trained
+on it (`keras_transformer.data.tokenizer`, where its settings are explained) stored as
+``<model_dir>/spm.model``, read back with clear errors, and checked.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import random
+import time
+from typing import Iterable, Sequence
+
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from keras_transformer.data import tokenizer
+from keras_transformer.data.tokenizer import train_sentencepiece
+from pipelines import Log
+from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration, heartbeat
+from pipelines.data.text_io import PROGRESS_EVERY, iter_lines
+from pipelines.errors import DataError
+from pipelines.model_dir.files import write_atomic
+
+MODEL_FILENAME = "spm.model"
+
+
+def sample_lines(
+    paths: Sequence[os.PathLike | str],
+    num_lines: int,
+    *,
+    seed: int = 0,
+    total_lines: int | None = None,
+    log: Log = print,
+    progress_interval: float = DEFAULT_INTERVAL,
+) -> list[str]:
+    """Uniformly sample up to ``num_lines`` non-empty lines from several files, in one pass.
+
+    Reservoir sampling (seeded) keeps memory at ``num_lines`` whatever the corpus size, and
+    reading every file keeps the sample representative of all parts of the corpus.
+    ``total_lines`` (all files), when known, gives the progress lines a percentage and ETA.
+    """
+    if num_lines <= 0:
+        raise ValueError(f"num_lines must be positive, got {num_lines}")
+    rng = random.Random(seed)
+    reservoir: list[str] = []
+    seen = read = 0
+    progress = Progress("vocab: sampling", total_lines, "lines", log,
+                        interval=progress_interval)
+    for path in paths:
+        for _, line in iter_lines(path):
+            read += 1
+            if read % PROGRESS_EVERY == 0:
+                progress.update(read)
+            if not line.strip():
+                continue
+            seen += 1
+            if len(reservoir) < num_lines:
+                reservoir.append(line)
+            else:
+                slot = rng.randrange(seen)
+                if slot < num_lines:
+                    reservoir[slot] = line
+    log(f"vocab: read {seen:,} lines in total, sampled {len(reservoir):,} for training "
+        f"(in {format_duration(progress.elapsed())})")
+    return reservoir
+
+
+def build_vocab(
+    train_files: Sequence[os.PathLike | str],
+    model_dir: os.PathLike | str,
+    vocab_size: int,
+    *,
+    max_sentences: int = 1_000_000,
+    seed: int = 0,
+    user_defined_symbols: Sequence[str] = (),
+    total_lines: int | None = None,
+    log: Log = print,
+    progress_interval: float = DEFAULT_INTERVAL,
+) -> pathlib.Path:
+    """Train the shared vocabulary on a sample of ``train_files`` and store ``<dir>/spm.model``.
+
+    Args:
+      train_files: plain UTF-8 text, one sentence a line (source and target files together).
+      model_dir: where ``spm.model`` is written (atomically).
+      vocab_size: pieces including the 4 reserved ids and 256 byte pieces.
+      max_sentences: size of the training sample (lines, both sides pooled).
+      seed: seed of the line sample (BPE training itself is deterministic).
+      user_defined_symbols: strings kept as single pieces (see ``train_sentencepiece``).
+      total_lines: lines of all ``train_files`` if known (progress percentage and ETA).
+      log: progress sink.
+      progress_interval: seconds between progress lines (sampling; "still running" lines
+        while SentencePiece trains, which reports nothing itself).
+    Returns:
+      The path of the written model.
+    """
+    sample = sample_lines(train_files, max_sentences, seed=seed, total_lines=total_lines,
+                          log=log, progress_interval=progress_interval)
+    log(f"vocab: training BPE, vocab_size={vocab_size:,} on {len(sample):,} lines")
+    start = time.monotonic()
+    try:
+        with heartbeat("vocab: training BPE", log, interval=progress_interval):
+            proto = train_sentencepiece(sample, vocab_size,
+                                        user_defined_symbols=user_defined_symbols)
+    except (RuntimeError, ValueError) as e:
+        hint = (
+            " Choose a smaller vocab_size for this corpus."
+            if "Vocabulary size" in str(e)
+            else ""
+        )
+        raise DataError(
+            f"SentencePiece training failed for vocab_size={vocab_size} on {len(sample):,} lines "
+            f"from {', '.join(map(str, train_files))}: {e}.{hint}"
+        ) from e
+    path = pathlib.Path(model_dir) / MODEL_FILENAME
+    write_atomic(path, proto)
+    log(f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 {model_digest(proto)[:12]}; "
+        f"trained in {format_duration(time.monotonic() - start)})")
+    return path
+
+
+def read_model_proto(path: os.PathLike | str) -> bytes:
+    """Return the serialized SentencePiece model at ``path`` (a file, or a dir with spm.model).
+
+    Raises:
+      DataError: missing, unreadable, or with special ids other than the model's (pad 0,
+        unk 1, bos 2, eos 3), which would silently shift every sequence's specials.
+    """
+    import sentencepiece as spm
+
+    path = pathlib.Path(path)
+    if path.is_dir():
+        path = path / MODEL_FILENAME
+    if not path.is_file():
+        raise DataError(
+            f"{path}: SentencePiece model not found. Build it first "
+            "(pipelines/run.py --mode prepare) or point to an existing spm.model."
+        )
+    proto = path.read_bytes()
+    try:
+        processor = spm.SentencePieceProcessor(model_proto=proto)
+    except (RuntimeError, OSError) as e:
+        raise DataError(f"{path}: not a SentencePiece model ({e}); restore it, or delete it "
+                        f"to train a new vocabulary (which needs a new model dir)") from None
+    ids = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
+    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        raise DataError(f"{path}: special ids pad/unk/bos/eos are {ids}, the model needs "
+                        f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; train the vocabulary with "
+                        f"pipelines/run.py --mode prepare")
+    return proto
+
+
+def model_digest(proto: bytes) -> str:
+    """sha256 of the model proto: keys caches so a new vocabulary never reuses old token ids."""
+    return hashlib.sha256(proto).hexdigest()
+
+
+def vocab_size_of(proto: bytes) -> int:
+    """Number of pieces in the serialized model."""
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
+
+
+def fallback_rate(proto: bytes, lines: Iterable[str]) -> tuple[float, int]:
+    """The share of `lines`' pieces that are ``<unk>`` or byte fallback, and the pieces counted.
+
+    Byte fallback spells a character the vocabulary has no piece for as its UTF-8 bytes, so
+    this is how badly a vocabulary trained on another corpus covers this text (a reused
+    vocabulary, `pipelines.model_dir.init_from`): each such piece carries less than a character.
+    """
+    processor = python_processor(proto)
+    unknown = [processor.is_unknown(i) or processor.is_byte(i)
+               for i in range(processor.get_piece_size())]
+    pieces = misses = 0
+    for line in lines:
+        ids = processor.encode(line)
+        pieces += len(ids)
+        misses += sum(unknown[i] for i in ids)
+    return (misses / pieces if pieces else 0.0), pieces
+
+
+def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
+    """`keras_transformer.data.tokenizer.load_tokenizer` of a model dir's SentencePiece model
+    (or a serialized one), read with `read_model_proto`'s clear errors."""
+    proto = path_or_proto if isinstance(path_or_proto, bytes) else read_model_proto(path_or_proto)
+    return tokenizer.load_tokenizer(proto)
+
+
+def python_processor(path_or_proto: os.PathLike | str | bytes):
+    """Return a ``sentencepiece.SentencePieceProcessor`` for the same model (pure Python use)."""
+    import sentencepiece as spm
+
+    proto = (
+        path_or_proto
+        if isinstance(path_or_proto, bytes)
+        else read_model_proto(path_or_proto)
+    )
+    return spm.SentencePieceProcessor(model_proto=proto)

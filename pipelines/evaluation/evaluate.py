@@ -1,0 +1,85 @@
+"""The one decode loop: beam search over id batches of a split, back to text in corpus order.
+
+The evaluate stage, the dev metric during training and the benchmarks decode through here;
+sentences become ids and ids become text by `export.text`, the rule the exported
+SavedModel uses too. The search is `keras_transformer.decoding`'s, the exported one, on
+every Keras backend (training with `--backend jax` too).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from export import text
+from keras_transformer.decoding import DecodingSettings, make_translate_function
+from pipelines.data import dataset as ds_lib
+from pipelines.errors import ConfigError
+from pipelines.model_dir.files import atomic_files
+from pipelines.model_dir.layout import EVAL_DIR
+
+
+def make_translator(model, settings: DecodingSettings, jit_compile=False, constraint=None):
+    """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function
+    (`keras_transformer.decoding.make_translate_function`, 1-best).
+
+    `constraint`: the task's `DecodingConstraint` (`Task.decoding_constraint`), if any; only
+    TensorFlow's search takes one. `jit_compile`: TensorFlow's choice; other backends always
+    compile.
+    """
+    if constraint is not None and keras.backend.backend() != "tensorflow":
+        raise ConfigError(f"--backend {keras.backend.backend()}: this task's constrained "
+                          f"search runs under TensorFlow only; train with --backend "
+                          f"tensorflow, or drop --dev_metric_every")
+    search = make_translate_function(model, jit_compile=jit_compile,
+                                     beam_size=settings.beam_size, alpha=settings.alpha,
+                                     extra_length=settings.extra_length,
+                                     stop_rule=settings.stop_rule, constraint=constraint)
+
+    if keras.backend.backend() == "tensorflow":
+        return lambda source_ids: tuple(value[:, 0] for value in search(source_ids)[:2])
+    return lambda source_ids: tuple(np.asarray(value)[:, 0]
+                                    for value in search(np.asarray(source_ids))[:2])
+
+
+def translate_batches(translate, batches, tokenizer, verbose=1):
+    """Decodes `EvalBatch`es; returns (texts, scores) in corpus order, with a progress bar
+    on stderr."""
+    texts, scores = [], []
+    progress = keras.utils.Progbar(sum(len(b.indices) for b in batches), verbose=verbose,
+                                   unit_name="sentence")
+    for batch in batches:
+        ids, batch_scores = translate(tf.constant(batch.source_ids))
+        texts.append([t.decode("utf-8")
+                      for t in text.ids_to_sentences(tokenizer, ids).numpy()])
+        scores.append([float(s) for s in np.asarray(batch_scores)])
+        progress.add(len(batch.indices))
+    return ds_lib.restore_order(batches, texts), ds_lib.restore_order(batches, scores)
+
+
+def first_sentences(data, count):
+    """The `EvalInput` restricted to its first `count` sentences (all of them for 0/None)."""
+    if not count or count >= len(data.sources):
+        return data
+    batches = []
+    for batch in data.batches:
+        keep = batch.indices < count
+        if keep.any():
+            batches.append(ds_lib.EvalBatch(batch.source_ids[keep], batch.indices[keep]))
+    return dataclasses.replace(data, sources=data.sources[:count],
+                               references=data.references[:count], batches=batches)
+
+
+def write_results(model_dir, split, hypotheses, scores: dict, extra: dict | None = None):
+    """eval/<split>.hyp (one translation a line) and eval/<split>.json (scores, settings),
+    written as one unit: the JSON is renamed in last and so always describes the .hyp."""
+    out = pathlib.Path(model_dir) / EVAL_DIR
+    with atomic_files(out / f"{split}.hyp", out / f"{split}.json") as (hyp, info):
+        hyp.write_text("".join(h + "\n" for h in hypotheses), encoding="utf-8")
+        info.write_text(json.dumps({**scores, **(extra or {})}, indent=2, sort_keys=True) + "\n",
+                        encoding="utf-8")
+    return out

@@ -1,0 +1,292 @@
+"""Training checkpoints that a kill cannot corrupt, and checkpoint averaging (Section 6.1).
+
+Checkpoints are TensorFlow object checkpoints of the model AND the optimizer (Adam moments,
+step counter), written by `tf.train.CheckpointManager`: data files first, then the small
+`checkpoint` index file is replaced atomically. A process killed mid-write leaves files the
+index does not name, which are never restored, so the same command resumes at the last
+complete checkpoint's step.
+
+The checkpoints are the same under every Keras backend: under TensorFlow they hold the
+Keras variables' own `tf.Variable`s; under another backend (`run.py --backend jax`) they
+hold `tf.Variable` copies (`_Mirror`), filled from the Keras values before each save and
+written back after each restore. A run trained under JAX resumes, averages and exports
+under TensorFlow, and the other way round.
+
+Beside them, `dev_metric.jsonl` records the dev metric of each evaluated checkpoint, so that
+`--keep_best_by dev_metric` (which checkpoints are kept and averaged) and
+`--early_stop_patience` see the same history in a resumed run and in a later `--mode average`.
+Every task's metric (BLEU, F1) is better when higher.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from pipelines.errors import ModelDirError
+from pipelines.model_dir.files import atomic_files, write_atomic
+
+METRIC_LOG = "dev_metric.jsonl"
+"""In the checkpoint dir: one JSON object a line, `{"step": 400, "metric": "dev_f1", "value":
+13.1}`, in step order; rewritten whole (atomically) at each evaluation."""
+
+
+def _key(variable, model_name: str | None = None) -> str:
+    """A variable's checkpoint name: its Keras path without the owner's (counter-suffixed)
+    name.
+
+    `tf.train.Checkpoint(model=keras_model)` does not see variables of layers held in
+    lists (measured with Keras 3.15: only the embedding was saved), so checkpoints name
+    every variable explicitly. Dropping the first path component ("transformer_3/...",
+    "adam_1/...") makes the names independent of how many models a process built. Adam's
+    slots also carry the model's name inside theirs ("transformer_3_embedding_..._momentum"):
+    with `model_name`, that prefix is written as the first model of a process names it
+    ("transformer_"), the form every checkpoint written by the command line has.
+    """
+    name = variable.path.split("/", 1)[-1]
+    if model_name and name.startswith(model_name + "_"):
+        name = "transformer_" + name[len(model_name) + 1:]
+    return name
+
+
+class _Mirror:
+    """Keras variables as the named `tf.Variable`s a `tf.train.Checkpoint` holds.
+
+    Under the TensorFlow backend these are the variables themselves and `pull`/`push` do
+    nothing. Under another backend they are copies of the same name, shape and dtype
+    (`_value`), so the checkpoint files are the same: `pull` copies the Keras values into
+    them before a save, `push` copies them back after a restore.
+    """
+
+    def __init__(self, variables, model_name: str | None = None):
+        self._pairs = [(_key(v, model_name), v) for v in variables]
+        if len({key for key, _ in self._pairs}) != len(self._pairs):
+            raise ValueError("variable paths are not unique; cannot checkpoint by name")
+        self._own = keras.backend.backend() == "tensorflow"
+        self.named = {key: v.value if self._own else
+                      tf.Variable(self._value(v), trainable=False) for key, v in self._pairs}
+
+    @staticmethod
+    def _value(variable) -> np.ndarray:
+        """A Keras variable's value in the dtype TensorFlow keeps it in: integers (the
+        optimizer's step counter) in int64, which JAX without x64 holds in int32."""
+        value = np.asarray(variable.numpy())
+        return value.astype(np.int64) if np.issubdtype(value.dtype, np.integer) else value
+
+    def pull(self) -> None:
+        """The Keras values -> the checkpoint's variables (before a save)."""
+        if not self._own:
+            for key, variable in self._pairs:
+                self.named[key].assign(self._value(variable))
+
+    def push(self) -> None:
+        """The checkpoint's variables -> the Keras variables (after a restore)."""
+        if not self._own:
+            for key, variable in self._pairs:
+                variable.assign(self.named[key].numpy())
+
+
+def _checkpoint(model, optimizer=None) -> tuple[tf.train.Checkpoint, list[_Mirror]]:
+    """The checkpoint of `model`'s weights (and `optimizer`'s variables), and the mirrors
+    to `pull` before saving it and `push` after restoring it."""
+    mirrors = {"model": _Mirror(model.weights)}
+    if optimizer is not None:
+        mirrors["optimizer"] = _Mirror(optimizer.variables, model.name)
+    return (tf.train.Checkpoint(**{name: m.named for name, m in mirrors.items()}),
+            list(mirrors.values()))
+
+
+def _step(path) -> int:
+    """The update a checkpoint was written at ("<dir>/ckpt-400" -> 400)."""
+    return int(str(path).rsplit("-", 1)[1])
+
+
+def _read_records(checkpoint_dir) -> list[dict]:
+    path = pathlib.Path(checkpoint_dir) / METRIC_LOG
+    if not path.is_file():
+        return []
+    records = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            record = json.loads(line)
+            records.append({**record, "step": int(record["step"]),
+                            "value": float(record["value"])})
+        except (ValueError, KeyError, TypeError):
+            raise ModelDirError(f"{path}:{number}: not a dev-metric record ({line[:60]!r}); "
+                                f"delete the line (that checkpoint loses its dev metric)"
+                                ) from None
+    return records
+
+
+def read_metrics(checkpoint_dir) -> dict[int, float]:
+    """The recorded dev metric by checkpoint step, in step order ({} if none)."""
+    return {r["step"]: r["value"] for r in sorted(_read_records(checkpoint_dir),
+                                                  key=lambda r: r["step"])}
+
+
+def record_metric(checkpoint_dir, step: int, name: str, value: float) -> dict[int, float]:
+    """Records (or replaces) the dev metric `name` of checkpoint `step` in `METRIC_LOG`;
+    returns every recorded value by step (`read_metrics`)."""
+    records = [r for r in _read_records(checkpoint_dir) if r["step"] != step]
+    records.append({"step": int(step), "metric": name, "value": float(value)})
+    records.sort(key=lambda r: r["step"])
+    write_atomic(pathlib.Path(checkpoint_dir) / METRIC_LOG,
+                 "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    return {r["step"]: r["value"] for r in records}
+
+
+def select_checkpoints(paths, count: int, metrics: dict[int, float] | None = None) -> list[str]:
+    """The `count` checkpoints to average (and keep), oldest first.
+
+    Args:
+        paths: checkpoint paths, oldest first (`checkpoint_paths`).
+        metrics: None for the last `count` (`--keep_best_by last`); else the dev metric by
+            step (`read_metrics`) for the `count` with the best metric, the later step
+            winning a tie (`--keep_best_by dev_metric`). Checkpoints without a recorded
+            metric are not candidates, so fewer than `count` may come back.
+    """
+    if metrics is None:
+        return list(paths)[-count:] if count > 0 else []
+    ranked = sorted((p for p in paths if _step(p) in metrics),
+                    key=lambda p: (metrics[_step(p)], _step(p)), reverse=True)
+    return sorted(ranked[:count], key=_step)
+
+
+def plateau(metrics: dict[int, float], patience: int) -> str | None:
+    """Why training should stop early, or None: the last `patience` (>= 1) evaluations of
+    `metrics` (step -> value, step order) did not improve on the best before them; an equal
+    value is no improvement."""
+    history = list(metrics.items())
+    if not history:
+        return None
+    best = max(range(len(history)), key=lambda i: (history[i][1], -i))  # the first best
+    since = len(history) - 1 - best
+    if since < patience:
+        return None
+    step, value = history[best]
+    return (f"the dev metric has not improved for {since} evaluation(s) "
+            f"(--early_stop_patience {patience}); the best, {value:.2f}, was at step {step:,}")
+
+
+class _Manager(tf.train.CheckpointManager):
+    """Keeps the `max_to_keep` newest checkpoints and, with `keep_best`, the `keep_best`
+    best by the recorded dev metric besides them (at most max_to_keep + keep_best in all).
+
+    `tf.train.CheckpointManager` deletes the oldest beyond `max_to_keep` in `_sweep`, right
+    after each save and before rewriting its index, and lists in the index only what it has
+    not deleted; this overrides that step (a private method, stable since TensorFlow 2.0, and
+    covered by tests/pipelines/test_checkpoints.py) so that the best ones stay on disk and in
+    the index, where averaging finds them.
+    """
+
+    def __init__(self, *args, keep_best: int = 0, mirrors=(), **kwargs):
+        self.keep_best = keep_best
+        self.mirrors = list(mirrors)  # pulled before each save (`_Mirror`)
+        super().__init__(*args, **kwargs)
+
+    def save(self, *args, **kwargs):
+        for mirror in self.mirrors:
+            mirror.pull()
+        return super().save(*args, **kwargs)
+
+    def _sweep(self):
+        if not self.keep_best:
+            return super()._sweep()
+        paths = list(self._maybe_delete)
+        best = set(select_checkpoints(paths, self.keep_best, read_metrics(self.directory)))
+        for path in paths[:-self._max_to_keep]:
+            if path not in best:
+                del self._maybe_delete[path]
+                for name in (tf.io.gfile.glob(f"{path}.index")
+                             + tf.io.gfile.glob(f"{path}.data-?????-of-?????")):
+                    tf.io.gfile.remove(name)
+
+
+def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_best=0):
+    """The manager of `checkpoint_dir`, keeping the `max_to_keep` newest checkpoints and the
+    `keep_best` best by dev metric (`_Manager`). Each save names its optimizer update
+    (`save(checkpoint_number=step)`), the number restore_latest reads back.
+
+    The optimizer must be built (its variables exist) before this is called.
+    """
+    checkpoint, mirrors = _checkpoint(model, optimizer)
+    return _Manager(checkpoint, str(checkpoint_dir), max_to_keep=max_to_keep,
+                    checkpoint_name="ckpt", keep_best=keep_best, mirrors=mirrors)
+
+
+def _restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool):
+    """Restores `path` into `checkpoint`; a damaged file is a `ModelDirError`."""
+    try:
+        status = checkpoint.restore(path)
+        (status.expect_partial() if partial else status).assert_existing_objects_matched()
+    except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:  # truncated
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelDirError(f"{path}: cannot restore this checkpoint ({first}); delete it (and "
+                            f"its entry in the 'checkpoint' index) or train a new model dir"
+                            ) from None
+
+
+def restore_latest(manager, optimizer) -> int:
+    """Restores the newest complete checkpoint, if any; returns its update (0 if none)."""
+    if manager.latest_checkpoint is None:
+        return 0
+    _restore(manager.checkpoint, manager.latest_checkpoint, partial=False)
+    for mirror in manager.mirrors:
+        mirror.push()
+    return int(optimizer.iterations.numpy())
+
+
+def checkpoint_paths(checkpoint_dir) -> list[str]:
+    """Complete checkpoints in `checkpoint_dir`, oldest first."""
+    state = tf.train.get_checkpoint_state(str(checkpoint_dir))
+    return list(state.all_model_checkpoint_paths) if state else []
+
+
+def restore_weights(model, path: str) -> None:
+    """Loads the model weights of checkpoint `path` into `model` (optimizer state ignored)."""
+    checkpoint, mirrors = _checkpoint(model)
+    _restore(checkpoint, path, partial=True)
+    for mirror in mirrors:
+        mirror.push()
+
+
+def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by="last",
+                        log=print) -> pathlib.Path:
+    """Averages the model weights of `last_n` checkpoints into `out_path` (.weights.h5): the
+    last ones, or with `keep_best_by` "dev_metric" those with the best recorded dev metric
+    (`select_checkpoints`).
+
+    The paper averages the last 5 (base) or 20 (big) checkpoints, written at 10-minute
+    intervals, for its test results. Optimizer state is not averaged (not needed to decode).
+    """
+    paths = checkpoint_paths(checkpoint_dir)
+    if not paths:
+        raise ModelDirError(f"{checkpoint_dir}: no checkpoints to average. Train first.")
+    metrics = read_metrics(checkpoint_dir) if keep_best_by == "dev_metric" else None
+    paths = select_checkpoints(paths, last_n, metrics)
+    if not paths:
+        raise ModelDirError(f"{checkpoint_dir}: no checkpoint has a dev metric recorded in "
+                            f"{METRIC_LOG} to choose by; train with --dev_metric_every, or "
+                            f"average with --keep_best_by last")
+    if len(paths) < last_n:
+        log(f"average: only {len(paths)} checkpoint(s)"
+            f"{' with a recorded dev metric' if metrics is not None else ''} for "
+            f"--average_last {last_n}")
+    total = None
+    for path in paths:
+        restore_weights(model, path)
+        weights = [np.asarray(w.numpy(), dtype=np.float64) for w in model.weights]
+        total = weights if total is None else [t + w for t, w in zip(total, weights)]
+    model.set_weights([(t / len(paths)).astype(w.dtype) for t, w in
+                       zip(total, (v.numpy() for v in model.weights))])
+    with atomic_files(out_path) as (tmp,):
+        model.save_weights(tmp)
+    names = [pathlib.Path(p).name + ("" if metrics is None else f" {metrics[_step(p)]:.2f}")
+             for p in paths]
+    log(f"average: {len(paths)} checkpoint(s)"
+        f"{'' if metrics is None else ', the best by dev metric'} ({', '.join(names)})"
+        f" -> {out_path}")
+    return pathlib.Path(out_path)

@@ -1,0 +1,258 @@
+"""Starting a new model dir from another's trained model: fine-tuning (`--init_from`).
+
+`pipelines/run.py --init_from SOURCE --model_dir NEW --task ...` gives NEW the source's model
+unchanged: its config.json, its vocabulary (spm.model, copied and reused, never retrained: the
+new corpus is tokenised with it, and `report_coverage` says how well it covers that text) and
+its averaged weights (final.weights.h5), loaded into the built model before the first update.
+Everything else is NEW's own: the task and its data, the training flags (--train_steps,
+--warmup_steps, --batch_tokens, ...: the task's or the paper's defaults, never the source's)
+and the decoding settings. A flag that would change the model (--config, --config_override,
+--vocab_size) must equal the source's: the weights only fit that model.
+
+The optimizer starts fresh by default: Adam's moments at zero and Eq. 3's schedule from step
+0, warm-up included. `--init_optimizer` also restores Adam's moments and step counter from
+the source's latest checkpoint (Adam's bias correction belongs to its moments, so the two go
+together): NEW's steps then go on from the source's step S, so --train_steps counts from 0 as
+the source's did (give S + the fine-tuning steps) and NEW's checkpoints are numbered from S
+on; the learning rate is Eq. 3 at steps S+1, S+2, ... with NEW's --warmup_steps, so past
+warm-up (S >= warmup) it goes on decaying as step^-0.5 from where the source stopped, with
+no second warm-up.
+
+settings.json records the origin under "init_from": the source's absolute path, the sha256 of
+the weights file started from, whether the optimizer was restored and the step it starts at.
+Until NEW has a checkpoint of its own every run checks the source again (it must still hold
+those weights); after, the record is history: the same command resumes NEW from its own
+checkpoints and never reads the source again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import os
+import pathlib
+import warnings
+from typing import Any, Callable, Mapping
+
+from keras_transformer import TransformerConfig
+from pipelines import Log
+from pipelines.data import vocab as vocab_lib
+from pipelines.data.text_io import iter_lines
+from pipelines.errors import ConfigError, ModelDirError
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir import layout as md
+from pipelines.model_dir.files import write_atomic
+
+RECORD = "init_from"
+"""The key of settings.json that records where a model dir started from."""
+COVERAGE_LINES = 10_000
+"""Lines of each side of the new train text on which the vocabulary's coverage is measured."""
+COVERAGE_WARNING = 0.01
+"""Above this share of unknown or byte-fallback pieces, the coverage line is a warning."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InitFrom:
+    """Where a fine-tuned model dir starts (see the module doc).
+
+    `config` and `source_settings` are the source's while the model dir has no weights of its
+    own (`pending`); after, only the record remains.
+    """
+
+    model_dir: str          # the source model dir, absolute
+    weights_sha256: str     # of its final.weights.h5, the weights started from
+    optimizer: bool         # --init_optimizer: Adam's moments and step restored too
+    step: int               # the optimizer step training starts at: 0, or the source's
+    config: TransformerConfig | None = None
+    source_settings: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    @property
+    def pending(self) -> bool:
+        """Whether the model dir still has to be initialised from the source."""
+        return self.config is not None
+
+    def record(self) -> dict[str, Any]:
+        """What settings.json keeps under `RECORD`."""
+        return {"model_dir": self.model_dir, "weights_sha256": self.weights_sha256,
+                "optimizer": self.optimizer, "step": self.step}
+
+    def model_default(self, name: str):
+        """The source's value of the model flag `name` ("config", "config_override",
+        "vocab_size"), the resolver's default before settings.json has one; None once
+        the model dir is trained (settings.json has them then)."""
+        if not self.pending:
+            return None
+        model = self.source_settings.get("model") or {}
+        return {"config": model.get("preset"), "config_override": model.get("config_overrides"),
+                "vocab_size": self.config.vocab_size}[name]
+
+
+def file_sha256(path: os.PathLike | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def resolve(given: Mapping[str, Any], model_dir: str, saved: Mapping[str, Any]
+            ) -> InitFrom | None:
+    """The origin of `model_dir`, from --init_from (a first run) or settings.json's record (a
+    later one); None for a model dir trained from scratch. While `model_dir` has no weights of
+    its own, the source is checked: it exists, holds the recorded final weights and a
+    vocabulary, and the model flags given agree with its model.
+
+    Raises:
+        ConfigError: --init_from names `model_dir` itself, another source than the recorded
+            one, or a model dir already trained; a model flag differs from the source's.
+        ModelDirError: the source is missing, has no final weights (or others than recorded),
+            or (--init_optimizer) no checkpoint.
+    """
+    flag, recorded = given.get("init_from"), saved.get(RECORD)
+    if flag is None and recorded is None:
+        if given.get("init_optimizer"):
+            raise ConfigError("--init_optimizer needs --init_from SOURCE_MODEL_DIR (the model "
+                              "dir whose training state to restore)")
+        return None
+    source = os.path.abspath(flag) if flag is not None else recorded["model_dir"]
+    trained = md.has_weights(model_dir)
+    if flag is not None:
+        if os.path.realpath(flag) == os.path.realpath(model_dir):
+            raise ConfigError(f"--init_from {flag} is the --model_dir itself: give the trained "
+                              f"model dir to start from, and a new --model_dir to fine-tune in")
+        if recorded and recorded["model_dir"] != source:
+            raise ConfigError(f"--init_from {flag}: {model_dir} was started from "
+                              f"{recorded['model_dir']}; drop the flag to continue it, or give "
+                              f"a new --model_dir")
+        if not recorded and trained:
+            raise ConfigError(f"--init_from {flag}: {model_dir} already holds a model trained "
+                              f"without it; give a new --model_dir to fine-tune in")
+    optimizer = bool(given.get("init_optimizer", recorded and recorded["optimizer"]))
+    if recorded and optimizer != recorded["optimizer"]:
+        raise ConfigError(f"--init_optimizer {optimizer} differs from what "
+                          f"{os.path.join(model_dir, md.SETTINGS_FILE)} records "
+                          f"({recorded['optimizer']}); drop the flag, or give a new --model_dir")
+    if trained:
+        return InitFrom(**recorded)
+    return _check_source(given, model_dir, source, recorded, optimizer)
+
+
+def _check_source(given: Mapping[str, Any], model_dir: str, source: str,
+                  recorded: Mapping[str, Any] | None, optimizer: bool) -> InitFrom:
+    """The source's model, weights digest and start step, checked (see `resolve`)."""
+    if not os.path.isdir(source):
+        raise ModelDirError(f"--init_from {source}: no such model directory; give a trained "
+                            f"model dir (one with {md.FINAL_WEIGHTS_FILE})")
+    weights = md.final_weights(source)
+    if not weights.is_file():
+        raise ModelDirError(f"--init_from {source}: no {md.FINAL_WEIGHTS_FILE} to start from; "
+                            f"train and average it first (pipelines/run.py --mode average "
+                            f"--model_dir {source})")
+    config = md.load_config(source)
+    settings = md.load_settings(source)
+    proto = vocab_lib.read_model_proto(pathlib.Path(source) / md.VOCAB_FILE)
+    own_vocab = pathlib.Path(model_dir) / md.VOCAB_FILE
+    if own_vocab.is_file() and own_vocab.read_bytes() != proto:
+        raise ConfigError(f"--init_from {source}: {own_vocab} is another vocabulary than the "
+                          f"source's (prepared without --init_from?); give a new --model_dir")
+    digest = file_sha256(weights)
+    if recorded and recorded["weights_sha256"] != digest:
+        raise ModelDirError(f"{weights} has changed since {model_dir} was started from it "
+                            f"(sha256 {digest[:12]}, recorded {recorded['weights_sha256'][:12]}); "
+                            f"restore it, or give a new --model_dir to start from these weights")
+    init = InitFrom(source, digest, optimizer, 0, config, dict(settings))
+    for name in ("config", "config_override", "vocab_size"):
+        value = init.model_default(name)
+        if given.get(name) is not None and value is not None and given[name] != value:
+            raise ConfigError(f"--{name} {given[name]!r} differs from {value!r}, the model of "
+                              f"--init_from {source}: a fine-tuned model keeps its source's "
+                              f"model; drop the flag")
+    if optimizer:
+        saved = checkpoints.checkpoint_paths(md.checkpoint_dir(source))
+        if not saved:
+            raise ModelDirError(f"--init_optimizer: {md.checkpoint_dir(source)} has no "
+                                f"checkpoint to restore Adam's state from; drop the flag")
+        init = dataclasses.replace(init, step=int(saved[-1].rsplit("-", 1)[1]))
+    return init
+
+
+def check_training(init: InitFrom | None, train_steps: int, accumulate_steps: int) -> None:
+    """Refuses training flags that cannot continue the source's optimizer state."""
+    if init is None or not init.pending or not init.optimizer:
+        return
+    if train_steps <= init.step:
+        raise ConfigError(f"--train_steps {train_steps}: with --init_optimizer the step counter "
+                          f"goes on from the source's {init.step:,}; give more (the source's "
+                          f"steps + the fine-tuning steps)")
+    source = (init.source_settings.get("training") or {}).get("accumulate_steps", 1)
+    if accumulate_steps != source:
+        raise ConfigError(f"--accumulate_steps {accumulate_steps} differs from the source's "
+                          f"{source}: --init_optimizer restores Adam's state, gradient "
+                          f"accumulators included; give --accumulate_steps {source} or drop "
+                          f"--init_optimizer")
+
+
+def copy_vocabulary(init: InitFrom, model_dir: os.PathLike | str, log: Log = print) -> None:
+    """Copies the source's spm.model into `model_dir` (if not there yet), so that prepare
+    reuses it (`prepare.ensure_vocab`) instead of training a vocabulary on the new corpus."""
+    target = pathlib.Path(model_dir) / md.VOCAB_FILE
+    if target.is_file():
+        return
+    proto = vocab_lib.read_model_proto(pathlib.Path(init.model_dir) / md.VOCAB_FILE)
+    write_atomic(target, proto)
+    log(f"vocab: copied {init.model_dir}/{md.VOCAB_FILE} "
+        f"({vocab_lib.vocab_size_of(proto):,} pieces), the vocabulary of --init_from")
+
+
+def report_coverage(init: InitFrom, proto: bytes, train_files, log: Log = print) -> float:
+    """Logs, in one line, the share of unknown or byte-fallback pieces in the first
+    `COVERAGE_LINES` lines of each of `train_files` (the new corpus, cleaned) under the
+    source's vocabulary; a warning above `COVERAGE_WARNING`. Returns the share."""
+    lines = itertools.chain.from_iterable(
+        (line for _, line in itertools.islice(iter_lines(path), COVERAGE_LINES))
+        for path in train_files)
+    rate, pieces = vocab_lib.fallback_rate(proto, lines)
+    line = (f"vocab: {rate:.2%} of the {pieces:,} pieces of the new train text (first "
+            f"{COVERAGE_LINES:,} lines a side) are unknown or byte fallback under the "
+            f"vocabulary of {init.model_dir}")
+    if rate > COVERAGE_WARNING:
+        line = (f"warning: {line}: above {COVERAGE_WARNING:.0%}, it covers this corpus badly "
+                f"(characters it never saw); expect fine-tuning to gain less")
+    log(line)
+    return rate
+
+
+def initialiser(init: InitFrom, log: Log = print) -> Callable:
+    """`(model, optimizer) -> step`: loads the source's final weights into the compiled
+    `model` (and with --init_optimizer Adam's moments and step into `optimizer`, the one
+    checkpoints hold, from the source's latest checkpoint, first); returns the optimizer
+    step training starts at. `pipelines.training.train.train` calls it only when the model dir has
+    no checkpoint to resume from."""
+    def initialise(model, optimizer) -> int:
+        weights = md.final_weights(init.model_dir)
+        digest = file_sha256(weights)
+        if digest != init.weights_sha256:
+            raise ModelDirError(f"{weights} has changed (sha256 {digest[:12]}, recorded "
+                                f"{init.weights_sha256[:12]}); restore it, or give a new "
+                                f"--model_dir to start from these weights")
+        step, detail = 0, "a fresh optimizer from step 0"
+        if init.optimizer:
+            manager = checkpoints.checkpoint_manager(
+                model, optimizer, md.checkpoint_dir(init.model_dir))
+            step = checkpoints.restore_latest(manager, optimizer)
+            if step != init.step:
+                raise ModelDirError(f"{md.checkpoint_dir(init.model_dir)}: the latest "
+                                    f"checkpoint is now at step {step:,}, not {init.step:,}; "
+                                    f"give a new --model_dir to start from it")
+            detail = f"Adam's moments and step {step:,} from {manager.latest_checkpoint}"
+        try:
+            with warnings.catch_warnings():  # the compiled model's optimizer: not in the file
+                warnings.filterwarnings("ignore", "Skipping variable loading for optimizer")
+                model.load_weights(weights)
+        except (OSError, ValueError, KeyError) as e:
+            raise ModelDirError(f"{weights}: cannot load into this model ({e}); give a "
+                                f"trained model dir to --init_from") from None
+        log(f"train: starting from {weights} (sha256 {digest[:12]}), with {detail}")
+        return step
+
+    return initialise

@@ -1,0 +1,163 @@
+"""The model directory: what every stage writes and every later stage reads back.
+
+    <model_dir>/config.json         TransformerConfig (JSON)
+    <model_dir>/settings.json       task, training and decoding settings (pipelines.settings)
+    <model_dir>/spm.model           the shared SentencePiece vocabulary
+    <model_dir>/checkpoints/        periodic training checkpoints (see
+                                    pipelines/model_dir/checkpoints.py)
+                                    and dev_metric.jsonl, their recorded dev metric
+    <model_dir>/final.weights.h5    the model used for evaluation and export (averaged)
+    <model_dir>/eval/               hypotheses and scores
+    <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches
+    <model_dir>/.lock               held by the run writing the dir (pipelines/model_dir/lock.py)
+
+This module is the one place that knows the layout; it reads and writes these files and
+builds the model from them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+from typing import Any
+
+from keras_transformer import Transformer, TransformerConfig
+from pipelines import Log
+from pipelines.errors import ModelDirError
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir.files import write_atomic, write_json_atomic
+
+CONFIG_FILE = "config.json"
+SETTINGS_FILE = "settings.json"
+VOCAB_FILE = "spm.model"
+FINAL_WEIGHTS_FILE = "final.weights.h5"
+CHECKPOINT_DIR = "checkpoints"
+EVAL_DIR = "eval"
+EXPORT_DIR = "export"
+CT2_EXPORT_DIR = "export_ct2"  # --format ctranslate2
+
+
+def save_config(model_dir, config: TransformerConfig) -> None:
+    write_atomic(pathlib.Path(model_dir) / CONFIG_FILE, config.to_json() + "\n")
+
+
+def load_config(model_dir) -> TransformerConfig:
+    path = pathlib.Path(model_dir) / CONFIG_FILE
+    if not path.is_file():
+        raise ModelDirError(f"{path}: no model config. Train first (pipelines/run.py "
+                            f"--mode train --model_dir {model_dir}).")
+    try:
+        return TransformerConfig.from_json(path.read_text(encoding="utf-8"))
+    except (ValueError, TypeError) as e:
+        raise ModelDirError(f"{path}: not a valid TransformerConfig ({e}); restore it or "
+                            f"train a new model dir") from None
+
+
+def save_settings(model_dir, settings: dict[str, Any]) -> None:
+    write_json_atomic(pathlib.Path(model_dir) / SETTINGS_FILE, settings)
+
+
+def load_settings(model_dir) -> dict[str, Any]:
+    """settings.json in the current format ({} if there is none yet).
+
+    Raises:
+        ModelDirError: the file is not a JSON object.
+    """
+    path = pathlib.Path(model_dir) / SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ModelDirError(f"{path}: unreadable ({e}); restore it from a backup or delete "
+                            f"it to start the model dir's settings anew") from None
+    if not isinstance(settings, dict):
+        raise ModelDirError(f"{path}: not a JSON object; restore it or delete it")
+    return settings if settings.get("format") else _upgrade(settings)
+
+
+def _upgrade(old: dict[str, Any]) -> dict[str, Any]:
+    """Settings written before format 2: decoding values at the top level (or in "decoding"),
+    the training flags in "training"."""
+    decoding = {k: old[k] for k in ("beam_size", "alpha", "extra_length") if k in old}
+    decoding.update(old.get("decoding") or {})
+    upgraded = {k: old[k] for k in ("task", "task_options") if k in old}
+    if decoding:
+        upgraded["decoding"] = decoding
+    return upgraded
+
+
+def check_vocabulary(model_dir, sha256: str | None) -> None:
+    """Raises ModelDirError if spm.model is not the vocabulary the model dir recorded."""
+    path = pathlib.Path(model_dir) / VOCAB_FILE
+    if sha256 and path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+        raise ModelDirError(f"{path} is not the vocabulary this model was prepared with "
+                            f"(sha256 differs from {SETTINGS_FILE}'s spm_sha256 {sha256[:12]}); "
+                            f"restore the original spm.model")
+
+
+def build_model(config: TransformerConfig, dtype: str | None = None) -> Transformer:
+    """A built (weights created) Transformer for `config`, in `dtype` (default: the global
+    dtype policy)."""
+    model = Transformer(config, dtype=dtype)
+    model.build()
+    return model
+
+
+def checkpoint_dir(model_dir) -> pathlib.Path:
+    return pathlib.Path(model_dir) / CHECKPOINT_DIR
+
+
+def final_weights(model_dir) -> pathlib.Path:
+    return pathlib.Path(model_dir) / FINAL_WEIGHTS_FILE
+
+
+def has_weights(model_dir) -> bool:
+    """Whether training has written anything to decode with (a checkpoint or final weights)."""
+    return final_weights(model_dir).is_file() or bool(
+        checkpoints.checkpoint_paths(checkpoint_dir(model_dir)))
+
+
+def load_final_model(model_dir, precision: str = "float32", checkpoint: str | None = None,
+                     log: Log = print) -> Transformer:
+    """The model to decode with: final.weights.h5 (the averaged checkpoints), else the latest
+    checkpoint, or the named `checkpoint` ("ckpt-N"), saying which when it is not the first.
+
+    `precision` "bfloat16" gives an inference copy with bfloat16 weights and compute (logits
+    and attention softmax stay float32): where the CPU multiplies bfloat16 natively, beam
+    search reads half the bytes per step and runs about 1.7x faster than float32.
+
+    Raises:
+        ModelDirError: nothing to load, or the weights file is damaged.
+    """
+    config = load_config(model_dir)
+    path = final_weights(model_dir)
+    if checkpoint is None and path.is_file():
+        model = build_model(config, dtype=precision)
+        try:
+            model.load_weights(path)
+        except (OSError, ValueError, KeyError) as e:
+            raise ModelDirError(f"{path}: cannot load ({e}); run the averaging stage again "
+                                f"(pipelines/run.py --mode average --model_dir {model_dir})"
+                                ) from None
+        return model
+    saved = checkpoints.checkpoint_paths(checkpoint_dir(model_dir))
+    if checkpoint is not None:
+        named = [p for p in saved if pathlib.Path(p).name == checkpoint]
+        if not named:
+            raise ModelDirError(f"{checkpoint_dir(model_dir)}: no checkpoint {checkpoint!r} "
+                                f"(have: {', '.join(pathlib.Path(p).name for p in saved) or 'none'})")
+        saved = named
+    elif saved:
+        log(f"{path} is missing: using the latest checkpoint, {saved[-1]} (run --mode average "
+            f"for the average of the last checkpoints)")
+    if not saved:
+        raise ModelDirError(f"{path}: no final weights and no checkpoint. Train first "
+                            f"(pipelines/run.py --mode train,average --model_dir {model_dir}).")
+    model = build_model(config, dtype="float32")
+    checkpoints.restore_weights(model, saved[-1])
+    if precision == "float32":
+        return model
+    cast = build_model(config, dtype=precision)
+    cast.set_weights(model.get_weights())
+    return cast

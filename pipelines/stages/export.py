@@ -1,0 +1,109 @@
+"""The export stage: the model dir's final model as serving functions (`make_translator`,
+also what the translate stage runs), written as a SavedModel with its op check, or as a
+CTranslate2 model."""
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import TYPE_CHECKING
+
+from pipelines import Log
+from pipelines.data import prepare
+from pipelines.model_dir import layout as md
+from pipelines.model_dir import made_from
+from pipelines.settings.options import RunOptions
+from pipelines.tasks import Task
+
+if TYPE_CHECKING:
+    from export.translator import Translator
+
+
+def make_translator(options: RunOptions, task: Task, log: Log = print) -> Translator:
+    """The serving functions of the model dir's final model: what the export stage writes,
+    and what the translate stage runs, with the same settings, precision and weights (with
+    --quantize int8: int8 matrices quantized from the float32 weights)."""
+    from export.quantize import Int8Weights
+    from export.translator import Translator
+
+    def load(precision):
+        return md.load_final_model(options.model_dir, precision, options.evaluation.checkpoint,
+                                   log=log)
+
+    model = load(options.decoding.precision)
+    weights = None
+    if options.export.quantize:  # rounded once, from the float32 weights
+        source = model if options.decoding.precision == "float32" else load("float32")
+        weights = Int8Weights(model, source)
+    proto = prepare.vocab_path(options.model_dir).read_bytes()
+    return Translator(model, proto, options.decoding, jit_compile=options.export.jit_compile,
+                      constraint=task.decoding_constraint(proto),
+                      preprocess=task.serving_input, postprocess=task.serving_output,
+                      weights=weights)
+
+
+class OpCheckError(RuntimeError):
+    """The exported graph uses an op stock TensorFlow Serving does not register."""
+
+
+def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
+    """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md)."""
+    from export.op_check import check_ops
+    from export.saved_model import write_translator
+    from export.translator import ExportError
+
+    export = options.export
+    if export.format == "ctranslate2":
+        return run_export_ctranslate2(options, log)
+    export_dir = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.EXPORT_DIR)
+    if export.version is not None and (export_dir / str(export.version)).exists() \
+            and not export.overwrite:
+        raise ExportError(f"{export_dir / str(export.version)} already exists: pass "
+                          f"--overwrite_export to replace it, or leave the version unset")
+    inputs = {"weights": made_from.weights_identity(options), "decoding": dataclasses.asdict(
+        options.decoding), "quantize": export.quantize, "jit_compile": export.jit_compile,
+        "export_dir": str(export_dir.resolve())}
+    done = made_from.up_to_date(options, "export", inputs) if export.version is None else None
+    if done:
+        log(f"export: {done['product']} is up to date (the same weights and decoding "
+            f"settings); --export_version N writes another version")
+        return pathlib.Path(done["product"])
+    translator = make_translator(options, options.make_task(), log)
+    path = write_translator(translator, export_dir, version=export.version,
+                            overwrite=export.overwrite, log=log)
+    if export.check_ops:
+        report = check_ops(path)
+        log(report.format())
+        if not report.ok:
+            raise OpCheckError(f"{path}: uses ops stock TensorFlow Serving lacks (above)")
+    made_from.record(options, "export", inputs, path)
+    return path
+
+
+def run_export_ctranslate2(options: RunOptions, log: Log = print) -> pathlib.Path:
+    """Writes the final model, float32, as a CTranslate2 model in --export_dir (default
+    `<model_dir>/export_ct2`) with spm.model and the decoding settings (export/ctranslate2.py)."""
+    from export import ctranslate2
+    from export.translator import ExportError
+
+    export = options.export
+    output = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.CT2_EXPORT_DIR)
+    if output.exists() and not export.overwrite:
+        raise ExportError(f"{output} already exists: pass --overwrite_export to replace it")
+    task = options.make_task()
+    proto = prepare.vocab_path(options.model_dir).read_bytes()
+    if task.decoding_constraint(proto) is not None:
+        raise ExportError(f"--format ctranslate2: task {options.data.task} constrains its "
+                          f"decoding, which CTranslate2 cannot; export a SavedModel")
+    model = md.load_final_model(options.model_dir, "float32", options.evaluation.checkpoint,
+                                log=log)
+    settings = ctranslate2.decoding_settings(options.decoding, model.config.max_length)
+    try:
+        path = ctranslate2.write_ctranslate2(model, proto, output, settings, export.overwrite)
+    except ctranslate2.ConversionError as e:
+        raise ExportError(f"--format ctranslate2: {e}") from None
+    except FileExistsError:
+        raise ExportError(f"{output} appeared while converting: pass --overwrite_export to "
+                          f"replace it") from None
+    log(f"export: wrote {path} (CTranslate2 float32; beam {settings['beam_size']}, alpha "
+        f"{settings['alpha']}: export/ctranslate2.py translate)")
+    return path

@@ -1,0 +1,202 @@
+"""The translate and score stages: lines of a file (or stdin) in, one answer a line out,
+through the serving functions the export writes (`pipelines.stages.export.make_translator`)."""
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+import tensorflow as tf
+
+from export import text
+from pipelines import Log
+from pipelines.data import prepare
+from pipelines.data import vocab as vocab_lib
+from pipelines.data.progress import Progress
+from pipelines.data.text_io import iter_lines
+from pipelines.errors import ConfigError, DataError
+from pipelines.model_dir import layout as md
+from pipelines.model_dir.files import atomic_files
+from pipelines.settings.options import RunOptions
+from pipelines.stages.export import make_translator
+
+if TYPE_CHECKING:
+    from export.translator import Translator
+
+TRANSLATE_CHUNK = 32
+"""Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
+
+
+def chunk_seed(seed: int, index: int) -> int:
+    """The sampling seed of the translate stage's chunk `index` (lines 32 * index + 1 on):
+    `seed + index * 2**32`, wrapped to int64. Chunks draw independent noise; the first is
+    sampled with `seed` itself, as the SavedModel's options signature samples with it."""
+    return (seed + index * 2 ** 32 + 2 ** 63) % 2 ** 64 - 2 ** 63
+
+
+def _terms_tensor(lines: list[str]) -> tf.Tensor:
+    """string [lines, phrases]: the tab-separated phrases of each --terms line, ""-padded
+    (blank phrases dropped)."""
+    rows = [[p for p in line.split("\t") if p.strip()] for line in lines]
+    width = max(map(len, rows), default=0)
+    return tf.constant([row + [""] * (width - len(row)) for row in rows] if width else
+                       [[]] * max(len(rows), 1), tf.string)
+
+
+def _translate_lines(translator: Translator, options: RunOptions, chunk: list[str],
+                     prefixes: list[str] | None, index: int = 0,
+                     terms: list[str] | None = None) -> list[str]:
+    """Output lines for `chunk` (the `index`-th): the translations (sampled with
+    `options.sampling`, or each containing its line of `terms`), or with n-best, scores,
+    alignments or prefixes asked for, one JSON object per line (the
+    `translate_with_all_options` signature's outputs for that input line, padding dropped)."""
+    from export.translator import BEAM_SEARCH, SAMPLING_SPECS
+
+    sources = tf.constant(chunk, tf.string)
+    sampling = options.sampling
+    if not options.io.detailed and sampling is None and terms is None:
+        return [t.decode("utf-8") for t in translator.translate(sources)["translation"].numpy()]
+    io, decoding = options.io, options.decoding
+    sampling = (BEAM_SEARCH if sampling is None else
+                (sampling.topk, sampling.topp, sampling.temperature,
+                 chunk_seed(sampling.seed, index)))
+    out = translator.translate_with_all_options(
+        sources, tf.constant(max(decoding.beam_size, io.n_best)), tf.constant(decoding.alpha),
+        tf.constant(io.n_best), tf.constant(decoding.extra_length),
+        tf.constant(prefixes or [""] * len(chunk), tf.string),
+        *[tf.constant(value, spec.dtype) for value, spec in zip(sampling, SAMPLING_SPECS)],
+        _terms_tensor(terms or []))
+    out = {name: value.numpy() for name, value in out.items()}
+    if not io.detailed:
+        return [t.decode("utf-8") for t in out["translations"][:, 0]]
+    lines = []
+    for row in range(len(chunk)):
+        record = {"translations": [t.decode("utf-8") for t in out["translations"][row]],
+                  "scores": [round(float(v), 6) for v in out["scores"][row]]}
+        lengths = [int((pieces != b"").sum()) for pieces in out["tokens"][row]]
+
+        def unpadded(name, convert):
+            """Output `name` of this row, each hypothesis cut to its pieces."""
+            return [[convert(v) for v in values[:n]] for values, n in zip(out[name][row],
+                                                                          lengths)]
+
+        if io.with_scores:
+            record["tokens"] = unpadded("tokens", lambda p: p.decode("utf-8"))
+            record["token_log_probs"] = unpadded("token_log_probs", lambda v: round(float(v), 6))
+        if io.with_alignment:
+            record["alignment"] = unpadded("alignment", int)
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return lines
+
+
+def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = None) -> int:
+    """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
+    one output line per input line, streamed in chunks, exactly as the exported model
+    answers: the translation, or a JSON object with the n-best hypotheses, their scores,
+    pieces and log-probabilities, and alignments when asked for (`IOOptions.detailed`).
+    With `options.sampling`, translations are sampled (`keras_transformer.decoding.sampling`;
+    chunk seeds from `chunk_seed`) instead of found by beam search."""
+    translator = make_translator(options, options.make_task(), log)
+    if options.sampling is not None:
+        log(f"translate: sampling instead of beam search, {options.sampling}")
+    lines = (line for _, line in iter_lines(options.io.input))
+    # Files read line by line with the input: (path, lines, what one line holds).
+    beside = {name: (path, (line for _, line in iter_lines(path)), what)
+              for name, path, what in (("prefixes", options.io.prefix_file, "prefix"),
+                                       ("terms", options.io.terms_file, "line of terms"))
+              if path is not None}
+    count, first, cut = 0, None, 0
+    pieces = vocab_lib.python_processor(translator.spm_proto)
+    progress = Progress("translate", None, "lines", log)
+
+    def warn_if_cut(chunk: list[str]) -> None:
+        """One stderr line per source longer than the model reads (EOS included)."""
+        nonlocal cut
+        for offset, ids in enumerate(pieces.encode(chunk)):
+            if len(ids) + 1 > translator.max_length:
+                cut += 1
+                log(f"translate: line {count + offset + 1}: {len(ids) + 1:,} tokens (EOS "
+                    f"included), more than the {translator.max_length} the model reads "
+                    f"(--max_input_length): translated from its first "
+                    f"{translator.max_length - 1} pieces")
+
+    def lines_beside(name: str, chunk: list[str]) -> list[str] | None:
+        if name not in beside:
+            return None
+        path, source, what = beside[name]
+        taken = list(itertools.islice(source, len(chunk)))
+        if len(taken) != len(chunk):
+            raise DataError(f"{path} has fewer lines than the input ({count + len(taken)} "
+                            f"for at least {count + len(chunk)}); give one {what} per input "
+                            "line")
+        return taken
+
+    def translations():
+        nonlocal count, first
+        while chunk := list(itertools.islice(lines, TRANSLATE_CHUNK)):
+            chunk_prefixes, chunk_terms = (lines_beside(name, chunk)
+                                           for name in ("prefixes", "terms"))
+            first = chunk[0] if first is None else first
+            warn_if_cut(chunk)
+            count += len(chunk)
+            index = (count - len(chunk)) // TRANSLATE_CHUNK
+            for line in _translate_lines(translator, options, chunk, chunk_prefixes, index,
+                                         chunk_terms):
+                yield line + "\n"
+            progress.update(count)
+
+    if options.io.output:
+        with atomic_files(options.io.output) as (tmp,):
+            with open(tmp, "w", encoding="utf-8", newline="\n") as file:
+                file.writelines(translations())
+    else:
+        out = out or sys.stdout
+        for line in translations():
+            out.write(line)
+            out.flush()
+    log(f"translate: {count:,} lines" + (f"; {cut:,} cut to the first "
+                                         f"{translator.max_length - 1} pieces" if cut else ""))
+    if options.io.plot_attention and first is not None:
+        from pipelines.evaluation.attention_plot import plot_attention
+
+        tokenizer = vocab_lib.load_tokenizer(translator.spm_proto)
+        plot_attention(translator.model, tokenizer, first, options.io.plot_attention,
+                       options.decoding)
+        log(f"translate: attention of the first sentence -> {options.io.plot_attention}")
+    return count
+
+
+def run_score(options: RunOptions, log: Log = print, out: TextIO | None = None) -> int:
+    """Prints the length-penalised log-probability (the beam search's score,
+    `keras_transformer.decoding.score_ids`) of each --target line as the translation of the
+    same --input line, one score a line, streamed in chunks."""
+    if not options.io.input or not options.io.target:
+        raise ConfigError("--mode score needs --input SOURCES and --target TRANSLATIONS "
+                          "(one sentence a line, the same number of lines)")
+    from keras_transformer.decoding import score_ids
+
+    model = md.load_final_model(options.model_dir, options.decoding.precision,
+                                options.evaluation.checkpoint, log=log)
+    proto = prepare.vocab_path(options.model_dir).read_bytes()
+    tokenizer = vocab_lib.load_tokenizer(proto)
+    teacher_inputs = options.make_task().teacher_inputs(proto)
+    source_length = options.decoding.input_length(model.config.max_length)
+    sources, targets = iter_lines(options.io.input), iter_lines(options.io.target)
+    out, count = out or sys.stdout, 0
+    while chunk := list(itertools.islice(itertools.zip_longest(sources, targets),
+                                         TRANSLATE_CHUNK)):
+        if any(s is None or t is None for s, t in chunk):
+            raise DataError(f"{options.io.input} and {options.io.target} have different "
+                            f"numbers of lines (from line {count + 1}); score one "
+                            f"translation per source line")
+        source_ids = text.sentences_to_ids(tokenizer, [s for (_, s), _ in chunk], source_length)
+        target_ids = text.sentences_to_ids(tokenizer, [t for _, (_, t) in chunk],
+                                           model.config.max_length)
+        scores = score_ids(model, source_ids, target_ids, alpha=options.decoding.alpha,
+                           teacher_inputs=teacher_inputs)
+        out.writelines(f"{float(v):.6f}\n" for v in scores.numpy())
+        out.flush()
+        count += len(chunk)
+    log(f"score: {count:,} lines")
+    return count

@@ -1,0 +1,241 @@
+"""Parse trees as symbol sequences and back: parsing as translation (Vinyals & Kaiser et al. 2014).
+
+"Attention Is All You Need", Section 6.3, trains the Transformer on English constituency
+parsing by translating a sentence into a linearized tree, following "Grammar as a Foreign
+Language". The target is the depth-first bracket sequence of the tree with labelled opening
+*and* closing brackets, and one symbol for each word, in one of the forms of `forms`:
+
+    (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
+    source: John has a dog .
+    "tags": (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
+    "xx":   (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
+    "words": (S (NP John )NP (VP has (NP a dog )NP )VP . )S
+    "read_tags", "read_xx": the "tags" and "xx" targets; the decoder reads each word after
+    its slot symbol (`forms`)
+
+"tags" keeps each word's POS tag, as the paper's own code does (tensor2tensor's wsj_parsing
+problem): the decoder then predicts something word-dependent at every word slot, which gives
+attention a word to align on. "xx" replaces every tag by one placeholder `XX` (Vinyals et al.).
+"words" writes the word itself: the decoder then reads, in its own input, which word it has
+reached, instead of counting its word symbols, and the constrained search copies each word
+from the source (`constraint.TreeConstraint`, `copy_words`), so the model only chooses the
+brackets. Any form's word slot is a symbol that is not a bracket; the rebuilt tree puts the
+word under that symbol as its preterminal (under `XX` in the "words" form, which predicts no
+tags); EVALB (COLLINS.prm) ignores predicted preterminals.
+
+The root `TOP` of a preprocessed tree is implicit (left out of the target, added back).
+A decoder can emit any sequence, so `delinearize` rebuilds a tree from *every* sequence, repairs
+ill-formed ones deterministically, and says how many repairs it made.
+"""
+from __future__ import annotations
+
+from typing import Collection, Sequence
+
+import nltk
+
+from pipelines.tasks.parsing.forms import TARGET_FORMS, symbol_form
+from pipelines.tasks.parsing.treebank import ROOT_LABEL, is_preterminal
+
+PLACEHOLDER = "XX"
+"""The word symbol of the "xx" form (Vinyals et al. 2014), and the preterminal `delinearize`
+gives words that the prediction left without a word symbol."""
+
+OPEN = "("
+CLOSE = ")"
+
+
+def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], list[str]]:
+    """The source words and target symbols of a parse tree.
+
+    Args:
+        tree: a tree whose words are each the only child of a POS tag, usually the output of
+            `treebank.preprocess`. A `TOP` root is implicit and not written to the target; any
+            other root is written like every constituent.
+        target_form: "tags" (each word's POS tag), "xx" (`XX` for each word), "words"
+            (the word itself), or a "read" form (`forms`: its symbols are those of "tags" or
+            "xx").
+
+    Returns:
+        `(source_words, target_symbols)`: the words in order, and the depth-first sequence with
+        `(LABEL` on entering a constituent, `)LABEL` on leaving it, and the word symbol
+        (`target_form`) for each word.
+
+    Raises:
+        ValueError: a word that is not the only child of a POS tag or a constituent without
+            words (the tree was not preprocessed), or a label that would not survive the
+            space-separated target string, or an unknown `target_form`.
+    """
+    if target_form not in TARGET_FORMS:
+        raise ValueError(f"target_form must be one of {TARGET_FORMS}, got {target_form!r}")
+    target_form = symbol_form(target_form)
+    words: list[str] = []
+    symbols: list[str] = []
+    roots = list(tree) if tree.label() == ROOT_LABEL else [tree]
+    # Iterative depth-first walk: ("enter", node) expands, ("leave", label) closes.
+    stack: list[tuple[str, object]] = [("enter", node) for node in reversed(roots)]
+    while stack:
+        action, item = stack.pop()
+        if action == "leave":
+            symbols.append(CLOSE + item)
+            continue
+        if not isinstance(item, nltk.Tree):
+            raise ValueError(
+                f"word {item!r} is not under a POS tag; preprocess the tree before linearizing"
+            )
+        if is_preterminal(item):
+            symbol = {"xx": PLACEHOLDER, "words": item[0]}.get(target_form, item.label())
+            if not is_word_symbol(symbol):
+                raise ValueError(f"{'word' if target_form == 'words' else 'POS tag'} "
+                                 f"{symbol!r} cannot be written as a word symbol")
+            symbols.append(symbol)
+            words.append(item[0])
+            continue
+        label = item.label()
+        if not _valid_label(label):
+            raise ValueError(f"label {label!r} cannot be written as a target symbol")
+        if len(item) == 0 or any(not isinstance(child, nltk.Tree) for child in item):
+            raise ValueError(
+                f"({label} ...) has no words or mixes words and constituents; "
+                f"preprocess the tree"
+            )
+        symbols.append(OPEN + label)
+        stack.append(("leave", label))
+        stack.extend(("enter", child) for child in reversed(item))
+    return words, symbols
+
+
+def _valid_label(label: object) -> bool:
+    """A label usable in `(LABEL`/`)LABEL`: non-empty, no whitespace or parentheses."""
+    return (
+        isinstance(label, str)
+        and bool(label)
+        and not any(char.isspace() or char in "()" for char in label)
+    )
+
+
+def is_word_symbol(symbol: object) -> bool:
+    """True for a symbol that stands for one word: a valid label not starting with a bracket."""
+    return _valid_label(symbol) and symbol[0] not in (OPEN, CLOSE)
+
+
+def to_target_string(symbols: Sequence[str]) -> str:
+    """The target sequence as one line of text, symbols separated by single spaces."""
+    return " ".join(symbols)
+
+
+def from_target_string(text: str) -> list[str]:
+    """Split a target line (for example a decoded model output) back into symbols."""
+    return text.split()
+
+
+def delinearize(
+    target_symbols: Sequence[str],
+    source_words: Sequence[str],
+    *,
+    labels: Collection[str] | None = None,
+    word_symbols: Collection[str] | None = None,
+    word_label: str | None = None,
+) -> tuple[nltk.Tree, int]:
+    """Rebuild a tree from target symbols and the sentence, repairing whatever is ill-formed.
+
+    The result always has a `TOP` root, and its words are exactly `source_words` in order,
+    each under the word symbol that stood for it (its predicted POS tag, or `XX`) as its
+    preterminal, so that every decoder output can be scored. Repairs, each counted once,
+    applied left to right in one pass:
+
+    - an unknown symbol (neither a word symbol nor `(LABEL` or `)LABEL`; a word symbol outside
+      `word_symbols` or a label outside `labels` when given) is dropped;
+    - a closing bracket with no open constituent is dropped;
+    - a closing bracket whose label differs from its opener's closes the innermost open
+      constituent, which keeps the opener's label;
+    - a word symbol beyond the number of words is dropped;
+    - words left over at the end are attached, each under `XX`, to the innermost constituent
+      still open, or to the root if none is (so an empty target gives a flat tree);
+    - constituents still open at the end are closed;
+    - a constituent without any word is dropped.
+
+    Args:
+        target_symbols: the predicted symbols (see `linearize`, `from_target_string`).
+        source_words: the sentence that was parsed.
+        labels: if given, the constituent labels allowed; brackets with other labels are
+            unknown symbols.
+        word_symbols: if given, the word symbols allowed (`{"XX"}` for the "xx" form); by
+            default every symbol that is not a bracket (`is_word_symbol`) stands for a word.
+        word_label: if given, the preterminal of every word (`XX` for the "words" form, whose
+            word symbols are the words themselves); by default its word symbol.
+
+    Returns:
+        `(tree, repairs)`: the tree and the number of repairs; 0 exactly when the target was a
+        well-formed linearization of a tree over these words.
+    """
+    allowed = None if labels is None else frozenset(labels)
+    allowed_words = None if word_symbols is None else frozenset(word_symbols)
+    root = nltk.Tree(ROOT_LABEL, [])
+    open_nodes = [root]  # the root never closes; open_nodes[-1] receives new children
+    position = 0
+    repairs = 0
+
+    def close_innermost() -> int:
+        node = open_nodes.pop()
+        if len(node) == 0:
+            return 1  # a constituent over no words: drop it
+        open_nodes[-1].append(node)
+        return 0
+
+    for symbol in target_symbols:
+        if is_word_symbol(symbol) and (allowed_words is None or symbol in allowed_words):
+            if position < len(source_words):
+                open_nodes[-1].append(nltk.Tree(word_label or symbol,
+                                                [source_words[position]]))
+                position += 1
+            else:
+                repairs += 1
+            continue
+        bracket, label = symbol[:1], symbol[1:]
+        if bracket not in (OPEN, CLOSE) or not _valid_label(label):
+            repairs += 1
+        elif allowed is not None and label not in allowed:
+            repairs += 1
+        elif bracket == OPEN:
+            open_nodes.append(nltk.Tree(label, []))
+        elif len(open_nodes) == 1:
+            repairs += 1
+        else:
+            if open_nodes[-1].label() != label:
+                repairs += 1
+            repairs += close_innermost()
+    for word in source_words[position:]:
+        open_nodes[-1].append(nltk.Tree(PLACEHOLDER, [word]))
+        repairs += 1
+    while len(open_nodes) > 1:
+        repairs += 1 + close_innermost()
+    return root, repairs
+
+
+def is_well_formed(
+    tree: nltk.Tree,
+    source_words: Sequence[str],
+    *,
+    word_symbols: Collection[str] | None = None,
+) -> bool:
+    """True if `tree` is what `delinearize` promises: a `TOP` root, every other constituent
+    labelled and over at least one word, every word alone under a word symbol (one of
+    `word_symbols` when given), the words in order."""
+    if not isinstance(tree, nltk.Tree) or tree.label() != ROOT_LABEL:
+        return False
+    words = []
+    stack = list(reversed(tree))
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, nltk.Tree) or not _valid_label(node.label()) or len(node) == 0:
+            return False
+        if is_preterminal(node):
+            if not is_word_symbol(node.label()) or (
+                    word_symbols is not None and node.label() not in word_symbols):
+                return False
+            words.append(node[0])
+        elif any(not isinstance(child, nltk.Tree) for child in node):
+            return False
+        else:
+            stack.extend(reversed(node))
+    return words == list(source_words)

@@ -1,0 +1,148 @@
+"""EVALB scores for `ptb_parsing`: the gold trees of the sentences scored, and the scores.
+
+`score` replaces BLEU for this task: hypotheses are de-linearized over the source words
+(`linearize.delinearize`, which repairs ill-formed output) and compared with the gold trees by
+`evalb.score_corpus`. The gold trees come from `<split>.trees`, not from the references: the
+references may have no POS tags ("xx"), and EVALB (COLLINS.prm) needs the gold tags to delete
+punctuation before it computes spans; predicted tags are not scored.
+"""
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import nltk
+
+from pipelines.errors import DataError
+from pipelines.tasks.parsing import evalb, linearize
+
+SCORE_SPLITS = ("test", "dev")
+"""Splits searched for matching gold trees when `score` is not told the split."""
+
+
+class EvalbScoring:
+    """`score` (EVALB, COLLINS.prm) and the search for the gold trees it scores against.
+
+    A part of `PtbParsingTask` (`pipelines.tasks.parsing.task`): reads its `name` and
+    `target_form`, the gold trees of `TreebankSplits` (`gold_trees`, `read_split`) and the
+    word symbols of `ParsingHooks` (`word_symbols`, `word_label`).
+    """
+
+    def find_gold_trees(
+        self,
+        sources: Sequence[str],
+        references: Sequence[str],
+        *,
+        split: str | None = None,
+        work_dir: os.PathLike | str | None = None,
+    ) -> list[nltk.Tree]:
+        """The gold trees of `sources`/`references`: the first `len(sources)` of a split.
+
+        With `split`, that split is used (read from `work_dir`'s `.trees` when given, else from
+        the input files); without, the `SCORE_SPLITS` are tried in order and the first whose
+        trees linearize to exactly `sources` and `references` is taken (the evaluate stage
+        scores a split, or its first N sentences, in corpus order).
+
+        Raises:
+            DataError: no split matches, or `split`'s trees differ from the sentences; the
+                message gives the first sentence that differs.
+        """
+        candidates = (split,) if split else SCORE_SPLITS
+        reasons = []
+        for candidate in candidates:
+            try:
+                trees = (self.gold_trees(candidate, work_dir, log=lambda _: None)
+                         if work_dir is not None else self.read_split(candidate))
+            except DataError as error:
+                if split:
+                    raise
+                reasons.append(f"{candidate}: {error}")
+                continue
+            mismatch = _first_mismatch(trees, sources, references, self.target_form)
+            if mismatch is None:
+                return trees[: len(sources)]
+            reasons.append(f"{candidate}: {mismatch}")
+        raise DataError(
+            f"task {self.name}: cannot find the gold trees of the {len(sources):,} sentences "
+            f"being scored ({'; '.join(reasons)}). Score a split of this task in corpus order, "
+            f"or pass gold_trees."
+        )
+
+    def score(
+        self,
+        sources: Sequence[str],
+        hypotheses: Sequence[str],
+        references: Sequence[str],
+        *,
+        split: str | None = None,
+        work_dir: os.PathLike | str | None = None,
+        gold_trees: Sequence[nltk.Tree] | None = None,
+    ) -> dict:
+        """EVALB (COLLINS.prm) scores of decoded target strings against the gold trees.
+
+        Args:
+            sources: the sentences, words separated by spaces (the `.src` lines).
+            hypotheses: decoded target strings, one per sentence; any string is scored, after
+                `delinearize` repairs it over that sentence's words.
+            references: the gold target strings (the `.tgt` lines); used to find and check the
+                gold trees, whose POS tags decide the punctuation EVALB deletes.
+            split, work_dir: where the gold trees are (see `find_gold_trees`).
+            gold_trees: the gold trees themselves, which skips the search.
+
+        Returns:
+            `{"f1", "precision", "recall"}` in percent, `"exact"` (sentences with every bracket
+            right), `"sentences"` (scored, i.e. with words) and `"repaired"` (hypotheses that
+            were not a well-formed linearization over their sentence).
+
+        Raises:
+            ValueError: the three lists differ in length.
+            DataError: gold trees not found or not matching the sentences.
+        """
+        if not len(sources) == len(hypotheses) == len(references):
+            raise ValueError(
+                f"{len(sources)} sources, {len(hypotheses)} hypotheses and {len(references)} "
+                f"references; score one hypothesis per sentence"
+            )
+        if gold_trees is None:
+            gold_trees = self.find_gold_trees(sources, references, split=split,
+                                              work_dir=work_dir)
+        else:
+            mismatch = _first_mismatch(gold_trees, sources, references, self.target_form)
+            if mismatch is not None or len(gold_trees) != len(sources):
+                raise DataError(
+                    f"task {self.name}: the gold trees do not match the sentences scored: "
+                    f"{mismatch or f'{len(gold_trees)} trees for {len(sources)} sentences'}"
+                )
+        test_trees = []
+        repaired = 0
+        for source, hypothesis in zip(sources, hypotheses):
+            tree, repairs = linearize.delinearize(
+                linearize.from_target_string(hypothesis), source.split(),
+                word_symbols=self.word_symbols(), word_label=self.word_label())
+            test_trees.append(tree)
+            repaired += repairs > 0
+        scores = evalb.score_corpus(gold_trees, test_trees)
+        return {
+            "f1": scores["f1"],
+            "precision": scores["precision"],
+            "recall": scores["recall"],
+            "exact": scores["exact"],
+            "sentences": scores["sentences"],
+            "repaired": repaired,
+        }
+
+
+def _first_mismatch(
+    trees: Sequence[nltk.Tree], sources: Sequence[str], references: Sequence[str],
+    target_form: str,
+) -> str | None:
+    """None if `trees` start with the trees of `sources`/`references`, else what differs."""
+    if len(trees) < len(sources):
+        return f"{len(trees):,} gold trees for {len(sources):,} sentences"
+    for index, (tree, source, reference) in enumerate(zip(trees, sources, references)):
+        words, symbols = linearize.linearize(tree, target_form)
+        if words != source.split():
+            return f"sentence {index}: the words differ from the gold tree's"
+        if symbols != linearize.from_target_string(reference):
+            return f"sentence {index}: the reference differs from the gold tree's linearization"
+    return None

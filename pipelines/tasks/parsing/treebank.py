@@ -1,0 +1,303 @@
+"""Read Penn Treebank bracketed files (`.mrg`) and apply the standard parsing preprocessing.
+
+The WSJ part of the Penn Treebank is the data of the paper's constituency-parsing experiment
+("Attention Is All You Need", Section 6.3, following Vinyals & Kaiser et al. 2014): sections
+02-21 train, 22 dev, 23 test. Trees are parsed with `nltk.Tree.fromstring`; this module only
+splits a file into its top-level bracketed trees, so that an error can name the file, the tree
+number and the line where that tree starts.
+
+Standard preprocessing (`preprocess`), as in the parsing literature since Collins (1997):
+
+- empty elements (`-NONE-` preterminals, traces and null elements) are removed, and so is every
+  constituent left without words after that;
+- function tags and co-index numbers are stripped from constituent labels (`NP-SBJ-1` -> `NP`,
+  `PP-LOC=2` -> `PP`), labels written with alternatives keep the first (`ADVP|PRT` -> `ADVP`),
+  while labels that start with a hyphen (`-LRB-`, `-RRB-`) are kept whole;
+- the unlabelled outer wrapper of every WSJ tree, `( (S ...) )`, becomes a root labelled `TOP`;
+- nothing is collapsed: unary chains (`(S (VP ...))`) stay, and POS tags stay as they are.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Iterator
+
+import nltk
+
+ROOT_LABEL = "TOP"
+"""Label of the root of every preprocessed tree; EVALB's COLLINS.prm ignores it."""
+
+EMPTY_ELEMENT_TAG = "-NONE-"
+"""POS tag of the Penn Treebank's empty elements (traces, null complementizers, ...)."""
+
+WSJ_SPLITS = {
+    "train": tuple(range(2, 22)),
+    "dev": (22,),
+    "test": (23,),
+}
+"""WSJ sections of the standard parsing split (Collins 1997; Vinyals et al. 2014)."""
+
+_ROOT_ALIASES = ("", "TOP", "ROOT")
+
+PHRASE_LABELS = (
+    "ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN", "PRT", "QP",
+    "RRC", "S", "SBAR", "SBARQ", "SINV", "SQ", "UCP", "VP", "WHADJP", "WHADVP", "WHNP", "WHPP",
+    "X",
+)
+"""The Penn Treebank's clause and phrase labels (Bies et al. 1995, after `strip_label`)."""
+
+POS_TAGS = (
+    "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NN", "NNS", "NNP",
+    "NNPS", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB",
+    "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
+    "#", "$", ".", ",", ":", "-LRB-", "-RRB-", "``", "''",
+)
+"""The 45 Penn Treebank POS tags (Santorini 1990): 36 word tags and 9 punctuation tags.
+
+With `PHRASE_LABELS` this is the standard label inventory; the parsing vocabulary keeps every
+one of them as a piece, so that a label that the (sample) training trees lack, such as
+`WHADJP`, can still be predicted (`pipelines.tasks.parsing.hooks.ParsingHooks.vocab_symbols`).
+"""
+
+
+PathLike = str | os.PathLike
+
+
+class TreebankFormatError(ValueError):
+    """A treebank file that is not well-formed bracketed text; the message names file and line."""
+
+
+def _top_level_spans(text: str, source: str) -> Iterator[tuple[int, int, int]]:
+    """Yield `(start, end, line)` of each top-level bracketed tree in `text`.
+
+    Only parentheses are counted (the Penn Treebank escapes brackets inside words as
+    `-LRB-`/`-RRB-`); the tree itself is parsed by nltk. Raises `TreebankFormatError` naming
+    `source`, the tree and the 1-based line for a stray `)`, text between trees or an unclosed
+    tree.
+    """
+    depth = 0
+    count = 0
+    start = start_line = 0
+    line = 1
+    for index, char in enumerate(text):
+        if char == "\n":
+            line += 1
+        elif char == "(":
+            if depth == 0:
+                start, start_line = index, line
+            depth += 1
+        elif char == ")":
+            if depth == 0:
+                raise TreebankFormatError(
+                    f"{source}: line {line}: ')' without a matching '(' after tree {count}; "
+                    f"remove it or add the missing '('"
+                )
+            depth -= 1
+            if depth == 0:
+                count += 1
+                yield start, index + 1, start_line
+        elif depth == 0 and not char.isspace():
+            raise TreebankFormatError(
+                f"{source}: line {line}: text {char!r} outside any bracketed tree, after tree "
+                f"{count}; a treebank file holds only bracketed trees"
+            )
+    if depth:
+        raise TreebankFormatError(
+            f"{source}: tree {count + 1} (line {start_line}): not closed, {depth} ')' missing "
+            f"at the end of the file"
+        )
+
+
+def _check_structure(tree: nltk.Tree) -> None:
+    """Raise `ValueError` unless every word sits alone under a POS tag and labels are set."""
+    stack = [(tree, True)]
+    while stack:
+        node, is_root = stack.pop()
+        children = list(node)
+        if not children:
+            raise ValueError(f"constituent ({node.label()} ) has no children")
+        if not is_root and not node.label():
+            raise ValueError(f"a constituent without a label: {_short(node)}")
+        words = [child for child in children if not isinstance(child, nltk.Tree)]
+        if words and len(children) != 1:
+            raise ValueError(
+                f"({node.label()} ...) mixes words and constituents or holds several words: "
+                f"{_short(node)}"
+            )
+        if words and is_root:
+            raise ValueError(f"the tree is a bare word, not a constituent: {_short(node)}")
+        stack.extend((child, False) for child in children if isinstance(child, nltk.Tree))
+
+
+def _short(node: nltk.Tree, limit: int = 80) -> str:
+    text = " ".join(str(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_trees(text: str, source: str = "<string>") -> list[nltk.Tree]:
+    """Parse every top-level tree in Penn Treebank bracketed `text`, as written (no preprocessing).
+
+    Args:
+        text: the content of an `.mrg` file: trees one after another, any whitespace between.
+        source: a name for the text (the file path) used in error messages.
+
+    Returns:
+        The trees as `nltk.Tree`, in order; WSJ trees keep their unlabelled outer wrapper.
+
+    Raises:
+        TreebankFormatError: naming `source`, the 1-based tree number and the line where that
+            tree starts, for unbalanced brackets, text between trees, or a tree whose words are
+            not each the single child of a POS tag.
+    """
+    trees = []
+    for number, (start, end, line) in enumerate(_top_level_spans(text, source), start=1):
+        try:
+            tree = nltk.Tree.fromstring(text[start:end])
+            _check_structure(tree)
+        except ValueError as error:
+            detail = " ".join(str(error).split())
+            raise TreebankFormatError(
+                f"{source}: tree {number} (line {line}): {detail}; fix that tree"
+            ) from None
+        trees.append(tree)
+    return trees
+
+
+def read_trees(path: PathLike, *, preprocessed: bool = False) -> list[nltk.Tree]:
+    """Read the trees of one `.mrg` file, or of every `*.mrg` file below a directory.
+
+    Args:
+        path: a bracketed treebank file, or a directory searched recursively for `*.mrg`
+            files, read in sorted path order (WSJ: section by section, file by file).
+        preprocessed: apply `preprocess` to every tree.
+
+    Returns:
+        The trees in file order.
+
+    Raises:
+        FileNotFoundError: `path` does not exist, or a directory holds no `.mrg` file.
+        TreebankFormatError: a malformed file; the message names the file, tree and line.
+    """
+    path = pathlib.Path(path)
+    if path.is_dir():
+        files = sorted(path.rglob("*.mrg"))
+        if not files:
+            raise FileNotFoundError(f"{path}: no .mrg files below this directory")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise FileNotFoundError(f"{path}: no such treebank file or directory")
+    trees = []
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise TreebankFormatError(
+                f"{file}: not UTF-8 text (byte {error.start}); convert the file to UTF-8"
+            ) from None
+        trees.extend(parse_trees(text, source=str(file)))
+    if preprocessed:
+        trees = [preprocess(tree) for tree in trees]
+    return trees
+
+
+def wsj_split_files(data_dir: PathLike, split: str) -> list[pathlib.Path]:
+    """The `.mrg` files of a standard WSJ split, from a directory laid out as `NN/wsj_NNNN.mrg`.
+
+    Args:
+        data_dir: the WSJ directory holding section folders `00` ... `24`.
+        split: `"train"` (sections 02-21), `"dev"` (22) or `"test"` (23).
+
+    Returns:
+        The files of the split's sections, in section then file order.
+
+    Raises:
+        ValueError: an unknown split name.
+        FileNotFoundError: a section folder of the split is missing or holds no `.mrg` file.
+    """
+    if split not in WSJ_SPLITS:
+        raise ValueError(f"unknown WSJ split {split!r}; use one of {sorted(WSJ_SPLITS)}")
+    data_dir = pathlib.Path(data_dir)
+    files = []
+    for section in WSJ_SPLITS[split]:
+        folder = data_dir / f"{section:02d}"
+        if not folder.is_dir():
+            raise FileNotFoundError(
+                f"{folder}: WSJ section {section:02d} of the {split} split is missing; "
+                f"point data_dir at the folder holding sections 00-24"
+            )
+        section_files = sorted(folder.glob("wsj_*.mrg"))
+        if not section_files:
+            raise FileNotFoundError(f"{folder}: no wsj_*.mrg files in this section")
+        files.extend(section_files)
+    return files
+
+
+def read_wsj_split(data_dir: PathLike, split: str, *, preprocessed: bool = True) -> list[nltk.Tree]:
+    """Read (and by default preprocess) the trees of a standard WSJ split; see `wsj_split_files`."""
+    trees = []
+    for file in wsj_split_files(data_dir, split):
+        trees.extend(read_trees(file, preprocessed=preprocessed))
+    return trees
+
+
+def strip_label(label: str) -> str:
+    """The bare category of a Penn Treebank label: `NP-SBJ-1` -> `NP`, `ADVP|PRT` -> `ADVP`.
+
+    Function tags follow the first `-` and gap indices the first `=`; labels that start with a
+    hyphen (`-LRB-`, `-NONE-`) have none and are returned unchanged. EVALB strips labels at the
+    same characters, so preprocessed gold and EVALB agree.
+    """
+    if label.startswith("-"):
+        return label
+    label = label.split("|", 1)[0]
+    for index, char in enumerate(label):
+        if char in "-=":
+            return label[:index]
+    return label
+
+
+def is_preterminal(node: object) -> bool:
+    """True for a POS-tag node: an `nltk.Tree` whose only child is a word."""
+    return isinstance(node, nltk.Tree) and len(node) == 1 and not isinstance(node[0], nltk.Tree)
+
+
+def preprocess(tree: nltk.Tree) -> nltk.Tree:
+    """The standard parsing version of a Penn Treebank tree (see the module docstring).
+
+    The input is not modified. The result's root is labelled `TOP`: an unlabelled, `TOP` or
+    `ROOT` root is relabelled, any other root (a bare `(S ...)`) is wrapped. A tree made only of
+    empty elements becomes a `TOP` with no children.
+    """
+    root_label = tree.label() if isinstance(tree, nltk.Tree) else None
+    if root_label in _ROOT_ALIASES:
+        children = [_clean(child) for child in tree]
+    else:
+        children = [_clean(tree)]
+    return nltk.Tree(ROOT_LABEL, [child for child in children if child is not None])
+
+
+def _clean(node: nltk.Tree) -> nltk.Tree | None:
+    """Copy of `node` without empty elements and function tags; None if nothing is left."""
+    if not isinstance(node, nltk.Tree):
+        raise ValueError(f"word {node!r} is not the only child of a POS tag; not a treebank tree")
+    if is_preterminal(node):
+        if node.label() == EMPTY_ELEMENT_TAG:
+            return None
+        return nltk.Tree(node.label(), [node[0]])
+    children = [_clean(child) for child in node]
+    children = [child for child in children if child is not None]
+    if not children:
+        return None
+    return nltk.Tree(strip_label(node.label()), children)
+
+
+def sentence(tree: nltk.Tree) -> list[str]:
+    """The words of a tree in order, leaving out empty elements."""
+    return [word for word, tag in tree.pos() if tag != EMPTY_ELEMENT_TAG]
+
+
+def pos_tags(tree: nltk.Tree) -> list[str]:
+    """The POS tags of a tree's words in order, leaving out empty elements."""
+    return [tag for _, tag in tree.pos() if tag != EMPTY_ELEMENT_TAG]
+

@@ -1,0 +1,117 @@
+"""Keras callbacks of the training stage: checkpoints, exact step count, throughput, dev
+metric and early stopping."""
+from __future__ import annotations
+
+import time
+
+import keras
+
+from pipelines.model_dir import checkpoints
+
+
+class StepCheckpoint(keras.callbacks.Callback):
+    """Saves a checkpoint every `every` optimizer steps and at the end of training.
+
+    Args:
+        manager: from `pipelines.model_dir.checkpoints.checkpoint_manager`.
+        every: steps between checkpoints.
+    """
+
+    def __init__(self, manager, every, start_step=0):
+        super().__init__()
+        self.manager = manager
+        self.every = int(every)
+        self._saved = int(start_step)  # a resumed run's step is already saved
+
+    def _save(self):
+        # With gradient accumulation several batches share one optimizer update: save once,
+        # and never before the first update (an untrained ckpt-0 could be averaged in).
+        step = int(self.model.optimizer.iterations.numpy())
+        if step != self._saved and step > 0:
+            self.manager.save(checkpoint_number=step, check_interval=False)
+            self._saved = step
+        return step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) % self.every == 0:
+            self._save()
+
+    def on_train_end(self, logs=None):
+        self._save()
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Ends `fit` when the optimizer has made `train_steps` updates (resumes included)."""
+
+    def __init__(self, train_steps):
+        super().__init__()
+        self.train_steps = int(train_steps)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) >= self.train_steps:
+            self.model.stop_training = True
+
+
+class Throughput(keras.callbacks.Callback):
+    """Adds target tokens/s and the learning rate to the logs (progress bar, TensorBoard).
+
+    Reads the running `target_tokens` metric (`keras_transformer.metrics.TokenCount`);
+    the rate is measured from the end of each epoch's first batch, so compilation time
+    is not counted.
+    """
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs is None or "target_tokens" not in logs:
+            return
+        tokens, now = float(logs["target_tokens"]), time.perf_counter()
+        if self._start is None:
+            self._start = (tokens, now)
+        elif now > self._start[1]:
+            logs["tokens_per_sec"] = (tokens - self._start[0]) / (now - self._start[1])
+        optimizer = self.model.optimizer
+        logs["learning_rate"] = float(optimizer.learning_rate)  # evaluated at this step
+
+    on_epoch_end = on_train_batch_end
+
+
+class DevMetric(keras.callbacks.Callback):
+    """Every `every_epochs` epochs, decodes the dev sample with beam search, logs its score,
+    records it for the checkpoint of this step, and stops training on a plateau.
+
+    Args:
+        evaluate_fn: `model -> float`, the task's metric (`pipelines.stages.
+            dev_metric_evaluator`: sacreBLEU, or F1 for parsing), logged (TensorBoard, progress
+            bar) as its `metric_name` attribute.
+        every_epochs: how often, in `fit` epochs (each ends with a checkpoint).
+        checkpoint_dir: where the value is recorded by step (`checkpoints.record_metric`),
+            for `--keep_best_by dev_metric`, and read back with those of earlier runs.
+        patience: stop when the last `patience` evaluations, earlier runs' included, did not
+            improve on the best (`checkpoints.plateau`); 0: never.
+        log: where the early stop is announced (one line).
+    """
+
+    def __init__(self, evaluate_fn, every_epochs=1, checkpoint_dir=None, patience=0,
+                 log=print):
+        super().__init__()
+        self.evaluate_fn = evaluate_fn
+        self.every_epochs = max(1, int(every_epochs))
+        self.checkpoint_dir = checkpoint_dir
+        self.patience = int(patience)
+        self.log = log
+
+    def on_epoch_end(self, epoch, logs=None):
+        if (epoch + 1) % self.every_epochs or logs is None:
+            return
+        name = self.evaluate_fn.metric_name
+        logs[name] = value = self.evaluate_fn(self.model)
+        if self.checkpoint_dir is None:
+            return
+        step = int(self.model.optimizer.iterations.numpy())
+        metrics = checkpoints.record_metric(self.checkpoint_dir, step, name, value)
+        reason = checkpoints.plateau(metrics, self.patience) if self.patience else None
+        if reason:
+            self.log(f"train: early stop at step {step:,}: {reason}")
+            self.model.stop_training = True

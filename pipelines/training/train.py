@@ -1,0 +1,287 @@
+"""The training stage: `model.fit` under a `tf.distribute` strategy (under JAX, Keras's own
+distribution), resumable at any step."""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import pathlib
+
+import keras
+import tensorflow as tf
+
+from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
+                               TransformerConfig, paper_optimizer)
+from pipelines.data.buckets import bucket_batch_sizes
+from pipelines.data.prepare import training_input
+from pipelines.errors import ConfigError
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir.layout import CHECKPOINT_DIR, build_model
+from pipelines.settings.options import TrainingOptions
+from pipelines.training import callbacks as cb
+from pipelines.training import memory_check, multi_worker
+
+
+def configure_devices(count: int, backend: str = "tensorflow") -> None:
+    """Under TensorFlow, splits the CPU into `count` logical devices, so MirroredStrategy has
+    replicas. Under another backend, TensorFlow only feeds the data: it is kept off the GPUs,
+    whose memory the backend needs (its CPU device count is XLA's flag, `run.py`'s
+    `select_backend`).
+
+    Must run before TensorFlow initialises its devices (before any op runs).
+    """
+    if backend != "tensorflow":
+        tf.config.set_visible_devices([], "GPU")
+    elif count > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+
+
+class KerasDistribution:
+    """What training needs of a strategy, under a Keras backend other than TensorFlow: the
+    replica count and a scope. With several local devices, `keras.distribution.DataParallel`
+    replicates the variables on each and splits every batch between them (JAX's
+    counterpart of MirroredStrategy); the loss's token sums are then global already."""
+
+    def __init__(self):
+        devices = keras.distribution.list_devices()
+        self.num_replicas_in_sync = len(devices)
+        if len(devices) > 1:
+            keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+
+    @staticmethod
+    def scope():
+        return contextlib.nullcontext()
+
+
+def make_strategy(jit_compile: bool = False):
+    """MultiWorkerMirroredStrategy when TF_CONFIG is set, else MirroredStrategy over the local
+    GPUs or logical CPUs, else (one device) the default strategy. Under another Keras
+    backend, `KerasDistribution`."""
+    if keras.backend.backend() != "tensorflow":
+        if os.environ.get("TF_CONFIG"):
+            raise ConfigError(f"TF_CONFIG is set: multi-worker training is TensorFlow's "
+                              f"(MultiWorkerMirroredStrategy); train with --backend tensorflow, "
+                              f"or unset TF_CONFIG to train on this machine's devices")
+        return KerasDistribution()
+    if os.environ.get("TF_CONFIG"):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        local = len(strategy.extended.worker_devices)
+    else:
+        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+        local = len(devices)
+        strategy = (tf.distribute.MirroredStrategy([d.name for d in devices]) if local > 1
+                    else tf.distribute.get_strategy())
+    if jit_compile and local > 1 and not tf.config.list_logical_devices("GPU"):
+        # XLA clusters cannot reach variables on another CPU device ("Trying to access
+        # resource ... located in device CPU:1 from device CPU:0") and can hang at exit.
+        raise ConfigError(
+            "--jit_compile is not supported with several CPU devices: XLA cannot access "
+            "variables mirrored on another logical CPU. Use --num_cpu_devices 1 (the default) "
+            "with --jit_compile, or --nojit_compile with several devices.")
+    return strategy
+
+
+def is_chief(strategy=None) -> bool:
+    """True for a single process, and for the chief of a multi-worker cluster (the "chief"
+    task, else worker 0): the one that writes the model dir and runs the later stages.
+    Without `strategy` (before one exists) the cluster is read from TF_CONFIG, as
+    `make_strategy` reads it."""
+    if strategy is None:
+        resolver = (tf.distribute.cluster_resolver.TFConfigClusterResolver()
+                    if os.environ.get("TF_CONFIG") else None)
+    else:
+        resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return (resolver.task_type == "chief" or
+            (not has_chief and resolver.task_type == "worker" and resolver.task_id == 0))
+
+
+def worker_dir(strategy, model_dir) -> pathlib.Path:
+    """Where this worker writes checkpoints and logs: the model dir for the chief (or a
+    single process); a private subdirectory for other workers, which must still save
+    (saving mirrored variables is collective) but must not overwrite the chief's files."""
+    if is_chief(strategy):
+        return pathlib.Path(model_dir)
+    resolver = strategy.cluster_resolver
+    return pathlib.Path(model_dir) / "workers" / f"{resolver.task_type}-{resolver.task_id}"
+
+
+def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_scale=1.0,
+                  accumulate_steps=1, jit_compile=False, steps_per_execution=1):
+    """Builds and compiles the model and its optimizer in the strategy's scope.
+
+    Under the mixed_float16 dtype policy the optimizer is a `LossScaleOptimizer` around
+    the paper's (float16 gradients underflow unscaled). `Model.compile` would wrap it as
+    well, but left unbuilt; wrapped here it is built with the model. Checkpoints hold the
+    inner optimizer (`checkpoint_optimizer`).
+    """
+    with strategy.scope():
+        model = build_model(config)
+        optimizer = paper_optimizer(config.d_model, warmup_steps, lr_scale,
+                                    gradient_accumulation_steps=(accumulate_steps
+                                                                 if accumulate_steps > 1
+                                                                 else None))
+        if keras.mixed_precision.global_policy().name == "mixed_float16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(config.label_smoothing),
+                      metrics=[TokenAccuracy(), Perplexity(), TokenCount()],
+                      jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+        optimizer.build(model.trainable_variables)
+    if multi_worker.needs_fix(strategy):
+        multi_worker.apply_fix(model)
+    return model
+
+
+def build_compiled_metrics(model, vocab_size: int) -> None:
+    """Builds the compiled loss and metrics on a small random batch before `fit` does.
+
+    Otherwise, under JAX, `fit` builds them on a batch from a first iterator over the
+    training data, then starts a second: the shuffle, reshuffled with each iteration, gives
+    that one another order than TensorFlow's `fit` (which iterates once) would train on, and
+    a run resumed under the other backend would not continue its data order. The metric
+    values are reset, as `fit` resets them each epoch.
+    """
+    (source, target_in), target_out = memory_check.largest_batch(2, 4, 4, vocab_size)
+    logits = model((source, target_in), training=False)
+    model.compute_loss(x=(source, target_in), y=target_out, y_pred=logits)
+    model.compute_metrics((source, target_in), target_out, logits)
+    model.reset_metrics()
+
+
+def checkpoint_optimizer(optimizer):
+    """The optimizer whose state checkpoints hold: the paper's Adam, also inside a
+    `LossScaleOptimizer`, so that checkpoints are the same under every precision and a run
+    may resume on another device. The loss scale is not kept: a resumed float16 run starts
+    it again at 2**15, as a new run does, skipping the updates that overflow until it has
+    come down again."""
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def _record_missing_metric(model, step, checkpoint_every, every_epochs, checkpoint_dir,
+                           dev_metric_fn, log=print):
+    """Records the dev metric of the restored checkpoint `step` if it is one the dev metric
+    is evaluated at (`callbacks.DevMetric`, every `every_epochs` epochs of `checkpoint_every`
+    updates) and none was recorded: the run that wrote it stopped before the end of that
+    epoch's validation and decoding, and the resumed run starts after it. `model` holds the
+    checkpoint's weights, so the value is the one the run would have recorded."""
+    if -(-step // checkpoint_every) % every_epochs or \
+            step in checkpoints.read_metrics(checkpoint_dir):
+        return
+    log(f"train: the dev metric of step {step:,} was not recorded (the run stopped before): "
+        f"evaluating it now")
+    checkpoints.record_metric(checkpoint_dir, step, dev_metric_fn.metric_name,
+                              dev_metric_fn(model))
+
+
+def train(task, model_dir, config: TransformerConfig, training: TrainingOptions, *, strategy,
+          dev_metric_fn=None, validate: bool = True, verbose=1, log=print,
+          initialise=None, initial_step: int = 0):
+    """Trains until the optimizer has made `training.train_steps` updates, resuming if it can.
+
+    One Keras "epoch" is `checkpoint_every` updates; a checkpoint (model + optimizer) ends
+    each, so a killed run restarted with the same command continues from the last
+    checkpoint's step. A resumed run continues the data order exactly where the checkpoint
+    left it (the same seed, skipping the batches already trained on), so a killed and
+    resumed run trains the same model as an uninterrupted one. `dev_metric_fn`
+    (`model -> score`) runs every `dev_metric_every` updates (rounded up to whole checkpoint
+    intervals); its values are recorded beside the checkpoints, and with
+    `early_stop_patience` training ends once that many evaluations in a row have not
+    improved on the best (a resumed run counts the recorded ones too).
+
+    A fine-tuned model (`pipelines.model_dir.init_from`) passes `initialise`
+    (`(model, optimizer) -> step`), called only when there is no checkpoint to resume from,
+    and `initial_step`, the step its optimizer starts at (its source's with --init_optimizer,
+    else 0): the data order starts there.
+
+    Returns:
+        The trained model (its last-step weights; averaging is a later stage).
+    """
+    t = training
+    train_steps, batch_tokens, accumulate_steps = t.train_steps, t.batch_tokens, t.accumulate_steps
+    checkpoint_every, jit_compile, seed = t.checkpoint_every, t.jit_compile, t.seed
+    model = compile_model(config, strategy, warmup_steps=t.warmup_steps, lr_scale=t.lr_scale,
+                          accumulate_steps=accumulate_steps, jit_compile=jit_compile,
+                          steps_per_execution=t.steps_per_execution)
+    own_dir = worker_dir(strategy, model_dir)
+    checkpoint_dir = own_dir / CHECKPOINT_DIR
+    optimizer = checkpoint_optimizer(model.optimizer)
+    manager = checkpoints.checkpoint_manager(
+        model, optimizer, checkpoint_dir, t.keep_checkpoints,
+        keep_best=t.average_last if t.keep_best_by == "dev_metric" else 0)
+    step = checkpoints.restore_latest(manager, optimizer)
+    if step:
+        log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
+    dev_every_epochs = max(1, -(-t.dev_metric_every // checkpoint_every))
+    if step and dev_metric_fn is not None and t.dev_metric_every:
+        _record_missing_metric(model, step, checkpoint_every, dev_every_epochs,
+                               checkpoint_dir, dev_metric_fn, log)
+    if not step and initialise is not None:
+        step = initialise(model, optimizer)
+    if step >= train_steps:
+        log(f"train: already at step {step:,} >= --train_steps {train_steps:,}; nothing to do")
+        return model
+    stopped = t.early_stop_patience and step and checkpoints.plateau(
+        checkpoints.read_metrics(checkpoint_dir), t.early_stop_patience)
+    if stopped:
+        log(f"train: stopped early before, at step {step:,}: {stopped}; nothing to do "
+            f"(a larger --early_stop_patience, or 0, trains on)")
+        return model
+    replicas = strategy.num_replicas_in_sync
+    longest = task.max_length  # the largest bucket's boundary
+    per_replica = bucket_batch_sizes([longest], batch_tokens, replicas)[0] // replicas
+    if keras.backend.backend() == "tensorflow":
+        memory_check.check_largest_batch(
+            model, strategy, memory_check.largest_batch(
+                per_replica, min(longest, task.max_source_length),
+                min(longest, task.max_target_length), config.vocab_size),
+            limit_mb=t.memory_limit_mb, jit_compile=jit_compile, log=log)
+    else:
+        log(f"train: the largest-batch memory check runs under TensorFlow only; under "
+            f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
+    if keras.backend.backend() != "tensorflow":  # TensorFlow's fit iterates the data once
+        build_compiled_metrics(model, config.vocab_size)
+    # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
+    # is padded to its own longest sentence. Packed rows have one shape.
+    data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
+                          seed=seed, pad_to_bucket=jit_compile, pack=t.pack, log=log)
+    dataset = data.dataset
+    if step > initial_step:  # the batches the restored updates were made of
+        log(f"train: skipping the {(step - initial_step) * accumulate_steps:,} batches trained "
+            f"on before step {step:,}, so that the data order goes on as if the run had not "
+            f"stopped")
+        dataset = dataset.skip((step - initial_step) * accumulate_steps)
+    # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
+    # from one epoch to the next, and a finite one would run dry in the second epoch. Never
+    # packed: its per-token loss is the same, and its batches per pass are then exact.
+    dev = (training_input(task, model_dir, split="dev", batch_tokens=batch_tokens,
+                          batch_multiple=replicas, shuffle=False, repeat=True,
+                          pad_to_bucket=jit_compile, log=log)
+           if validate and task.has_split("dev") else None)
+    log(f"train: {replicas} replica(s), {data.batches_per_epoch:,} batches per pass over the "
+        f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "
+        f"steps {step:,} -> {train_steps:,}")
+    callbacks = [cb.StopAtStep(train_steps), cb.Throughput(),
+                 cb.StepCheckpoint(manager, checkpoint_every, start_step=step)]
+    if dev_metric_fn is not None and t.dev_metric_every:
+        callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=dev_every_epochs,
+                                      checkpoint_dir=checkpoint_dir,
+                                      patience=t.early_stop_patience, log=log))
+    callbacks.append(keras.callbacks.TensorBoard(str(own_dir / "logs")))
+    try:
+        model.fit(dataset, validation_data=dev and dev.dataset,
+                  validation_steps=dev and dev.batches_per_epoch,
+                  epochs=math.ceil(train_steps / checkpoint_every),
+                  initial_epoch=step // checkpoint_every,
+                  steps_per_epoch=checkpoint_every * accumulate_steps,
+                  callbacks=callbacks, verbose=verbose, shuffle=False)
+    except KeyboardInterrupt:  # Ctrl-C: say where training stands (the CLI prints it)
+        kept = manager.latest_checkpoint
+        raise KeyboardInterrupt(
+            f"at step {int(model.optimizer.iterations.numpy()):,}; "
+            + (f"checkpoint {pathlib.Path(kept).name} kept" if kept else "no checkpoint yet")
+        ) from None
+    return model
