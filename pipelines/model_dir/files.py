@@ -2,8 +2,7 @@
 
 Every file the pipeline writes goes through here: `write_atomic` for one file,
 `atomic_files` for files that only make sense together (written under temporary names, then
-renamed, the last one marking completion), `atomic_directory` for a directory built in
-place of a temporary one. A manifest records what a derived file was made from (path, size,
+renamed, the last one marking completion). A manifest records what a derived file was made from (path, size,
 mtime of each input) so that it is reused exactly while its inputs are unchanged.
 """
 from __future__ import annotations
@@ -12,7 +11,6 @@ import contextlib
 import json
 import os
 import pathlib
-import shutil
 import tempfile
 from typing import Any, Iterator, Sequence
 
@@ -68,28 +66,6 @@ def write_atomic(path: PathLike, data: bytes | str) -> None:
 def write_json_atomic(path: PathLike, value: Any) -> None:
     """`value` as indented, key-sorted JSON, written atomically."""
     write_atomic(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
-
-
-@contextlib.contextmanager
-def atomic_directory(path: PathLike) -> Iterator[pathlib.Path]:
-    """Yields a temporary directory beside `path`, renamed to `path` on success.
-
-    If `path` appeared meanwhile (a concurrent writer of the same content), the temporary
-    copy is dropped. On error nothing is left behind.
-    """
-    final = pathlib.Path(path)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
-    os.chmod(tmp, _umask_mode(0o777))
-    try:
-        yield tmp
-        try:
-            os.replace(tmp, final)
-        except OSError:
-            if not final.is_dir():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def input_identity(paths: Sequence[PathLike]) -> list[list]:

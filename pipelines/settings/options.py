@@ -70,29 +70,11 @@ class ModelOptions:
     max_length: int = TransformerConfig.max_length
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainingOptions:
-    """The training run: schedule, batches, checkpoints, precision, dev metric."""
-
-    train_steps: int
-    batch_tokens: int
-    accumulate_steps: int
-    warmup_steps: int
-    lr_scale: float
-    checkpoint_every: int
-    keep_checkpoints: int
-    average_last: int
-    seed: int
-    jit_compile: bool
-    mixed_precision: bool
-    steps_per_execution: int
-    dev_metric_every: int
-    dev_metric_sentences: int
-    memory_limit_mb: int | None
-    keep_best_by: str          # "last" or "dev_metric": which checkpoints are averaged
-    early_stop_patience: int   # dev-metric evaluations without improvement; 0: never stop
-    pack: bool = False         # several pairs per row (pipelines.data.packing), not buckets
-    precision_policy: str = "float32"  # Keras dtype policy: mixed_precision on this device
+TrainingOptions = dataclasses.make_dataclass("TrainingOptions", [
+    *((name, Any) for name, row in table.saved_rows().items() if row.saved[0] == "training"),
+    ("memory_limit_mb", Any), ("precision_policy", str, "float32")], frozen=True)
+TrainingOptions.__doc__ = """The training run: a field for each training row of the settings
+table, and the Keras dtype policy that --mixed_precision means on this device."""
 
 
 @dataclasses.dataclass(frozen=True)
