@@ -1,4 +1,5 @@
-"""Data pipelines and the command line: tasks, vocabulary, tf.data input, training stages."""
+"""The jobs under the command line, a sub-package each: settings, data, training, evaluation,
+stages, the model directory and the tasks (the parser among them)."""
 from typing import Callable
 
 Log = Callable[[str], None]
