@@ -304,7 +304,7 @@ def parse_args(argv: Sequence[str]):
 def main(argv: Sequence[str]) -> int:
     args, passthrough = parse_args(argv)
     try:
-        from pipelines.settings.options import check_bounds
+        from pipelines.settings.table import check_bounds
 
         check_bounds(vars(args))
         if args.data_dir is not None and not pathlib.Path(args.data_dir).is_dir():
