@@ -10,9 +10,9 @@ TASK_RECIPES: dict[str, dict[str, Any]] = {
                       "checkpoint_every": 100},
 }
 
-# multi30k_quality: the 2-hour CPU run of docs/results.md; parsing_wsj_sample: the
-# 79-minute parser of docs/parsing.md on the 10% WSJ sample, whose dev split stands in for
-# the test split it lacks.
+# multi30k_quality: the CPU run of docs/results.md; parsing_wsj_sample: the parser of
+# docs/parsing.md on the 10% WSJ sample, whose dev split stands in for the test split it
+# lacks.
 PRESET_RECIPES: dict[str, dict[str, Any]] = {
     "multi30k_quality": {"train_steps": 4000, "checkpoint_every": 250},
     "parsing_wsj_sample": {"target_form": "read_xx", "batch_tokens": 2048, "warmup_steps": 800,
