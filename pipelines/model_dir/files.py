@@ -18,8 +18,8 @@ PathLike = os.PathLike | str
 
 
 def _umask_mode(full: int) -> int:
-    """`full` (0o666 for a file, 0o777 for a directory) under the process's umask: the mode
-    a plain `open` or `mkdir` would give, which `tempfile` replaces with a private one."""
+    """`full` (0o666) under the process's umask: the mode a plain `open` would give, which
+    `tempfile` replaces with a private one."""
     mask = os.umask(0)
     os.umask(mask)
     return full & ~mask

@@ -52,7 +52,7 @@ def test_each_default_is_written_once():
             assert row.help_text().endswith(f"{shown})"), row.name
 
 
-def test_the_bounds_are_the_table_s(tmp_path):
+def test_the_bounds_are_the_table_s():
     """Numeric rows are checked against their bounds before anything runs."""
     from pipelines.errors import ConfigError
 
