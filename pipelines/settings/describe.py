@@ -11,12 +11,7 @@ def describe_origins(options: RunOptions, every: bool = True) -> str:
     """One log line of the resolved values and where each came from (see the module doc):
     `every` value, or only those not at the paper's defaults, grouped by origin (a device
     default by "device": `describe_device` gives its reason)."""
-    values = {"task": options.data.task, "config": options.model.preset,
-              "config_override": options.model.config_overrides,
-              "vocab_size": options.data.vocab_size, "max_length": options.model.max_length,
-              **dataclasses.asdict(options.training), **dataclasses.asdict(options.decoding),
-              "decode_precision": options.decoding.precision,
-              "decode_jit_compile": options.evaluation.jit_compile}
+    values = options.values()
     named = [(name, origin) for name, origin in options.origins.items() if name in values]
     if every:
         return ", ".join(f"{name} {values[name]!r} ({origin})" for name, origin in named)

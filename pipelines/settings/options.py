@@ -1,33 +1,12 @@
 """What a run does, grouped (`RunOptions`), and the settings.json it writes.
 
-Precedence, for every setting (`pipelines.settings.resolver.resolve`): the flag > the model
-directory's settings.json (config.json for the model's max_length) > the preset's recipe >
-the task's recipe (`pipelines.settings.recipes`) > the default of the settings table
-(`pipelines.settings.table`: the paper's or the tool's). A preset speaks for the model it
-describes, so only what it declares counts: its own `vocab_size` and `max_length`
-(`keras_transformer.config.PRESETS`; `base` and the Table 3 rows declare neither, so the
-task's vocabulary and lengths apply) and its recipe. The task's length limits filter its
-data; they never shrink a preset's positions. A preset's `train_steps` is the paper's
-length for that model, the last default after the recipes. Where each value came from is
-kept (`RunOptions.origins`) and logged (`pipelines.settings.describe`). The defaults of
-mixed_precision and training's jit_compile are the device's
-(`pipelines.settings.device_policy`). A fine-tuned model dir (`--init_from`,
-`pipelines.model_dir.init_from`) takes its model (preset, overrides, vocabulary size, max_length)
-from its source, where a flag may only agree.
-
-After training, the model directory is the truth:
-a flag that contradicts what the model was trained with stops the run with one line
-(`ConfigError`), never silently wins or loses. Decoding settings may be changed for
-evaluate/translate/export with `--override_saved`; they are never written back.
-
-settings.json (format 2) holds what the first stages decided:
-
-    {"format": 2, "task": ..., "task_options": {...}, "vocab_size": ...,        # prepare
-     "model": {"preset": ..., "config_overrides": {...}},                     # train
-     "training": {"train_steps": ..., "batch_tokens": ..., ...},
-     "decoding": {"beam_size": ..., "alpha": ..., "extra_length": ...,
-                  "max_input_length": ..., "precision": ...},
-     "init_from": {"model_dir": ..., "weights_sha256": ..., ...}}          # fine-tuned only
+Precedence (`pipelines.settings.resolver.resolve`): the flag > the model dir's settings.json
+(config.json for max_length) > the preset's recipe > the task's recipe > the settings
+table's default. A preset counts only for what it declares (`keras_transformer.config.
+PRESETS`: its vocab_size, max_length and recipe); a fine-tuned dir takes its model from its
+`--init_from` source. Once trained, a flag that contradicts the model dir stops the run
+(`ConfigError`); decoding settings may differ with `--override_saved`, never written back.
+settings.json (format 2) is laid out by the table's `saved` paths; docs/training.md says more.
 """
 from __future__ import annotations
 
@@ -144,15 +123,21 @@ class RunOptions:
     def make_task(self) -> Task:
         return get_task(self.data.task, **self.data.task_options)
 
+    def values(self) -> dict[str, Any]:
+        """The resolved value of each setting that settings.json or the run log shows."""
+        return {"task": self.data.task, "vocab_size": self.data.vocab_size,
+                "config": self.model.preset, "config_override": self.model.config_overrides,
+                "max_length": self.model.max_length, **dataclasses.asdict(self.training),
+                **dataclasses.asdict(self.decoding),
+                "decode_precision": self.decoding.precision,
+                "decode_jit_compile": self.evaluation.jit_compile}
+
     def settings(self, *, trained: bool) -> dict[str, Any]:
         """settings.json for this run, laid out by the settings table's `saved` paths: what
         prepare decides, and after training everything."""
-        saved: dict[str, Any] = {"format": SETTINGS_FORMAT}
-        values = {"task": self.data.task, "vocab_size": self.data.vocab_size,
-                  "config": self.model.preset, "config_override": self.model.config_overrides,
-                  **dataclasses.asdict(self.training), **dataclasses.asdict(self.decoding),
-                  "decode_precision": self.decoding.precision}
-        saved["task_options"] = self.data.task_options
+        saved: dict[str, Any] = {"format": SETTINGS_FORMAT,
+                                 "task_options": self.data.task_options}
+        values = self.values()
         for name, row in table.saved_rows().items():
             if row.saved[0] in ("task", "vocab_size") or (trained and row.saved[0] in (
                     "model", "training", "decoding")):

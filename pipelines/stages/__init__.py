@@ -180,18 +180,11 @@ def dev_metric_evaluator(options: RunOptions, task: Task, max_length: int, log: 
                          ) -> Callable:
     """`model -> score`: the task's metric (`task.metric_name`) on exactly the first
     `dev_metric_sentences` dev sentences (all for 0), decoded as the evaluate stage does."""
-    count = options.training.dev_metric_sentences
-    data = evaluate.first_sentences(
-        prepare.eval_input(task, "dev", options.model_dir,
-                           max_source_length=options.decoding.input_length(max_length), log=log),
-        count)
-    tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
-    constraint = task.decoding_constraint(prepare.vocab_path(options.model_dir).read_bytes())
-    # Training weights are float32 (bfloat16 compute under mixed precision): decode as is.
-    settings = options.decoding
+    data, tokenizer, constraint = _eval_inputs(
+        options, task, "dev", max_length, options.training.dev_metric_sentences, log)
 
-    def dev_metric(model):
-        translate = evaluate.make_translator(model, settings, constraint=constraint)
+    def dev_metric(model):  # float32 weights (bfloat16 compute when mixed): decoded as is
+        translate = evaluate.make_translator(model, options.decoding, constraint=constraint)
         texts, _ = evaluate.translate_batches(translate, data.batches, tokenizer, verbose=0)
         scores = task.score(data.sources, texts, data.references, split="dev",
                             work_dir=options.model_dir)
@@ -201,6 +194,18 @@ def dev_metric_evaluator(options: RunOptions, task: Task, max_length: int, log: 
 
     dev_metric.metric_name = f"dev_{task.metric_name}"
     return dev_metric
+
+
+def _eval_inputs(options: RunOptions, task: Task, split: str, max_length: int, count: int,
+                 log: Log):
+    """(the first `count` sentences of `split`, 0: all; the tokenizer; the task's decoding
+    constraint) for a model of `max_length` positions."""
+    vocab = prepare.vocab_path(options.model_dir)
+    data = prepare.eval_input(task, split, options.model_dir,
+                              max_source_length=options.decoding.input_length(max_length),
+                              log=log)
+    return (evaluate.first_sentences(data, count), vocab_lib.load_tokenizer(vocab),
+            task.decoding_constraint(vocab.read_bytes()))
 
 
 def run_average(options: RunOptions, log: Log = print):
@@ -238,15 +243,9 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     model = md.load_final_model(options.model_dir, decoding.precision,
                                 options.evaluation.checkpoint, log=log)
     log(f"evaluate: {decoding}, XLA {'on' if jit else 'off'}")
-    data = evaluate.first_sentences(
-        prepare.eval_input(task, split, options.model_dir,
-                           max_source_length=decoding.input_length(model.config.max_length),
-                           log=log),
-        options.evaluation.sentences)
-    tokenizer = vocab_lib.load_tokenizer(prepare.vocab_path(options.model_dir))
-    translate = evaluate.make_translator(
-        model, decoding, jit_compile=jit,
-        constraint=task.decoding_constraint(prepare.vocab_path(options.model_dir).read_bytes()))
+    data, tokenizer, constraint = _eval_inputs(options, task, split, model.config.max_length,
+                                               options.evaluation.sentences, log)
+    translate = evaluate.make_translator(model, decoding, jit_compile=jit, constraint=constraint)
     start = time.perf_counter()
     hypotheses, _ = evaluate.translate_batches(translate, data.batches, tokenizer,
                                                verbose=options.verbose)
