@@ -73,7 +73,6 @@ def _host_port(url: str) -> tuple[str, int]:
     return parsed.hostname or "", parsed.port or default
 
 
-
 def download_verified(url: str, target: pathlib.Path, sha256: str, where: str) -> pathlib.Path:
     """Downloads `url` to `target` if its sha256 is `sha256`; `where` tells the user where
     to put a verified copy instead.

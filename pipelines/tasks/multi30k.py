@@ -140,5 +140,3 @@ def multi30k_ende(data_dir: str | None = None, **options) -> Multi30kTask:
         data_dir=data_dir or os.environ.get("KT_DATA_DIR") or None,
         **options,
     )
-
-

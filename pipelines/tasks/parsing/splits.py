@@ -200,7 +200,6 @@ class TreebankSplits:
         return trees
 
 
-
 def tree_to_line(tree: nltk.Tree) -> str:
     """A tree as one bracketed line, `(TOP (S (NP (NNP John)) ...))`."""
     return tree.pformat(margin=sys.maxsize)

@@ -300,4 +300,3 @@ def sentence(tree: nltk.Tree) -> list[str]:
 def pos_tags(tree: nltk.Tree) -> list[str]:
     """The POS tags of a tree's words in order, leaving out empty elements."""
     return [tag for _, tag in tree.pos() if tag != EMPTY_ELEMENT_TAG]
-
