@@ -107,9 +107,7 @@ def score_sentence(gold: nltk.Tree, test: nltk.Tree) -> SentenceScore:
     gold_brackets = brackets(gold, deleted)
     test_brackets = brackets(test, deleted)
     matched = sum((gold_brackets & test_brackets).values())
-    return SentenceScore(
-        matched, sum(gold_brackets.values()), sum(test_brackets.values())
-    )
+    return SentenceScore(matched, sum(gold_brackets.values()), sum(test_brackets.values()))
 
 
 def score_corpus(
@@ -157,17 +155,9 @@ def score_corpus(
     precision = 100.0 * matched / test if test else 0.0
     recall = 100.0 * matched / gold if gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
-        "matched": matched,
-        "gold": gold,
-        "test": test,
-        "sentences": sentences,
-        "exact": exact,
-        "skipped": skipped,
-    }
+    return {"precision": precision, "recall": recall, "f1": f1, "matched": matched,
+            "gold": gold, "test": test, "sentences": sentences, "exact": exact,
+            "skipped": skipped}
 
 
 def format_scores(scores: dict) -> str:

@@ -115,14 +115,8 @@ class EvalbScoring:
             test_trees.append(tree)
             repaired += repairs > 0
         scores = evalb.score_corpus(gold_trees, test_trees)
-        return {
-            "f1": scores["f1"],
-            "precision": scores["precision"],
-            "recall": scores["recall"],
-            "exact": scores["exact"],
-            "sentences": scores["sentences"],
-            "repaired": repaired,
-        }
+        kept = ("f1", "precision", "recall", "exact", "sentences")
+        return {key: scores[key] for key in kept} | {"repaired": repaired}
 
 
 def _first_mismatch(
