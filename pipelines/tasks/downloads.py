@@ -22,13 +22,8 @@ PROBE_TIMEOUT_S = 3.0
 
 
 def host_reachable(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
-    """Try a TCP connection to ``host:port`` within ``timeout`` seconds (name lookup included).
-
-    Downloaders retry name resolution for minutes when offline; this probe answers in at
-    most ``timeout`` seconds so an offline run fails at once with instructions instead.
-    Returns ``(reachable, reason)``.
-    """
-
+    """``(reachable, reason)``: whether a TCP connection to ``host:port``, name lookup included,
+    opens within ``timeout`` seconds (why: the module docstring)."""
     outcome: queue.Queue = queue.Queue(maxsize=1)
 
     def attempt() -> None:
