@@ -21,7 +21,6 @@ from pipelines import Log
 SPLITS = ("train", "dev", "test")
 
 
-
 def check_split(split: str) -> None:
     """Raises ValueError unless `split` is one of `SPLITS` (a programming error)."""
     if split not in SPLITS:

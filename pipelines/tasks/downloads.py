@@ -22,13 +22,8 @@ PROBE_TIMEOUT_S = 3.0
 
 
 def host_reachable(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
-    """Try a TCP connection to ``host:port`` within ``timeout`` seconds (name lookup included).
-
-    Downloaders retry name resolution for minutes when offline; this probe answers in at
-    most ``timeout`` seconds so an offline run fails at once with instructions instead.
-    Returns ``(reachable, reason)``.
-    """
-
+    """``(reachable, reason)``: whether a TCP connection to ``host:port``, name lookup included,
+    opens within ``timeout`` seconds (why: the module docstring)."""
     outcome: queue.Queue = queue.Queue(maxsize=1)
 
     def attempt() -> None:
@@ -71,7 +66,6 @@ def _host_port(url: str) -> tuple[str, int]:
     parsed = urllib.parse.urlparse(url)
     default = 443 if parsed.scheme == "https" else 80
     return parsed.hostname or "", parsed.port or default
-
 
 
 def download_verified(url: str, target: pathlib.Path, sha256: str, where: str) -> pathlib.Path:

@@ -1,8 +1,5 @@
-"""Multi30k task 1 (Elliott et al. 2016) English->German, raw cased text.
-
-Train 29,000, val 1,014, test_2016_flickr 1,000 pairs, from a local directory or downloaded
-at a fixed commit and checked against sha256 sums.
-"""
+"""Multi30k task 1 (Elliott et al. 2016) English->German, raw cased text: train, val and
+test_2016_flickr (`Multi30kTask.expected_sizes` pairs), local or a checked download."""
 from __future__ import annotations
 
 import dataclasses
@@ -140,5 +137,3 @@ def multi30k_ende(data_dir: str | None = None, **options) -> Multi30kTask:
         data_dir=data_dir or os.environ.get("KT_DATA_DIR") or None,
         **options,
     )
-
-

@@ -32,9 +32,7 @@ TASKS: Mapping[str, Callable[..., Task]] = types.MappingProxyType(
     }
 )
 
-_OVERRIDABLE = frozenset(
-    f.name for f in dataclasses.fields(Task) if f.name not in ("name",)
-)
+_OVERRIDABLE = frozenset(f.name for f in dataclasses.fields(Task) if f.name != "name")
 
 
 def get_task(name: str, **options) -> Task:

@@ -53,5 +53,3 @@ def text(
         ),
         **options,
     )
-
-

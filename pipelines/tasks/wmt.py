@@ -206,5 +206,3 @@ def wmt14_ende(**options) -> TfdsTranslationTask:
 def wmt14_enfr(**options) -> TfdsTranslationTask:
     """WMT 2014 English->French (Section 5.1: 36M pairs, 32,000 word-pieces)."""
     return _wmt14("fr-en", "en", "fr", 32_000, (("test", 3_003),), **options)
-
-

@@ -1,34 +1,29 @@
 """Constrained beam search for parsing: every hypothesis is a well-formed linearized tree.
 
-An unconstrained decoder can close brackets it never opened, produce more or fewer `XX` than
-the sentence has words, or stop inside a constituent; those outputs then need repairs
-(`linearize.delinearize`) that cost F1. Here the search itself only extends a hypothesis with
-symbols that keep it a prefix of a well-formed tree over the sentence's words:
+An unconstrained decoder can close brackets it never opened, write more or fewer word symbols
+than the sentence has words, or stop inside a constituent, and the repairs of
+`linearize.delinearize` then cost F1. Here the search only extends a hypothesis with symbols
+that keep it a prefix of a well-formed tree over the sentence's words:
 
-* the first symbol opens the root constituent, and nothing follows the root's closing bracket
-  but the end token;
-* a word symbol (a POS tag, or `XX` for the "xx" target form) only inside a constituent and
-  only while words are left; with `copy_words` (the "words" form) the word slot takes the next
-  source word itself, copied piece by piece: its first piece is the only word allowed there,
-  ranked by the model's probability of *any* word piece there (`logits`: the model decides
-  where a word comes, the source decides which), and its other pieces are forced, nothing
-  else allowed, until the word is complete;
+* the first symbol opens the root constituent; only the end token follows the root's close;
+* a word symbol (a POS tag, or `XX`) only inside a constituent and while words are left; with
+  `copy_words` (the "words" form) the slot takes the next source word itself: its first piece
+  is the only word allowed there, ranked by the model's probability of *any* word piece there
+  (`logits`: the model decides where a word comes, the source which), its other pieces forced;
 * a closing bracket only with the label of the innermost open constituent, never right after
-  its opening bracket (no constituent without words), and the root only once every word has
+  its opening bracket (no constituent without words), and the root's only once every word has
   its word symbol;
 * an opening bracket only if the tokens still allowed can close it and everything else;
 * the end token only once every word has its word symbol and every bracket is closed.
 
-With `read_words` (the "read" target forms, `forms`) the constraint also says what the decoder
-reads: at the start and after each word symbol, the first source piece of the next word
+The last two rules guarantee a well-formed tree within the search's length limit. With
+`read_words` (the "read" forms) the constraint also says what the decoder reads
 (`decoder_inputs`), exactly as training fed it (`teacher_inputs`).
 
-The last two rules together guarantee a well-formed tree within the search's length limit.
-Tree symbols must be single vocabulary pieces (`▁(NP`, `▁)NP`, `▁NN`, `▁XX`): the ptb_parsing
-task trains its SentencePiece model with them as user-defined symbols (`PtbParsingTask.
-vocab_symbols`), and `from_proto` takes the user-defined pieces that are not brackets as the
-word symbols. Any word symbol may fill any word slot. Words are counted from the source pieces
-that start with `▁`.
+Tree symbols must be single pieces (`▁(NP`, `▁)NP`, `▁NN`, `▁XX`), as the ptb_parsing task
+trains them (`ParsingHooks.vocab_symbols`); `from_proto` takes the user-defined pieces that are
+not brackets as the word symbols, any of which may fill any word slot. Words are counted from
+the source pieces that start with `▁`.
 """
 from __future__ import annotations
 

@@ -1,26 +1,19 @@
-"""Labelled bracketing precision, recall and F1, as EVALB computes them with COLLINS.prm.
+"""Labelled bracketing precision, recall and F1, as EVALB computes them with COLLINS.prm (the
+metric of the paper's Section 6.3, Table 4, and of Vinyals & Kaiser et al. 2014):
 
-The parsing results of "Attention Is All You Need" (Section 6.3, Table 4) and of Vinyals &
-Kaiser et al. (2014) are EVALB F1 scores on WSJ section 23 with the standard COLLINS.prm
-parameters. This module reproduces that computation in Python:
-
-- a bracket is `(label, start, end)` for every constituent above the POS level; POS tags
-  (preterminals) are not brackets;
-- words whose *gold* POS is punctuation (, : `` '' .) are deleted before spans are computed
-  (COLLINS.prm `DELETE_LABEL`), so where punctuation is attached does not matter, and a
-  constituent left with no words is not counted;
-- empty elements (`-NONE-`) are deleted likewise;
-- labels are compared after stripping function tags (`NP-SBJ` = `NP`, EVALB cuts labels at the
-  first `-` or `=`), with ADVP and PRT equal (`EQ_LABEL ADVP PRT`);
+- a bracket is `(label, start, end)` for every constituent above the POS level;
+- words whose *gold* POS is punctuation (`PUNCTUATION_TAGS`) and empty elements (`-NONE-`)
+  are deleted before spans are computed, so where punctuation is attached does not matter, and
+  a constituent left with no words is not counted;
+- labels are compared without function tags (`strip_label`), with ADVP = PRT (`EQ_LABEL`);
 - the root bracket is ignored (`DELETE_LABEL TOP`; an unlabelled `( ...)` or `ROOT` root too);
-- brackets are a multiset per sentence: unary chains and repeated identical brackets each count;
+- brackets are a multiset per sentence: unary chains and repeated brackets each count;
 - corpus scores sum matched/gold/test counts over sentences: P = matched/test,
   R = matched/gold, F1 = 2PR/(P+R), in percent, as EVALB prints them.
 
 One difference from running EVALB on two files: the gold tree's tags decide which positions
-are punctuation in both trees (EVALB uses each tree's own tags), since the test trees from
-`delinearize` carry predicted POS tags (or the placeholder `XX`). With gold POS tags in the test
-trees the two agree.
+are punctuation in both trees (EVALB uses each tree's own), since the test trees from
+`delinearize` carry predicted tags (or `XX`). With gold tags in the test trees the two agree.
 """
 from __future__ import annotations
 
@@ -65,17 +58,10 @@ def tagged_words(tree: nltk.Tree) -> list[tuple[str, str]]:
 def brackets(
     tree: nltk.Tree, deleted: Collection[int] = frozenset()
 ) -> collections.Counter[Bracket]:
-    """The multiset of labelled brackets of a tree, EVALB style.
-
-    Args:
-        tree: a parse tree; words are the children of POS tags, `-NONE-` words are skipped.
-        deleted: positions (0-based, among the tree's non-empty words) of words to delete
-            before computing spans, usually the gold punctuation.
-
-    Returns:
-        A `Counter` of `(label, start, end)` over the remaining words (`end` exclusive), with
-        labels as in `evalb_label`; root labels (`IGNORED_LABELS`) and constituents that cover
-        no remaining word are left out.
+    """The multiset of labelled brackets `(label, start, end)` of a tree, EVALB style: spans
+    over the words left after deleting the positions `deleted` (0-based among the non-`-NONE-`
+    words; usually the gold punctuation), `end` exclusive, labels as `evalb_label`; root labels
+    (`IGNORED_LABELS`) and constituents over no remaining word are left out.
 
     Raises:
         ValueError: a word that is not the only child of a POS tag.
@@ -121,9 +107,7 @@ def score_sentence(gold: nltk.Tree, test: nltk.Tree) -> SentenceScore:
     gold_brackets = brackets(gold, deleted)
     test_brackets = brackets(test, deleted)
     matched = sum((gold_brackets & test_brackets).values())
-    return SentenceScore(
-        matched, sum(gold_brackets.values()), sum(test_brackets.values())
-    )
+    return SentenceScore(matched, sum(gold_brackets.values()), sum(test_brackets.values()))
 
 
 def score_corpus(
@@ -132,20 +116,15 @@ def score_corpus(
     *,
     max_length: int | None = None,
 ) -> dict:
-    """Corpus-level labelled bracketing scores, as EVALB's summary with COLLINS.prm.
-
-    Args:
-        gold_trees: reference trees (raw or preprocessed Penn Treebank trees).
-        test_trees: predicted trees over the same words, in the same order (for example from
-            `linearize.delinearize`); their POS tags are not used.
-        max_length: if given, score only sentences of at most this many words (EVALB's
-            `CUTOFF_LEN`, whose length counts punctuation but not empty elements).
+    """Corpus-level scores, as EVALB's summary with COLLINS.prm, of `test_trees` (predicted,
+    over the same words in the same order; their POS tags are not used) against `gold_trees`
+    (raw or preprocessed). `max_length`: score only sentences of at most this many words
+    (EVALB's `CUTOFF_LEN`: punctuation counts, empty elements do not).
 
     Returns:
-        A dict with `precision`, `recall`, `f1` (percent, 0-100), `matched`, `gold`, `test`
-        (bracket counts), `sentences` (sentences scored), `exact` (sentences whose brackets
-        all match: matched = gold = test) and `skipped` (sentences without words, which
-        EVALB skips too).
+        `precision`, `recall`, `f1` (percent), `matched`, `gold`, `test` (bracket counts),
+        `sentences` (scored), `exact` (sentences with matched = gold = test) and `skipped`
+        (sentences without words, which EVALB skips too).
 
     Raises:
         ValueError: the two lists differ in length, or a pair of trees differs in its words
@@ -176,17 +155,9 @@ def score_corpus(
     precision = 100.0 * matched / test if test else 0.0
     recall = 100.0 * matched / gold if gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {
-        "precision": precision,
-        "recall": recall,
-        "f1": f1,
-        "matched": matched,
-        "gold": gold,
-        "test": test,
-        "sentences": sentences,
-        "exact": exact,
-        "skipped": skipped,
-    }
+    return {"precision": precision, "recall": recall, "f1": f1, "matched": matched,
+            "gold": gold, "test": test, "sentences": sentences, "exact": exact,
+            "skipped": skipped}
 
 
 def format_scores(scores: dict) -> str:

@@ -15,17 +15,14 @@ class ParsingHooks:
     """
 
     def vocab_symbols(self, train_target: pathlib.Path) -> list[str]:
-        """Every tree symbol as one piece, `▁` included: the training targets' symbols and
-        those of the whole standard label inventory.
+        """Every tree symbol as one piece, `▁` included: the training targets' symbols, a
+        bracket pair for every `treebank.PHRASE_LABELS` and, in the "tags" forms, every
+        `treebank.POS_TAGS`.
 
-        A target line `(S (NP NNP )NP )S` is then exactly one piece per symbol, about a third
-        of the pieces BPE would split it into, and the constrained search can tell brackets
-        and word symbols apart by id. Labels are an open class for a small training set (the
-        WSJ sample has no `WHADJP`, its dev split has one): a bracket pair for every standard
-        phrase label (`treebank.PHRASE_LABELS`) and, in the "tags" form, every standard POS tag
-        (`treebank.POS_TAGS`) are pieces too, so that the constraint can produce any standard
-        tree. A label outside the inventory and the training targets has no piece and stays
-        unreachable (the PTB has none after `treebank.preprocess`).
+        A target line is then one piece per symbol, about a third of the pieces BPE would make,
+        and the constrained search tells brackets and word symbols apart by id. The inventory
+        lets it produce any standard tree: labels are an open class for a small training set
+        (the WSJ sample has no `WHADJP`, its dev split has one).
         """
         words = {"tags": treebank.POS_TAGS, "xx": (linearize.PLACEHOLDER,), "words": ()}
         symbols = set(words[forms.symbol_form(self.target_form)])

@@ -1,31 +1,18 @@
-"""Parse trees as symbol sequences and back: parsing as translation (Vinyals & Kaiser et al. 2014).
+"""Parse trees as symbol sequences and back: parsing as translation (Section 6.3, after
+Vinyals & Kaiser et al. 2014, "Grammar as a Foreign Language").
 
-"Attention Is All You Need", Section 6.3, trains the Transformer on English constituency
-parsing by translating a sentence into a linearized tree, following "Grammar as a Foreign
-Language". The target is the depth-first bracket sequence of the tree with labelled opening
-*and* closing brackets, and one symbol for each word, in one of the forms of `forms`:
+The target is the tree's depth-first bracket sequence, with labelled opening *and* closing
+brackets and one symbol for each word, in one of the target forms of `forms`:
 
     (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
     source: John has a dog .
     "tags": (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
-    "xx":   (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S
-    "words": (S (NP John )NP (VP has (NP a dog )NP )VP . )S
-    "read_tags", "read_xx": the "tags" and "xx" targets; the decoder reads each word after
-    its slot symbol (`forms`)
 
-"tags" keeps each word's POS tag, as the paper's own code does (tensor2tensor's wsj_parsing
-problem): the decoder then predicts something word-dependent at every word slot, which gives
-attention a word to align on. "xx" replaces every tag by one placeholder `XX` (Vinyals et al.).
-"words" writes the word itself: the decoder then reads, in its own input, which word it has
-reached, instead of counting its word symbols, and the constrained search copies each word
-from the source (`constraint.TreeConstraint`, `copy_words`), so the model only chooses the
-brackets. Any form's word slot is a symbol that is not a bracket; the rebuilt tree puts the
-word under that symbol as its preterminal (under `XX` in the "words" form, which predicts no
-tags); EVALB (COLLINS.prm) ignores predicted preterminals.
-
-The root `TOP` of a preprocessed tree is implicit (left out of the target, added back).
-A decoder can emit any sequence, so `delinearize` rebuilds a tree from *every* sequence, repairs
-ill-formed ones deterministically, and says how many repairs it made.
+Any symbol that is not a bracket is a word slot: the rebuilt tree puts the word under it as its
+preterminal (under `XX` in the "words" form, which predicts no tags); EVALB (COLLINS.prm)
+ignores predicted preterminals. The root `TOP` is implicit (left out of the target, added
+back). A decoder can emit any sequence, so `delinearize` rebuilds a tree from *every*
+sequence, repairs ill-formed ones deterministically, and says how many repairs it made.
 """
 from __future__ import annotations
 
@@ -45,20 +32,10 @@ CLOSE = ")"
 
 
 def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], list[str]]:
-    """The source words and target symbols of a parse tree.
-
-    Args:
-        tree: a tree whose words are each the only child of a POS tag, usually the output of
-            `treebank.preprocess`. A `TOP` root is implicit and not written to the target; any
-            other root is written like every constituent.
-        target_form: "tags" (each word's POS tag), "xx" (`XX` for each word), "words"
-            (the word itself), or a "read" form (`forms`: its symbols are those of "tags" or
-            "xx").
-
-    Returns:
-        `(source_words, target_symbols)`: the words in order, and the depth-first sequence with
-        `(LABEL` on entering a constituent, `)LABEL` on leaving it, and the word symbol
-        (`target_form`) for each word.
+    """`(source_words, target_symbols)` of a preprocessed tree (`treebank.preprocess`): the
+    words in order, and the depth-first sequence of `(LABEL` on entering a constituent,
+    `)LABEL` on leaving it and the `target_form`'s word symbol for each word. A `TOP` root is
+    implicit; any other root is written like every constituent.
 
     Raises:
         ValueError: a word that is not the only child of a POS tag or a constituent without
@@ -138,10 +115,9 @@ def delinearize(
 ) -> tuple[nltk.Tree, int]:
     """Rebuild a tree from target symbols and the sentence, repairing whatever is ill-formed.
 
-    The result always has a `TOP` root, and its words are exactly `source_words` in order,
-    each under the word symbol that stood for it (its predicted POS tag, or `XX`) as its
-    preterminal, so that every decoder output can be scored. Repairs, each counted once,
-    applied left to right in one pass:
+    The result always has a `TOP` root and exactly `source_words` in order, each under the
+    word symbol that stood for it as its preterminal, so that every decoder output can be
+    scored. Repairs, each counted once, left to right in one pass:
 
     - an unknown symbol (neither a word symbol nor `(LABEL` or `)LABEL`; a word symbol outside
       `word_symbols` or a label outside `labels` when given) is dropped;
@@ -155,14 +131,11 @@ def delinearize(
     - a constituent without any word is dropped.
 
     Args:
-        target_symbols: the predicted symbols (see `linearize`, `from_target_string`).
-        source_words: the sentence that was parsed.
-        labels: if given, the constituent labels allowed; brackets with other labels are
-            unknown symbols.
+        labels: if given, the constituent labels allowed.
         word_symbols: if given, the word symbols allowed (`{"XX"}` for the "xx" form); by
-            default every symbol that is not a bracket (`is_word_symbol`) stands for a word.
-        word_label: if given, the preterminal of every word (`XX` for the "words" form, whose
-            word symbols are the words themselves); by default its word symbol.
+            default every `is_word_symbol`.
+        word_label: if given, the preterminal of every word (`XX` for the "words" form); by
+            default its word symbol.
 
     Returns:
         `(tree, repairs)`: the tree and the number of repairs; 0 exactly when the target was a

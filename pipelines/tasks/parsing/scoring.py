@@ -36,12 +36,10 @@ class EvalbScoring:
         split: str | None = None,
         work_dir: os.PathLike | str | None = None,
     ) -> list[nltk.Tree]:
-        """The gold trees of `sources`/`references`: the first `len(sources)` of a split.
-
-        With `split`, that split is used (read from `work_dir`'s `.trees` when given, else from
-        the input files); without, the `SCORE_SPLITS` are tried in order and the first whose
-        trees linearize to exactly `sources` and `references` is taken (the evaluate stage
-        scores a split, or its first N sentences, in corpus order).
+        """The gold trees of `sources`/`references`: the first `len(sources)` of `split` (from
+        `work_dir`'s `.trees` when given, else the input files), or else of the first of
+        `SCORE_SPLITS` whose trees linearize to exactly them (the evaluate stage scores a
+        split, or its first N sentences, in corpus order).
 
         Raises:
             DataError: no split matches, or `split`'s trees differ from the sentences; the
@@ -80,19 +78,14 @@ class EvalbScoring:
     ) -> dict:
         """EVALB (COLLINS.prm) scores of decoded target strings against the gold trees.
 
-        Args:
-            sources: the sentences, words separated by spaces (the `.src` lines).
-            hypotheses: decoded target strings, one per sentence; any string is scored, after
-                `delinearize` repairs it over that sentence's words.
-            references: the gold target strings (the `.tgt` lines); used to find and check the
-                gold trees, whose POS tags decide the punctuation EVALB deletes.
-            split, work_dir: where the gold trees are (see `find_gold_trees`).
-            gold_trees: the gold trees themselves, which skips the search.
+        Any hypothesis is scored, after `delinearize` repairs it over its source's words.
+        `references` (the `.tgt` lines) find and check the gold trees; `split`, `work_dir`:
+        see `find_gold_trees`; `gold_trees` given skips the search.
 
         Returns:
-            `{"f1", "precision", "recall"}` in percent, `"exact"` (sentences with every bracket
-            right), `"sentences"` (scored, i.e. with words) and `"repaired"` (hypotheses that
-            were not a well-formed linearization over their sentence).
+            `f1`, `precision`, `recall` (percent), `exact` (sentences with every bracket
+            right), `sentences` (scored: with words) and `repaired` (hypotheses that were not
+            a well-formed linearization over their sentence).
 
         Raises:
             ValueError: the three lists differ in length.
@@ -122,14 +115,8 @@ class EvalbScoring:
             test_trees.append(tree)
             repaired += repairs > 0
         scores = evalb.score_corpus(gold_trees, test_trees)
-        return {
-            "f1": scores["f1"],
-            "precision": scores["precision"],
-            "recall": scores["recall"],
-            "exact": scores["exact"],
-            "sentences": scores["sentences"],
-            "repaired": repaired,
-        }
+        kept = ("f1", "precision", "recall", "exact", "sentences")
+        return {key: scores[key] for key in kept} | {"repaired": repaired}
 
 
 def _first_mismatch(

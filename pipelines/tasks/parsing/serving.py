@@ -2,13 +2,9 @@
 
 The SavedModel of the ptb_parsing task takes tokenized sentences (words separated by
 whitespace, as in the Penn Treebank) and returns `(TOP (S (NP (NNP John)) (VP (VBZ runs))))`:
-the decoded linearization with every word symbol (any symbol that is not a bracket: the
-predicted POS tag, `XX` for a model trained on the "xx" target form, or the word itself for
-the "words" form) replaced by a preterminal with that label (`XX` for "words") over the
-next word. This is `linearize.delinearize` for
-well-formed input, written with TensorFlow string ops so that TensorFlow Serving needs no
-Python. The constrained search (`constraint.TreeConstraint`) only produces well-formed
-linearizations; should a word symbol have no word left, it is dropped.
+`linearize.delinearize` for the well-formed linearizations that the constrained search
+(`constraint.TreeConstraint`) produces, written with TensorFlow string ops so that TensorFlow
+Serving needs no Python. A word symbol with no word left is dropped.
 """
 from __future__ import annotations
 
@@ -28,13 +24,9 @@ def normalize_sentences(sentences):
 
 
 def trees_from_linearized(sentences, linearized, word_label=None):
-    """Bracketed trees (tf.string [batch]) from sentences and their linearized parses.
-
-    `word_label`: the preterminal of every word (`XX` for the "words" form, whose word
-    symbols are the words themselves); by default the word symbol.
-
-    Words keep their text except round brackets, written `-LRB-`/`-RRB-` as in the Penn
-    Treebank so that the result stays a readable bracketing.
+    """Bracketed trees (tf.string [batch]) from sentences and their linearized parses;
+    `word_label` as in `linearize.delinearize`. Words keep their text except round brackets,
+    written `-LRB-`/`-RRB-` as in the Penn Treebank so that the result stays a bracketing.
     """
     words = tf.strings.split(sentences)
     word_counts = tf.cast(words.row_lengths(), tf.int32)

@@ -1,20 +1,16 @@
 """The trees of a `ptb_parsing` split, and the parallel text files written from them.
 
-`TreebankSplits.split_files` turns the bracketed `.mrg` trees of a split into two parallel text
-files,
+`TreebankSplits.split_files` writes, below `<work_dir>/data/ptb_parsing/`, after
+`treebank.preprocess`:
 
-    <work_dir>/data/ptb_parsing/<split>.src     the words, separated by single spaces
-    <work_dir>/data/ptb_parsing/<split>.tgt     the linearized tree, `(S (NP NNP )NP ... )S`
-                                                (`target_form` "tags"; "xx": `(NP XX )NP`;
-                                                "words": `(NP John )NP`)
+    <split>.src            the words, separated by single spaces
+    <split>.tgt            the linearized tree (`linearize`), `(S (NP NNP )NP ... )S`
+    <split>.trees          the preprocessed gold tree of every line, POS tags included
+    <split>.manifest.json  the input files (path, size, mtime) and the target form; complete
 
-after the standard preprocessing (`treebank.preprocess`), plus `<split>.trees` with the
-preprocessed gold tree of every line (one bracketed tree a line, POS tags included) and
-`<split>.manifest.json`, which records the input files (path, size, mtime) and the target
-form, and marks the split complete. Files are written under temporary names and renamed;
-they are reused while the manifest matches the inputs and the target form, i.e. no input file
-was added, removed, replaced or modified since (a stricter test than "newer than the inputs",
-which misses a swap to an older file).
+Files are written under temporary names and renamed, and reused while the manifest matches:
+the same target form, and no input file added, removed, replaced or modified since (stricter
+than "newer than the inputs", which misses a swap to an older file).
 """
 from __future__ import annotations
 
@@ -198,7 +194,6 @@ class TreebankSplits:
                         f"{path.parent} so the split is written again"
                     ) from None
         return trees
-
 
 
 def tree_to_line(tree: nltk.Tree) -> str:

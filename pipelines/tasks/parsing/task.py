@@ -1,14 +1,10 @@
 """The `ptb_parsing` task: English constituency parsing on the WSJ Penn Treebank (Section 6.3).
 
-"Attention Is All You Need", Section 6.3: a 4-layer Transformer with d_model = 1024 trained on
-the WSJ part of the Penn Treebank (about 40K sentences, sections 02-21; dev 22, test 23) with a
-16K-token vocabulary, decoding with beam size 21, alpha = 0.3 and a maximum output length of
-input length + 300, scored with EVALB F1.
-
-The task plugs parsing into the translation pipeline like any corpus. Its parts live in their
-modules: `splits` (where the trees of a split come from, and the `.src`, `.tgt` and `.trees`
-files written from them), `hooks` (the vocabulary's tree symbols, the constrained search and
-the serving hooks) and `scoring` (EVALB F1, which replaces BLEU for this task).
+The paper trains a 4-layer Transformer with d_model = 1024 on WSJ sections 02-21 (about 40K
+sentences) with a 16K-token vocabulary, decodes with beam 21, alpha 0.3 and a maximum output
+length of input length + 300, and scores EVALB F1. The task's parts live in their modules:
+`splits` (the trees of a split and the files written from them), `hooks` (the vocabulary's tree
+symbols, the constrained search, serving) and `scoring` (EVALB F1, which replaces BLEU).
 """
 from __future__ import annotations
 
@@ -28,14 +24,9 @@ from pipelines.tasks.parsing.splits import TreebankSplits
 class PtbParsingTask(TreebankSplits, ParsingHooks, EvalbScoring, Task):
     """Penn Treebank constituency parsing as translation: words -> linearized tree.
 
-    Trees of a split come from its explicit file or directory in `tree_files` (any `.mrg`
-    bracketed file, or a directory searched recursively for `*.mrg`), else from the standard
-    WSJ sections below `data_dir` (train 02-21, dev 22, test 23; `treebank.wsj_split_files`).
-    `target_form` is how words appear in the target (`linearize.TARGET_FORMS`): "tags", each
-    word's POS tag (the paper's code), "xx", one placeholder for every word (Vinyals et al.),
-    or "words", the word itself, which the constrained search copies from the source;
-    "read_tags" and "read_xx" predict tags or `XX` and read each word after its symbol
-    (`forms`).
+    A split's trees come from its `.mrg` file or directory (searched recursively) in
+    `tree_files`, else from the WSJ sections below `data_dir` (`treebank.wsj_split_files`).
+    `target_form`: how words appear in the target, one of `forms.TARGET_FORMS`.
     """
 
     data_dir: str | None = None
@@ -60,15 +51,12 @@ def ptb_parsing(
     test_trees: str | None = None,
     **options,
 ) -> PtbParsingTask:
-    """WSJ constituency parsing with the paper's settings (Section 6.3).
-
-    Defaults: 16,000 shared BPE pieces (the paper's WSJ-only vocabulary; SentencePiece reaches
-    that size on the 10% nltk sample too), preset `parsing_wsj` (4 layers, d_model 1024), beam
-    21, alpha 0.3, output up to input length + 300. Length limits in tokens: 128 source
-    pieces, 512 target symbols (every tree symbol is one piece, `vocab_symbols`: on the WSJ
-    sample a tree averages 62 symbols for 34 source pieces); on the sample they drop 6 of
-    3,396 training pairs. `options` may set `target_form` (`forms.TARGET_FORMS`; the default,
-    "read_tags", predicts POS tags and reads each word; README.md has each form's dev F1).
+    """WSJ constituency parsing with the paper's settings (Section 6.3): 16,000 shared BPE
+    pieces (its WSJ-only vocabulary), preset `parsing_wsj` (4 layers, d_model 1024), beam 21,
+    alpha 0.3, output up to input length + 300. Length limits: 128 source pieces, 512 target
+    symbols (every tree symbol one piece, `vocab_symbols`). `options` may set `target_form`
+    (default "read_tags", which predicts POS tags and reads each word). docs/parsing.md has
+    each form's dev F1, and what the vocabulary and the limits give on the WSJ sample.
     """
     return PtbParsingTask(
         name="ptb_parsing",

@@ -1,20 +1,13 @@
 """Read Penn Treebank bracketed files (`.mrg`) and apply the standard parsing preprocessing.
 
-The WSJ part of the Penn Treebank is the data of the paper's constituency-parsing experiment
-("Attention Is All You Need", Section 6.3, following Vinyals & Kaiser et al. 2014): sections
-02-21 train, 22 dev, 23 test. Trees are parsed with `nltk.Tree.fromstring`; this module only
-splits a file into its top-level bracketed trees, so that an error can name the file, the tree
-number and the line where that tree starts.
+The WSJ part of the Penn Treebank is the data of the paper's parsing experiment (Section 6.3,
+after Vinyals & Kaiser et al. 2014). nltk parses each tree; this module first splits a file
+into its top-level trees, so that an error can name the file, the tree and its line.
 
-Standard preprocessing (`preprocess`), as in the parsing literature since Collins (1997):
-
-- empty elements (`-NONE-` preterminals, traces and null elements) are removed, and so is every
-  constituent left without words after that;
-- function tags and co-index numbers are stripped from constituent labels (`NP-SBJ-1` -> `NP`,
-  `PP-LOC=2` -> `PP`), labels written with alternatives keep the first (`ADVP|PRT` -> `ADVP`),
-  while labels that start with a hyphen (`-LRB-`, `-RRB-`) are kept whole;
-- the unlabelled outer wrapper of every WSJ tree, `( (S ...) )`, becomes a root labelled `TOP`;
-- nothing is collapsed: unary chains (`(S (VP ...))`) stay, and POS tags stay as they are.
+`preprocess`, as in the parsing literature since Collins (1997): empty elements (`-NONE-`) and
+the constituents they leave without words are removed; function tags and co-indices are
+stripped (`NP-SBJ-1`, `PP-LOC=2` -> `NP`, `PP`; `ADVP|PRT` -> `ADVP`; `-LRB-` stays whole);
+the unlabelled outer wrapper `( (S ...) )` becomes a root `TOP`; unary chains and POS tags stay.
 """
 from __future__ import annotations
 
@@ -52,12 +45,9 @@ POS_TAGS = (
     "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
     "#", "$", ".", ",", ":", "-LRB-", "-RRB-", "``", "''",
 )
-"""The 45 Penn Treebank POS tags (Santorini 1990): 36 word tags and 9 punctuation tags.
-
-With `PHRASE_LABELS` this is the standard label inventory; the parsing vocabulary keeps every
-one of them as a piece, so that a label that the (sample) training trees lack, such as
-`WHADJP`, can still be predicted (`pipelines.tasks.parsing.hooks.ParsingHooks.vocab_symbols`).
-"""
+"""The 45 Penn Treebank POS tags (Santorini 1990): 36 word tags and 9 punctuation tags. With
+`PHRASE_LABELS`, the standard label inventory, which the vocabulary keeps as pieces so that a
+label the training trees lack can still be predicted (`hooks.ParsingHooks.vocab_symbols`)."""
 
 
 PathLike = str | os.PathLike
@@ -68,13 +58,10 @@ class TreebankFormatError(ValueError):
 
 
 def _top_level_spans(text: str, source: str) -> Iterator[tuple[int, int, int]]:
-    """Yield `(start, end, line)` of each top-level bracketed tree in `text`.
-
-    Only parentheses are counted (the Penn Treebank escapes brackets inside words as
-    `-LRB-`/`-RRB-`); the tree itself is parsed by nltk. Raises `TreebankFormatError` naming
-    `source`, the tree and the 1-based line for a stray `)`, text between trees or an unclosed
-    tree.
-    """
+    """Yield `(start, end, line)` of each top-level bracketed tree in `text`, counting only
+    parentheses (words write theirs as `-LRB-`/`-RRB-`). Raises `TreebankFormatError`, naming
+    `source`, the tree and the 1-based line, for a stray `)`, text between trees or an unclosed
+    tree."""
     depth = 0
     count = 0
     start = start_line = 0
@@ -135,19 +122,13 @@ def _short(node: nltk.Tree, limit: int = 80) -> str:
 
 
 def parse_trees(text: str, source: str = "<string>") -> list[nltk.Tree]:
-    """Parse every top-level tree in Penn Treebank bracketed `text`, as written (no preprocessing).
-
-    Args:
-        text: the content of an `.mrg` file: trees one after another, any whitespace between.
-        source: a name for the text (the file path) used in error messages.
-
-    Returns:
-        The trees as `nltk.Tree`, in order; WSJ trees keep their unlabelled outer wrapper.
+    """The trees of bracketed `text` (an `.mrg` file's content) in order, as written: WSJ trees
+    keep their unlabelled outer wrapper.
 
     Raises:
-        TreebankFormatError: naming `source`, the 1-based tree number and the line where that
-            tree starts, for unbalanced brackets, text between trees, or a tree whose words are
-            not each the single child of a POS tag.
+        TreebankFormatError: naming `source` (the file), the 1-based tree number and the line
+            where it starts: unbalanced brackets, text between trees, or a word that is not the
+            single child of a POS tag.
     """
     trees = []
     for number, (start, end, line) in enumerate(_top_level_spans(text, source), start=1):
@@ -164,19 +145,12 @@ def parse_trees(text: str, source: str = "<string>") -> list[nltk.Tree]:
 
 
 def read_trees(path: PathLike, *, preprocessed: bool = False) -> list[nltk.Tree]:
-    """Read the trees of one `.mrg` file, or of every `*.mrg` file below a directory.
-
-    Args:
-        path: a bracketed treebank file, or a directory searched recursively for `*.mrg`
-            files, read in sorted path order (WSJ: section by section, file by file).
-        preprocessed: apply `preprocess` to every tree.
-
-    Returns:
-        The trees in file order.
+    """The trees of one `.mrg` file, or of every `*.mrg` file below a directory in sorted path
+    order (WSJ: section by section), each `preprocess`ed if `preprocessed`.
 
     Raises:
         FileNotFoundError: `path` does not exist, or a directory holds no `.mrg` file.
-        TreebankFormatError: a malformed file; the message names the file, tree and line.
+        TreebankFormatError: a malformed or non-UTF-8 file; the message names file (tree, line).
     """
     path = pathlib.Path(path)
     if path.is_dir():
@@ -202,14 +176,8 @@ def read_trees(path: PathLike, *, preprocessed: bool = False) -> list[nltk.Tree]
 
 
 def wsj_split_files(data_dir: PathLike, split: str) -> list[pathlib.Path]:
-    """The `.mrg` files of a standard WSJ split, from a directory laid out as `NN/wsj_NNNN.mrg`.
-
-    Args:
-        data_dir: the WSJ directory holding section folders `00` ... `24`.
-        split: `"train"` (sections 02-21), `"dev"` (22) or `"test"` (23).
-
-    Returns:
-        The files of the split's sections, in section then file order.
+    """The `.mrg` files of a WSJ split (`WSJ_SPLITS`), in section then file order, from
+    `data_dir` holding the section folders `00` ... `24` of `wsj_NNNN.mrg` files.
 
     Raises:
         ValueError: an unknown split name.
@@ -244,9 +212,8 @@ def read_wsj_split(data_dir: PathLike, split: str, *, preprocessed: bool = True)
 def strip_label(label: str) -> str:
     """The bare category of a Penn Treebank label: `NP-SBJ-1` -> `NP`, `ADVP|PRT` -> `ADVP`.
 
-    Function tags follow the first `-` and gap indices the first `=`; labels that start with a
-    hyphen (`-LRB-`, `-NONE-`) have none and are returned unchanged. EVALB strips labels at the
-    same characters, so preprocessed gold and EVALB agree.
+    Cut at the first `-` or `=`, as EVALB cuts, so that preprocessed gold and EVALB agree;
+    labels that start with a hyphen (`-LRB-`, `-NONE-`) are returned unchanged.
     """
     if label.startswith("-"):
         return label
@@ -263,12 +230,9 @@ def is_preterminal(node: object) -> bool:
 
 
 def preprocess(tree: nltk.Tree) -> nltk.Tree:
-    """The standard parsing version of a Penn Treebank tree (see the module docstring).
-
-    The input is not modified. The result's root is labelled `TOP`: an unlabelled, `TOP` or
-    `ROOT` root is relabelled, any other root (a bare `(S ...)`) is wrapped. A tree made only of
-    empty elements becomes a `TOP` with no children.
-    """
+    """A preprocessed copy of a Penn Treebank tree (module docstring). An unlabelled, `TOP` or
+    `ROOT` root is relabelled `TOP`, any other root is wrapped in one; a tree made only of empty
+    elements becomes a `TOP` with no children."""
     root_label = tree.label() if isinstance(tree, nltk.Tree) else None
     if root_label in _ROOT_ALIASES:
         children = [_clean(child) for child in tree]
@@ -300,4 +264,3 @@ def sentence(tree: nltk.Tree) -> list[str]:
 def pos_tags(tree: nltk.Tree) -> list[str]:
     """The POS tags of a tree's words in order, leaving out empty elements."""
     return [tag for _, tag in tree.pos() if tag != EMPTY_ELEMENT_TAG]
-
