@@ -56,11 +56,9 @@ class MultiHeadAttention(keras.layers.Layer):
         values = self.num_heads * self.value_dim
         policy = self.dtype_policy
         if self.self_attention:
-            # Q, K and V come from the same input: one fused matmul.
             self.qkv_projection = keras.layers.Dense(2 * keys + values, name="qkv", dtype=policy)
             self.qkv_projection.build(query_shape)
         else:
-            # Q from the decoder, K and V (fused) from the encoder output.
             self.query_projection = keras.layers.Dense(keys, name="query", dtype=policy)
             self.query_projection.build(query_shape)
             self.kv_projection = keras.layers.Dense(keys + values, name="kv", dtype=policy)
