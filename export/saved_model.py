@@ -10,8 +10,7 @@ It is written by `tf.saved_model.save` from the signatures' concrete functions a
 holding exactly the `tf.Variable`s they capture, so each weight and each traced function is
 stored once, and only what the functions read (an int8 export stores the int8 matrices, not
 the model's float ones). Why not `keras.export.ExportArchive` or the Keras variables:
-docs/serving.md. The SentencePiece tokenizer is made inside the traced functions
-(`Translator._tokenizer`), so its resource needs no tracking.
+docs/serving.md.
 
 Versions are written as ``<export_dir>/<version>/``, the layout TensorFlow Serving watches,
 atomically: into a hidden temporary directory beside it (which the server ignores, its name

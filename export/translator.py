@@ -75,11 +75,8 @@ def _beam_search_sampling():
 
 
 class ExportError(UserError):
-    """An export cannot be written as asked (bad settings, existing version, ...).
-
-    A `UserError` (from `keras_transformer.errors`, which `pipelines.errors` re-exports), so
-    each CLI reports it like every other user error, while this package still imports
-    nothing of `pipelines`."""
+    """An export cannot be written as asked (bad settings, existing version, ...): a
+    `UserError`, which each CLI reports in one line, without importing `pipelines`."""
 
 
 class Translator:
