@@ -17,6 +17,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         (1, 7, 16)
     """
 
+    def get_config(self):  # not dead: without an override Keras' auto-config raises here
+        return super().get_config()
+
     def call(self, inputs, start=0, positions=None):
         """Encodings of positions start .. start + length - 1 of `inputs` [batch, length, d],
         or of the given `positions`.
