@@ -8,11 +8,12 @@ and its SentencePiece model into a CTranslate2 model directory:
     <dir>/spm.model                                        our SentencePiece model
     <dir>/keras_transformer.json                           decoding settings (`translate`)
 
-`translate(ct2_dir, lines)` decodes raw sentences with it as our beam search does (below);
-`ctranslate2.Translator(ct2_dir).translate_batch` works too, with CTranslate2's own length
-normalisation. Install with ``pip install -e ".[ctranslate2]"``. Only the CTranslate2 side
-(`build_spec`, `translate`) imports ctranslate2, and only the TensorFlow side
-(`model_arrays`) imports Keras: benchmarks/ct2_convert.py runs them in two environments.
+`translate`, on what `load(ct2_dir)` returns, decodes raw sentences with it as our beam
+search does (below); `ctranslate2.Translator(ct2_dir).translate_batch` works too, with
+CTranslate2's own length normalisation. Install with ``pip install -e ".[ctranslate2]"``.
+Only the CTranslate2 side (`build_spec`, `translate`) imports ctranslate2, and only the
+TensorFlow side (`model_arrays`) imports Keras: benchmarks/ct2_convert.py runs them in two
+environments.
 
 The layout mapping (keras_transformer -> CTranslate2):
   * Dense kernels are [in, out]; CTranslate2 linears are [out, in]: transposed.
@@ -32,14 +33,11 @@ The layout mapping (keras_transformer -> CTranslate2):
 Decoding: our search ranks finished hypotheses by log-probability / ((5 + length) / 6) **
 alpha (GNMT) and stops a sentence when no live hypothesis can still win; CTranslate2 divides
 by length ** length_penalty and stops a sentence when its best beam has ended (penalty 0),
-or once beam_size * patience hypotheses have (non-zero penalty). Both keep the same live
-beams (the beam_size best unfinished of 2 * beam_size candidates, an ending counting only
-among the beam_size best), so `translate` lets CTranslate2 collect beam_size * patience
-finished hypotheses under a penalty close to ours (`ct2_length_penalty`) and re-ranks them
-by ours. It differs from ours where ours searches on after those (patience 1: 3 of the
-1,000 test2016 sentences; patience 2: none) and at the maximum length, which CTranslate2
-sets per batch (ours: per sentence, source tokens + extra_length) and where ours forces an
-end token (2 of 1,000, both degenerate repetitions). export/README.md has the figures.
+or once beam_size * patience hypotheses have. Both keep the same live beams, so `translate`
+lets CTranslate2 collect beam_size * patience finished hypotheses under a penalty close to
+ours (`ct2_length_penalty`) and re-ranks them by ours. It differs from ours where ours
+searches on after those, and at the maximum length, which CTranslate2 sets per batch and
+where ours forces an end token (how often: export/README.md).
 """
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ VOCAB_FILE = "spm.model"
 SPECIAL_PIECES = {0: "<pad>", 1: "<unk>", 2: "<s>", 3: "</s>"}  # what CT2's config names
 PATIENCE = 1.0
 """`translate` lets CTranslate2 finish PATIENCE * beam_size hypotheses before it stops: 1
-kept 99.5% of test2016 identical to ours at 0.91x CTranslate2's own search's speed (2:
-99.8% at 0.74x; export/README.md)."""
+agrees with ours almost as often as 2, and is faster (figures: docs/serving.md)."""
 
 
 def ct2_length_penalty(alpha: float) -> float:

@@ -7,16 +7,10 @@ stores these variables instead of the model's matrices: a quarter of float32's b
 
 At serving time the matrices are dequantized to the model's compute dtype once per request,
 before the search, and the search reads them through a `keras.StatelessScope`, so each
-decoding step runs the same float or bfloat16 kernels as an unquantized export. Why not int8
-arithmetic: on this project's CPU (AMD EPYC, AVX-512 with VNNI and AVX512_BF16, TensorFlow
-2.21, one core, a decode step's [128, 256] x [256, N] matmul, `benchmarks/int8_kernels.py`)
-TensorFlow's int8 kernels are slower than its bfloat16 ones. In time per call: Keras'
-`quantize("int8")` Dense (int8 x int8 -> int32 matmul, activations quantized per call)
-4.6-4.9x float32's, 7-7.4x bfloat16's; Keras' weight-only int8 Dense (the kernel cast at
-every call) 1.3-1.6x float32's; oneDNN's `QuantizedMatMulWithBiasAndDequantize` 0.9-1.35x
-float32's, 1.4-2.2x bfloat16's. Dequantizing the 7.6M weights of the default job's model
-takes about 5 ms of one core, once per request. Every op is core TensorFlow (`Cast`, `Mul`),
-so stock TensorFlow Serving runs it.
+decoding step runs the same float or bfloat16 kernels as an unquantized export: on this
+project's CPU TensorFlow's int8 kernels are slower than its bfloat16 ones (figures:
+docs/serving.md). Every op is core TensorFlow (`Cast`, `Mul`), so stock TensorFlow Serving
+runs it.
 
 Example:
     >>> weights = Int8Weights(model)                 # or Int8Weights(bf16_model, f32_model)

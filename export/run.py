@@ -6,8 +6,7 @@ r"""Export a model directory's final model as a SavedModel for TensorFlow Servin
         [--quantize int8] [--format ctranslate2]
 
 The same as ``pipelines/run.py --mode export``: the same flags (the export rows of
-`pipelines.settings.table`; this front's earlier names ``--version``, ``--precision`` and
-``--overwrite`` remain aliases), defaults and model dir lock. Writes ``E/<version>/``
+`pipelines.settings.table`), defaults and model dir lock. Writes ``E/<version>/``
 (default: one more than the largest in E; default E: ``M/export``) and prints its path;
 export/README.md lists the signatures and how to serve them. A front of the command line
 (`cli.main`), which sits above this package: the package itself imports only the library.

@@ -1,30 +1,16 @@
 """SavedModel export: versions TensorFlow Serving watches, written atomically, with export.json.
 
-The SavedModel written by `export_saved_model` serves a `export.translator.Translator`'s
-functions as six signatures: ``serving_default`` (sentences in, translations out) and
-``translate_ids`` (ids in, ids out), whose beam size, alpha and extra length are fixed at
-export time; ``translate_with_options`` / ``translate_ids_with_options``, which take beam
-size, alpha, n-best size, extra length and a target prefix with every request and also
-return pieces, token log-probabilities and alignments; and ``translate_with_all_options`` /
-``translate_ids_with_all_options``, which take those and the sampling settings (top-k, top-p,
-temperature, seed; temperature 0 = beam search) and required target phrases, with the same
-outputs. TensorFlow Serving requires every input of a signature in every request, so options
-cannot be optional inputs (the plain ``{"instances": [{"source": ...}]}`` request would fail)
-and a released signature never gains an input: new options come as new signatures
-(`tests/export/signatures.golden.json` pins them all). The maximum input length is fixed for
-all six.
+The SavedModel written by `export_saved_model` serves the six functions of a
+`export.translator.Translator` (translator.py describes them) as six signatures of the same
+names, ``translate`` as ``serving_default``. A released signature never gains an input
+(TensorFlow Serving has no optional inputs): `tests/export/signatures.golden.json` pins them
+all. The maximum input length is fixed for all six.
 
-The SavedModel is written by `tf.saved_model.save` from the six signatures' concrete
-functions and an object holding exactly the `tf.Variable`s they capture, so each weight and
-each traced function is stored once. (`keras.export.ExportArchive`, used before, stored both
-twice: the Keras variables it tracks beside the `tf.Variable`s the functions capture, and the
-endpoint `tf.function`s beside the signatures. Holding the Keras variables instead gives two
-handles per weight, and the TF1 session loader, how TensorFlow Serving restores, then fails
-with "Could not find variable ... uninitialized".) Only what the functions read is saved: an
-int8 export (`export.quantize`) stores the int8 matrices, not the model's float ones. The
-SentencePiece tokenizer is created inside the traced functions (see
-`Translator._tokenizer`), so its resource needs no tracking and survives
-`tf.random.set_seed`.
+It is written by `tf.saved_model.save` from the signatures' concrete functions and an object
+holding exactly the `tf.Variable`s they capture, so each weight and each traced function is
+stored once, and only what the functions read (an int8 export stores the int8 matrices, not
+the model's float ones). Why not `keras.export.ExportArchive` or the Keras variables:
+docs/serving.md.
 
 Versions are written as ``<export_dir>/<version>/``, the layout TensorFlow Serving watches,
 atomically: into a hidden temporary directory beside it (which the server ignores, its name

@@ -8,8 +8,7 @@ Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that the EOS
 was trained with always fits, EOS appended, rows 0-padded to the longest. Ids -> sentence:
 the pieces before the first EOS or padding, detokenized. The evaluation input, the dev
 metric, the translate stage and the exported SavedModel all call these, so all of them
-truncate and clean up alike; `truncate_ids` applies the same truncation to ids a client
-made itself.
+truncate and clean up alike.
 
 The tokenizer is anything with tensorflow-text's `tokenize(strings) -> RaggedTensor` and
 `detokenize(RaggedTensor) -> strings`, e.g. `tensorflow_text.SentencepieceTokenizer`.

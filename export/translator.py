@@ -1,6 +1,6 @@
 """The serving functions: raw sentences in, translations out, everything in the graph.
 
-`Translator` holds the four functions an exported SavedModel serves, callable in-process as
+`Translator` holds the six functions an exported SavedModel serves, callable in-process as
 well (the translate stage uses them, so it answers exactly as the served model does):
 
 * ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
@@ -11,23 +11,21 @@ well (the translate stage uses them, so it answers exactly as the served model d
   ``score`` float32 [batch], for clients that tokenize themselves: ids outside the
   vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
   keeping its EOS (`export.text.truncate_ids`).
-* ``translate_with_options`` / ``translate_ids_with_options``: the same with the six
-  decoding options of their first release given per request (source, beam size, alpha,
-  n-best, extra length, a target prefix) and per-token outputs (pieces, log-probabilities,
-  alignment), by beam search.
+* ``translate_with_options`` / ``translate_ids_with_options``: the same with six inputs
+  (source or source_ids, beam_size, alpha, num_results, max_extra_length, target_prefix or
+  target_prefix_ids) -> ``translations`` (``ids``), ``scores``, (``tokens``,)
+  ``token_log_probs``, ``alignment``, n-best per source, by beam search.
 * ``translate_with_all_options`` / ``translate_ids_with_all_options``: those six inputs, then
-  sampling (top-k, top-p, temperature and seed, `keras_transformer.decoding.sampling`) and
-  required target phrases (`keras_transformer.decoding.terms`), with the same outputs. Beam
-  search and sampling are both in the graph (`tf.case`): ``sampling_temperature`` 0 means
-  beam search, as every request must send every input (TensorFlow Serving).
+  sampling_topk, sampling_topp, sampling_temperature, seed (`keras_transformer.decoding.
+  sampling`) and terms or terms_ids, required target phrases
+  (`keras_transformer.decoding.terms`), with the same outputs. ``sampling_temperature`` 0
+  means beam search (`BEAM_SEARCH`): every request must send every input.
 
-A served signature is a contract: TensorFlow Serving has no optional inputs, so a new input
-on a released signature breaks every client that does not send it. New options therefore
-come in new signatures (`tests/export/signatures.golden.json` pins every signature's inputs
-and outputs). The six-option functions call the all-options ones with `BEAM_SEARCH` and no
-terms, and those share one search function, so a SavedModel stores each graph once. The two
-fixed-settings functions are left exactly as they were: their search is built with a Python
-beam size (static shapes).
+A released signature never gains an input (TensorFlow Serving has no optional inputs; a new
+input breaks every client that does not send it): new options come in new signatures. The
+six-option functions call the all-options ones with `BEAM_SEARCH` and no terms, and those
+share one search function, so a SavedModel stores each graph once; the two fixed-settings
+functions build their search with a Python beam size (static shapes).
 
 This module depends on the library only; what a task adds (a decoding constraint, in-graph
 pre- and post-processing) comes in as arguments.
@@ -77,39 +75,24 @@ def _beam_search_sampling():
 
 
 class ExportError(UserError):
-    """An export cannot be written as asked (bad settings, existing version, ...).
-
-    A `UserError` (from `keras_transformer.errors`, which `pipelines.errors` re-exports), so
-    each CLI reports it like every other user error, while this package still imports
-    nothing of `pipelines`."""
+    """An export cannot be written as asked (bad settings, existing version, ...): a
+    `UserError`, which each CLI reports in one line, without importing `pipelines`."""
 
 
 class Translator:
     """The serving functions, callable in-process: exactly what the SavedModel runs.
 
-    `translate` (tf.string [batch] -> {"translation", "score"}) and `translate_ids` (int32
-    [batch, length] -> {"ids", "score"}) decode with `settings`;
-    `translate_with_options(source, beam_size, alpha, num_results, max_extra_length,
-    target_prefix)` -> {"translations", "scores", "tokens", "token_log_probs", "alignment"}
-    and `translate_ids_with_options(source_ids, ..., target_prefix_ids)` -> {"ids", "scores",
-    "token_log_probs", "alignment"} take those options per call and search with them;
-    `translate_with_all_options(source, ..., target_prefix, sampling_topk, sampling_topp,
-    sampling_temperature, seed, terms)` and `translate_ids_with_all_options(source_ids, ...,
-    target_prefix_ids, ..., terms_ids)` also take sampling and required phrases, with the
-    same outputs. The options are checked in the graph:
-    InvalidArgumentError for beam_size outside [1, MAX_BEAM_SIZE], num_results outside
-    [1, beam_size] (sampling: [1, MAX_BEAM_SIZE]), alpha negative or not finite,
-    max_extra_length negative, a prefix with another batch size, source or prefix ids outside
-    the vocabulary, sampling_temperature negative or not finite, sampling_topk negative,
-    sampling_topp outside (0, 1], or top-k/top-p without a temperature; terms with another
-    batch size, with sampling, with a decoding constraint (the parser), containing BOS/EOS
-    ids, or too long for the output cap). Every translation of a source contains each of its
-    terms (lexically constrained beam search, `keras_transformer.decoding.terms`). A
-    temperature > 0 samples `num_results` translations per source
-    (`keras_transformer.decoding.sampling`),
-    best score first; 0 is beam search. All six are `tf.function`s with fixed input
-    signatures; the export registers these very functions as its six signatures, so calling
-    them here and calling the loaded SavedModel give the same results.
+    The six `tf.function`s of the module docstring, with fixed input signatures; the export
+    registers these very functions as its signatures, so calling them here and calling the
+    loaded SavedModel give the same results. `translate` and `translate_ids` decode with
+    `settings`. The options functions check their inputs in the graph, before any decoding
+    (InvalidArgumentError): beam_size in [1, MAX_BEAM_SIZE], num_results in [1, beam_size]
+    (sampling: [1, MAX_BEAM_SIZE]), alpha and sampling_temperature finite and >= 0,
+    max_extra_length >= 0, sampling_topk >= 0, sampling_topp in (0, 1], top-k/top-p only with
+    a temperature, prefix and terms rows matching the sources, ids inside the vocabulary
+    (terms: neither BOS nor EOS), terms neither with sampling nor with a decoding constraint,
+    and room for them in the output cap. Every translation of a source contains each of its
+    terms; a temperature > 0 samples `num_results` translations per source, best first.
 
     Example:
         >>> translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6))

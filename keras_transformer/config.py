@@ -78,22 +78,10 @@ class TransformerConfig:
     # ------------------------------------------------------------------ presets
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "TransformerConfig":
-        """Returns the named configuration with `overrides` applied.
-
-        Names: "base", "big", the Table 3 rows "A1".."A4", "B1", "B2", "C1".."C7",
-        "D1".."D4", "E", "multi30k_small", "multi30k_quality", "multi30k_tiny",
-        "parsing_wsj" (Section 6.3),
-        "parsing_wsj_sample" (a CPU-sized parser for the 10% WSJ sample: a starting point,
-        not yet tuned to the target).
-        """
+        """The configuration named by a key of `PRESETS`, with `overrides` applied."""
         if name not in PRESETS:
             raise ValueError(f"Unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
-        fields = dict(PRESETS[name])
-        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"Unknown TransformerConfig field(s): {', '.join(sorted(unknown))}")
-        fields.update(overrides)
-        return cls(**fields)
+        return cls.from_dict({**PRESETS[name], **overrides})
 
     def replace(self, **changes: Any) -> "TransformerConfig":
         """A copy with `changes` applied (d_k/d_v recomputed unless given)."""
@@ -161,20 +149,17 @@ PRESETS: dict[str, dict[str, Any]] = {
     "multi30k_quality": dict(vocab_size=8000, num_layers=3, d_model=256, d_ff=1024, num_heads=4,
                              dropout=0.3, max_length=256, train_steps=5000),
     # fairseq's `transformer_tiny`, the text-only Multi30k baseline of Wu et al. (ACL 2021,
-    # 41.02 tokenized lowercased BLEU on test_2016_flickr): 4 + 4 layers, d_model 128, d_ff
-    # 256, 4 heads, dropout 0.3, shared embeddings, label smoothing 0.1, a ~10,000-piece joint
-    # BPE and 8,000 updates (benchmarks/multi30k_published_protocol.py runs that protocol).
+    # 41.02 tokenized lowercased BLEU on test_2016_flickr; its protocol, a ~10,000-piece joint
+    # BPE and 8,000 updates: benchmarks/multi30k_published_protocol.py).
     "multi30k_tiny": dict(vocab_size=10000, num_layers=4, d_model=128, d_ff=256, num_heads=4,
                           dropout=0.3, max_length=256, train_steps=8000),
     # Section 6.3: 4 layers, d_model 1024, the base model's other settings, 16K vocabulary.
     "parsing_wsj": dict(vocab_size=16000, num_layers=4, d_model=1024, d_k=128, d_v=128,
                         max_length=1024),
-    # Not from the paper: a parser that trains on a 2-core CPU for the 10% WSJ sample (3,396
-    # training trees, 273 dev) with its recipe (pipelines/settings/recipes.py: a "read" target
-    # form, 2,048-token batches, warm-up 800: 6,400 steps are 52 epochs, an hour of one core). The
-    # multi30k_quality dimensions with 4 layers, as the paper's parser has, and P_drop 0.3 for
-    # 3,396 sentences (Multi30k has 29,000); a 4,000-piece vocabulary. Chosen on dev F1: the
-    # target form (docs/parsing.md); the dimensions, dropout and rates were not tuned.
+    # Not from the paper: a parser for the 10% WSJ sample on a 2-core CPU, with its recipe
+    # (pipelines/settings/recipes.py): multi30k_quality's dimensions with 4 layers, as the
+    # paper's parser has, P_drop 0.3 for 3,396 trees and 4,000 pieces. Only the target form
+    # was chosen on dev F1 (docs/parsing.md); the rest was not tuned.
     "parsing_wsj_sample": dict(vocab_size=4000, num_layers=4, d_model=256, d_ff=1024,
                                num_heads=4, dropout=0.3, max_length=1024, train_steps=6400),
 }

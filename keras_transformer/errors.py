@@ -1,9 +1,8 @@
 """`UserError`: the base of every error a user fixes by changing their input, flags or files.
 
-It lives in the library, the lowest layer, so that both the data pipelines and the exporter
-derive their errors from it without importing each other (`pipelines.errors` re-exports it;
-`export.translator.ExportError` derives from it). Each command line catches it once: one
-line on stderr, exit status 2, no traceback.
+It lives in the library, the lowest layer, so that the pipelines (`pipelines.errors`) and
+the exporter (`ExportError`) derive from it without importing each other. Each command line
+catches it once: one line on stderr, exit status 2, no traceback.
 """
 
 

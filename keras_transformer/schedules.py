@@ -9,11 +9,8 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     Linear warm-up for `warmup_steps`, then decay with the inverse square root of the step.
     Keras counts `optimizer.iterations` from 0, the paper counts steps from 1: the schedule
-    is evaluated at iterations + 1, so the first update does not get learning rate 0.
-
-    Steps are optimizer UPDATES. With gradient accumulation a Keras optimizer calls its
-    schedule with the count of micro-batches; `paper_optimizer` passes the count of updates
-    instead, and with another Keras optimizer pass `accumulation_steps=k` here.
+    is evaluated at iterations + 1, so the first update does not get learning rate 0. Steps
+    are optimizer UPDATES (see `accumulation_steps`).
 
     Example:
         >>> schedule = NoamSchedule(d_model=512, warmup_steps=4000)
@@ -24,9 +21,8 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         d_model: model width.
         warmup_steps: 4000 in the paper.
         scale: a constant factor (1 in the paper; tensor2tensor's `learning_rate`).
-        accumulation_steps: micro-batches per update when the caller counts micro-batches
-            (a Keras optimizer with `gradient_accumulation_steps=k`, other than
-            `paper_optimizer`'s): the schedule then divides by k.
+        accumulation_steps: k for a Keras optimizer with `gradient_accumulation_steps=k`,
+            which counts micro-batches (`paper_optimizer`'s counts updates: keep 1).
     """
 
     def __init__(self, d_model, warmup_steps=4000, scale=1.0, accumulation_steps=1):

@@ -1,11 +1,8 @@
 """Training batches for `model.fit`: tokenized pairs in, token-budget batches of
 ``((source, target_in), target_out)`` out, with ``source = ids + [EOS]``,
-``target_in = [BOS] + ids`` and ``target_out = ids + [EOS]``, padded with 0 (``PAD_ID``) and
-grouped by length (`keras_transformer.data.buckets`). Batches are padded to the bucket
-boundary when few distinct shapes matter (XLA), else each side to its longest. The budget is
-the GLOBAL batch under ``tf.distribute``; ``batch_multiple`` makes every batch size divisible
-by the replica count, and ``global_batches`` gives each worker its own part of every batch.
-``training_examples`` is the part shared with packed batches (``pipelines.data.packing``).
+``target_in = [BOS] + ids`` and ``target_out = ids + [EOS]``, 0-padded and grouped by length
+(`keras_transformer.data.buckets`). ``training_examples`` is the part shared with packed
+batches (``pipelines.data.packing``).
 """
 from __future__ import annotations
 
@@ -149,15 +146,11 @@ def global_batches(batches: tf.data.Dataset) -> tf.data.Dataset:
     """``batches`` as GLOBAL batches under ``tf.distribute``: each worker trains on its own
     part of every batch, so that one step of all workers together is one batch of the budget.
 
-    Every worker builds the same stream of batches (the same data, seed and budget).
-    ``Strategy.experimental_distribute_dataset``, which ``model.fit`` calls, splits each
-    batch into one contiguous part per replica of the whole cluster, and the DATA auto-shard
-    policy then keeps this worker's parts: two workers of one replica each train on the two
-    halves of every batch, as one process with two replicas does. The policy is set, not left
-    to AUTO, which would first try to give each worker its own input files (the workers would
-    then draw different batches); with OFF each worker would feed its replicas all the parts
-    in turn, so that both workers trained on the same half at each step. The parts are equal
-    when batch sizes are multiples of the replica count (``batch_multiple``).
+    Every worker builds the same stream of batches; ``model.fit`` splits each batch into one
+    contiguous part per replica of the cluster, and the DATA auto-shard policy keeps this
+    worker's parts. Not AUTO: it would first shard by input file (the workers would draw
+    different batches); not OFF: at each step every worker would train on the same part.
+    The parts are equal when batch sizes are multiples of the replica count (``batch_multiple``).
     """
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

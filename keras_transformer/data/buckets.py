@@ -18,9 +18,8 @@ def default_boundaries(
     """Padded lengths of the buckets: ``step`` apart while short, then growing ``growth``x.
 
     Every boundary is a multiple of ``step`` and the last one is ``max_length``, so any
-    pair within the length limits has a bucket. Step 4 rather than 8 matters for short
-    sentences: on Multi30k (mean ~15 subwords) padding over both sides is ~14% with step 4
-    and ~23% with step 8; a 256-token limit still needs only ~26 shapes.
+    pair within the length limits has a bucket. Step 4, not 8: less padding for short
+    sentences, still few shapes (docs/library.md).
     """
     if max_length < 1:
         raise ValueError(f"max_length must be positive, got {max_length}")

@@ -78,13 +78,9 @@ def length_penalty(length, alpha):
 
 
 def alignment_layer(num_layers):
-    """The decoder layer whose cross-attention gives word alignments: the penultimate one.
-
-    Garg et al. (2019, "Jointly Learning to Align and Translate with Transformer Models",
-    Section 4) find the head-averaged attention of the penultimate layer (5 of 6) aligns
-    best; the last layer's output is already shaped for predicting the next token. A
-    1-layer decoder has only its last layer.
-    """
+    """The decoder layer whose cross-attention gives word alignments: the penultimate one
+    (Garg et al., 2019, "Jointly Learning to Align and Translate with Transformer Models",
+    Section 4: its head-averaged attention aligns best), or a 1-layer decoder's only one."""
     return max(num_layers - 2, 0)
 
 
@@ -143,9 +139,8 @@ def gather_beams(nest, beam_indices, sentences=None):
     """Picks hypotheses along axis 1 of every tensor of `nest` ([batch, beam, ...]).
 
     With `sentences` (int32 [b]), only those sentences along axis 0, `beam_indices` then
-    [b, beams]: one gather both drops sentences and reorders beams. One gather of rows of
-    the [batch * beam, ...] view with flat indices: without XLA about 1.5x faster than a
-    batched gather on a decoder cache.
+    [b, beams]: one gather both drops sentences and reorders beams. A gather of flat rows of
+    the [batch * beam, ...] view: faster without XLA than a batched one (docs/library.md).
     """
     shape = ops.shape(beam_indices)
     picked = ops.arange(shape[0], dtype="int32") if sentences is None else sentences

@@ -2,7 +2,7 @@
 
 Beam search finds likely translations; back-translation (Edunov et al., 2018, "Understanding
 Back-Translation at Scale") trains better on *sampled* ones, whose variety the beam's
-near-copies lack. `sample_ids` draws each token from the model's next-token distribution:
+near-copies lack. `sample` draws each token from the model's next-token distribution:
 
   1. the model's log-probabilities (PAD never allowed; at a sentence's last allowed position
      only EOS; a `DecodingConstraint` or a target prefix restrict the choice as in beam
@@ -18,12 +18,9 @@ same samples on every call, in `tf.function`, eagerly and in an exported SavedMo
 either loader; another seed gives other samples. A row's draws depend on its index in the
 batch (row i of the batch, result j: stream position i * num_results + j), not on the other
 rows' content. Pure TensorFlow (`tf.while_loop`, `StatelessMultinomial`, `TopKV2`), so it
-runs inside an exported graph served by stock TensorFlow Serving.
-
-The model is reached through the step function every search uses
-(`keras_transformer.decoding.step`), after `decode` encoded the sources once and made the
-decoder cache with a row per sample (the cross-attention keys/values are computed once per
-sentence and shared by its samples).
+runs inside an exported graph served by stock TensorFlow Serving. The model is reached
+through the step function every search uses (`keras_transformer.decoding.step`), with a
+decoder cache row per sample.
 """
 from keras_transformer.backend import require_tensorflow
 

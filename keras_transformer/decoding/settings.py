@@ -21,11 +21,11 @@ class DecodingSettings:
         max_input_length: longest source in tokens, EOS included; longer sources keep their
             first pieces (`export.text.sentences_to_ids`). None: the model's `max_length`.
         precision: "float32", or "bfloat16" weights and compute with float32 logits and
-            softmax (about 1.7x faster where the CPU multiplies bfloat16 natively).
+            softmax (faster where the CPU multiplies bfloat16 natively; docs/library.md).
         stop_rule: when beam search stops a sentence. "exact": once no live hypothesis can
             beat its finished ones, whatever the next tokens; "best_finished": once its best
-            finished hypothesis beats the best live one as it stands (CTranslate2's rule;
-            on Multi30k fewer steps, 1.3x the speed, 5% of translations differ).
+            finished hypothesis beats the best live one as it stands (CTranslate2's rule:
+            faster, not always the exact result; docs/results.md).
     """
 
     beam_size: int = 4

@@ -19,8 +19,8 @@ def _block_size(n):
 def top_k(values, k):
     """`tf.math.top_k(values, k)` over the last axis of a [rows, n] tensor, faster for large n.
 
-    TensorFlow's CPU TopKV2 kernel keeps a heap per row: over vocabulary-wide rows it took
-    13-16% of a beam-search step. Here each row is cut into blocks of about `TOP_K_BLOCK`;
+    TensorFlow's CPU TopKV2 kernel keeps a heap per row, slow over vocabulary-wide rows
+    (docs/library.md). Here each row is cut into blocks of about `TOP_K_BLOCK`;
     the k largest values lie in the k blocks with the largest maxima (a value outside them
     is beaten by the maximum of each of those k blocks), so one vectorised maximum per
     block, a top-k over the block maxima and one over the chosen blocks give the same

@@ -56,11 +56,9 @@ class MultiHeadAttention(keras.layers.Layer):
         values = self.num_heads * self.value_dim
         policy = self.dtype_policy
         if self.self_attention:
-            # Q, K and V come from the same input: one fused matmul.
             self.qkv_projection = keras.layers.Dense(2 * keys + values, name="qkv", dtype=policy)
             self.qkv_projection.build(query_shape)
         else:
-            # Q from the decoder, K and V (fused) from the encoder output.
             self.query_projection = keras.layers.Dense(keys, name="query", dtype=policy)
             self.query_projection.build(query_shape)
             self.kv_projection = keras.layers.Dense(keys + values, name="kv", dtype=policy)
@@ -82,7 +80,7 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         keys = self.num_heads * self.key_dim
         # A split, not three slices: its gradient is one concat, where every slice's gradient
-        # is a zero-filled copy of the whole projection (StridedSliceGrad took 9% of a step).
+        # is a zero-filled copy of the whole projection (docs/results.md).
         q, k, v = ops.split(self.qkv_projection(x), [keys, 2 * keys], axis=-1)
         heads = lambda t, depth: ops.reshape(t, (batch, length, self.num_heads, depth))  # noqa: E731
         return heads(q, self.key_dim), heads(k, self.key_dim), heads(v, self.value_dim)
@@ -156,11 +154,10 @@ class MultiHeadAttention(keras.layers.Layer):
             d_v]}, zeros; `step` writes position p into slot p. Shapes never change, which
             XLA needs.
           * max_length None: {"growing_key": [batch, rows, heads, 0, d_k], "growing_value":
-            [..., d_v]}; `step` appends one position. Without XLA this is much faster: a
-            step touches only the positions decoded so far instead of rewriting (and beam
-            search reordering) every slot up to the length limit (served beam search 1.7x,
-            `benchmarks/serving_speed.py`). A loop carrying it needs `shape_invariants` with
-            the length axis free (`keras_transformer.decoding.tf_graph.while_loop`).
+            [..., d_v]}; `step` appends one position. Faster without XLA (docs/results.md):
+            a step touches only the positions decoded so far, not every slot up to the
+            length limit. A loop carrying it needs `shape_invariants` with the length axis
+            free (`keras_transformer.decoding.tf_graph.while_loop`).
         Rows are independent hypotheses (beams); beam search reorders axis 1.
         """
         if max_length is None:

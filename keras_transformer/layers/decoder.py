@@ -171,17 +171,12 @@ class Decoder(LayerStack):
 
         The weights are the cross-attention of layer `attention_layer` (default: the last).
         """
-        new_cache = []
-        weights = None
+        new_cache, weights = [], None
         wanted = range(len(self.blocks))[attention_layer]
-        for index, (layer, layer_cache, layer_kv) in enumerate(
-                zip(self.blocks, cache, memory_kv)):
-            out = layer.step(x, position, layer_cache, layer_kv, memory_mask,
-                             return_attention_scores and index == wanted)
-            x, layer_cache = out[0], out[1]
-            if return_attention_scores and index == wanted:
-                weights = out[2]
-            new_cache.append(layer_cache)
-        if return_attention_scores:
-            return self._finish(x), new_cache, weights
-        return self._finish(x), new_cache
+        for index, (layer, layer_cache, layer_kv) in enumerate(zip(self.blocks, cache, memory_kv)):
+            asked = return_attention_scores and index == wanted
+            out = layer.step(x, position, layer_cache, layer_kv, memory_mask, asked)
+            x, weights = out[0], (out[2] if asked else weights)
+            new_cache.append(out[1])
+        x = self._finish(x)
+        return (x, new_cache, weights) if return_attention_scores else (x, new_cache)

@@ -75,12 +75,8 @@ class Encoder(LayerStack):
         super().build(x_shape)
 
     def call(self, x, padding_mask=None, training=None):
-        """x [batch, source_len, d_model] (embedded, positions added) -> same shape.
-
-        `padding_mask`: the keys each position may attend to, [batch, 1, 1, source_len] (the
-        source padding), or [batch, 1, source_len, source_len] (a packed row's
-        `segment_mask`).
-        """
+        """x [batch, source_len, d_model] (embedded, positions added) -> same shape;
+        `padding_mask` as `EncoderLayer.call` takes it."""
         for layer in self.blocks:
             x = layer(x, padding_mask=padding_mask, training=training)
         return self._finish(x)
