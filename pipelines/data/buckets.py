@@ -2,7 +2,7 @@
 from per-pair token counts (``lengths [N, 2]`` without EOS/BOS), with no pass over the data.
 
 The rules themselves (boundaries, sentences per bucket) are the library's,
-`keras_transformer.data.buckets`, imported here under their old names.
+`keras_transformer.data.buckets`, re-exported here.
 """
 from __future__ import annotations
 

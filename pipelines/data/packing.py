@@ -237,7 +237,7 @@ def packing_table(lengths: np.ndarray, max_source_length: int, max_target_length
     """What one pass of packed batches holds, packing the cached lengths as training does.
 
     The pairs are packed in a seeded random order, as training's shuffle would give them;
-    corpora larger than ``max_pairs`` are estimated on that many random pairs (about 30 s).
+    corpora larger than ``max_pairs`` are estimated on that many random pairs (docs/data.md).
 
     Returns:
       ``{"rows": RowLengths, "rows_per_batch", "rows_per_pass", "batches", "sentences",
