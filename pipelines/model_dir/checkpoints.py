@@ -197,12 +197,9 @@ class _Manager(tf.train.CheckpointManager):
 
 
 def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_best=0):
-    """The manager of `checkpoint_dir`, keeping the `max_to_keep` newest checkpoints and the
-    `keep_best` best by dev metric (`_Manager`). Each save names its optimizer update
-    (`save(checkpoint_number=step)`), the number restore_latest reads back.
-
-    The optimizer must be built (its variables exist) before this is called.
-    """
+    """The `_Manager` of `checkpoint_dir`. Each save names its optimizer update
+    (`save(checkpoint_number=step)`), the number restore_latest reads back. The optimizer must
+    be built (its variables exist) before this is called."""
     checkpoint, mirrors = _checkpoint(model, optimizer)
     return _Manager(checkpoint, str(checkpoint_dir), max_to_keep=max_to_keep,
                     checkpoint_name="ckpt", keep_best=keep_best, mirrors=mirrors)
