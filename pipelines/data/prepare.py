@@ -116,9 +116,7 @@ def prepare_split(
 def split_stats(task: Task, prepared: PreparedSplit) -> dict:
     """Corpus statistics of one split: pairs, skips by reason, tokens and lengths per side."""
     lengths = prepared.cache.lengths.reshape(-1, 2).astype(np.int64)
-    limits = buckets.length_filter_counts(
-        lengths, task.max_source_length, task.max_target_length
-    )
+    limits = buckets.length_filter_counts(lengths, task.max_source_length, task.max_target_length)
     clean = prepared.clean.stats
     skipped = dict(clean.skipped)
     if prepared.split == "train" and limits["too_long"]:

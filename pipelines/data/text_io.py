@@ -229,11 +229,8 @@ def clean_parallel(
                 empty_s, empty_t = not text_s, not text_t
                 if empty_s or empty_t:
                     if drop_empty:
-                        reason = (
-                            "empty both" if empty_s and empty_t
-                            else "empty source" if empty_s else "empty target"
-                        )
-                        stats.skip(reason)
+                        stats.skip("empty both" if empty_s and empty_t
+                                   else "empty source" if empty_s else "empty target")
                         continue
                     stats.empty_kept += 1
                 enc_s = (text_s + "\n").encode("utf-8")
