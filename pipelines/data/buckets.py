@@ -2,7 +2,7 @@
 from per-pair token counts (``lengths [N, 2]`` without EOS/BOS), with no pass over the data.
 
 The rules themselves (boundaries, sentences per bucket) are the library's,
-`keras_transformer.data.buckets`, imported here under their old names.
+`keras_transformer.data.buckets`, re-exported here.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
-from keras_transformer.data.buckets import (DEFAULT_BATCH_TOKENS, bucket_batch_sizes,  # noqa: F401
-                                            check_boundaries, default_boundaries)
+from keras_transformer.data.buckets import (DEFAULT_BATCH_TOKENS,  # noqa: F401
+                                            bucket_batch_sizes, default_boundaries)
 
 
 def model_lengths(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,10 +1,6 @@
-"""tf.data input of the pipeline: id batches of sentences for decoding, and the training
-batches of the library (`keras_transformer.data.batches`: ``training_batches``,
-``training_examples``, ``to_model_example``, ``global_batches``, imported here under their
-old names).
-
-Decoding batches tokenize with ``export.text.sentences_to_ids``, the rule the exported model
-uses.
+"""tf.data input of the pipeline: id batches of sentences for decoding, tokenized by the
+exported model's rule (``export.text.sentences_to_ids``), and the library's training batches
+(`keras_transformer.data.batches`), re-exported here.
 """
 from __future__ import annotations
 

@@ -1,26 +1,21 @@
 """Packed training batches: several (source, target) pairs per row, so that almost no position
-is padding.
+is padding (figures: docs/data.md#packed-batches).
 
-Bucketed batches pad every sentence to its bucket's boundary (13.9% of the positions of a
-Multi30k batch, 29.7% on the parsing sample, whose sources are padded to the targets'
-length). Packing instead lays pairs end to end in rows of a fixed length, as tensor2tensor's
-``pack_dataset`` did: each side of a row holds the sides of its pairs one after another, and
-``segments`` (1, 2, ... per pair, 0 on padding) and ``positions`` (restarting at 0 with each
-pair) tell the model where each pair is, so that attention stays within a pair and each
-pair's logits are those it gets alone (``keras_transformer.model.PACKED_INPUTS``).
+Bucketed batches pad every sentence to its bucket's boundary. Packing instead lays pairs end
+to end in rows of a fixed length, as tensor2tensor's ``pack_dataset`` did: ``segments`` (1, 2,
+... per pair, 0 on padding) and ``positions`` (restarting at 0 with each pair) keep attention
+within a pair, so each pair's logits are those it gets alone
+(``keras_transformer.model.PACKED_INPUTS``).
 
 Rows have one shape for the whole run (``row_lengths``), so XLA compiles once: the longer
 side's row holds the longest pair and ``PAIRS_PER_ROW`` pairs of mean length, rounded up to a
-multiple of 8; the other side's is in proportion to the corpus's token counts (parsing:
-targets are about twice as long as sources), so that both sides fill alike.
+multiple of 8; the other side's is in proportion to the corpus's token counts, so that both
+sides fill alike.
 
-The packer (``assign_rows``) takes a window of shuffled pairs at a time and fills one row
-after another, each time with the pair that still fits on both sides and fills the most of
-them (each side as a fraction of its row length), less how unevenly it leaves the two sides
-(a row whose source side is full while its target side has room is wasted room); a row is
-closed when no pair of the window fits any more. Every pair is kept exactly once. The
-padding left is mostly each row's last gap, which no remaining pair fits: Multi30k 2.7%
-(13.9% in buckets), the parsing sample 0.7% (29.7%).
+The packer (``assign_rows``) fills one row after another from a window of shuffled pairs,
+each time with the pair that still fits on both sides and fills the most of them (each side
+as a fraction of its row length), less how unevenly it leaves the two sides; a row is closed
+when no pair of the window fits. Every pair is kept exactly once.
 """
 from __future__ import annotations
 
@@ -37,11 +32,9 @@ from pipelines.data.dataset import padding_fraction as padding_fraction_of_pairs
 
 PAIRS_PER_ROW = 4
 """Pairs of mean length a row holds (at least): padding falls as rows hold more pairs (the
-last gap of a row is what no remaining pair fits), attention cost grows with the row length.
-4 leaves under 3% padding on Multi30k."""
+last gap of a row is what no remaining pair fits), attention cost grows with the row length."""
 WINDOW = 4096
-"""Pairs packed together: more fill rows better (Multi30k: 3.1% padding with 1,024, 2.9% with
-2,048, 2.7% with 4,096); a window of 4,096 takes about 0.3 s of one core."""
+"""Pairs packed together: more fill rows better, at more packing time (docs/data.md)."""
 ROW_MULTIPLE = 8
 
 
@@ -244,7 +237,7 @@ def packing_table(lengths: np.ndarray, max_source_length: int, max_target_length
     """What one pass of packed batches holds, packing the cached lengths as training does.
 
     The pairs are packed in a seeded random order, as training's shuffle would give them;
-    corpora larger than ``max_pairs`` are estimated on that many random pairs (about 30 s).
+    corpora larger than ``max_pairs`` are estimated on that many random pairs (docs/data.md).
 
     Returns:
       ``{"rows": RowLengths, "rows_per_batch", "rows_per_pass", "batches", "sentences",

@@ -116,9 +116,7 @@ def prepare_split(
 def split_stats(task: Task, prepared: PreparedSplit) -> dict:
     """Corpus statistics of one split: pairs, skips by reason, tokens and lengths per side."""
     lengths = prepared.cache.lengths.reshape(-1, 2).astype(np.int64)
-    limits = buckets.length_filter_counts(
-        lengths, task.max_source_length, task.max_target_length
-    )
+    limits = buckets.length_filter_counts(lengths, task.max_source_length, task.max_target_length)
     clean = prepared.clean.stats
     skipped = dict(clean.skipped)
     if prepared.split == "train" and limits["too_long"]:
@@ -199,41 +197,33 @@ def prepare(
     for split, stats in result["splits"].items():
         log(_format_split(split, stats))
     if "train" in prepared:
-        boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
-        sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
-        rows = buckets.bucket_table(
-            prepared["train"].cache.lengths,
-            boundaries,
-            sizes,
-            task.max_source_length,
-            task.max_target_length,
-        )
-        packed = packing.packing_table(
-            prepared["train"].cache.lengths,
-            task.max_source_length,
-            task.max_target_length,
-            batch_tokens,
-            batch_multiple,
-        )
-        result["buckets"] = rows
-        result["batches_per_epoch"] = sum(r["batches"] for r in rows)
-        result["padding"] = buckets.table_padding(rows)
-        result["packed"] = packed
-        log(
-            f"train buckets (budget {batch_tokens:,} tokens per side, batch multiple "
-            f"{batch_multiple}; padding counts both sides):"
-        )
+        lengths = prepared["train"].cache.lengths
+        _, rows = _bucket_rows(task, lengths, boundaries, batch_tokens, batch_multiple)
+        packed = packing.packing_table(lengths, task.max_source_length, task.max_target_length,
+                                       batch_tokens, batch_multiple)
+        result.update(buckets=rows, batches_per_epoch=sum(r["batches"] for r in rows),
+                      padding=buckets.table_padding(rows), packed=packed)
+        log(f"train buckets (budget {batch_tokens:,} tokens per side, batch multiple "
+            f"{batch_multiple}; padding counts both sides):")
         log(buckets.format_bucket_table(rows, packed))
     return result
 
 
+def _bucket_rows(task: Task, lengths: np.ndarray, boundaries: Sequence[int] | None,
+                 batch_tokens: int, batch_multiple: int) -> tuple[list[int], list[dict]]:
+    """The bucket boundaries (the task's default if None) and the bucket table of ``lengths``."""
+    boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
+    sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
+    return boundaries, buckets.bucket_table(lengths, boundaries, sizes, task.max_source_length,
+                                            task.max_target_length)
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainingInput:
-    """A batched training (or validation-loss) dataset and what one pass over it holds."""
+    """A batched training (or validation-loss) dataset and the batches in one pass over it."""
 
     dataset: tf.data.Dataset
     batches_per_epoch: int
-    length_counts: dict
 
 
 def training_input(
@@ -282,12 +272,8 @@ def training_input(
                                          seed=seed, drop_remainder=drop)
         batches = (table["rows_per_pass"] // table["rows_per_batch"] if drop
                    else table["batches"])
-        return TrainingInput(dataset, batches, counts)
-    boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
-    sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
-    rows = buckets.bucket_table(
-        lengths, boundaries, sizes, task.max_source_length, task.max_target_length
-    )
+        return TrainingInput(dataset, batches)
+    boundaries, rows = _bucket_rows(task, lengths, boundaries, batch_tokens, batch_multiple)
     batches = sum(r["sentences"] // r["batch_size"] if drop else r["batches"] for r in rows)
     dataset = ds_lib.training_batches(
         prepared.cache.dataset(),
@@ -298,7 +284,7 @@ def training_input(
         pad_to_bucket=pad_to_bucket,
         **examples,
     )
-    return TrainingInput(dataset, batches, counts)
+    return TrainingInput(dataset, batches)
 
 
 @dataclasses.dataclass(frozen=True)

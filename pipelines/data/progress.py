@@ -1,14 +1,9 @@
-"""Progress lines for long passes over a corpus: done / total, rate and ETA, every N seconds.
+"""Progress lines for long passes over a corpus: done / total, rate and ETA, every N seconds
+(examples: docs/data.md#wmt-sized-corpora).
 
-A WMT-sized corpus takes minutes to clean, sample and tokenize; a pass that says nothing
-for minutes looks hung. ``Progress`` logs one line at most every ``interval`` seconds while
-work is reported (``update``), and ``heartbeat`` logs elapsed time for work that cannot
-report its own progress (SentencePiece training). The clock is an argument so that tests
-need not wait.
-
-Example line::
-
-    cache: 1,800,000 / 4,500,000 pairs (40.0%), 27,412 pairs/s, 1.44M tokens/s, ETA 1m 38s
+A pass that says nothing for minutes looks hung. ``Progress`` logs one line at most every
+``interval`` seconds while work is reported (``update``); ``heartbeat`` logs elapsed time for
+work that cannot report its own progress (SentencePiece training).
 """
 from __future__ import annotations
 
@@ -45,9 +40,8 @@ def format_count(value: float) -> str:
 class Progress:
     """Reports ``done`` of ``total`` ``unit``s: a line at most every ``interval`` seconds.
 
-    The rate counts only work done since ``start`` (``already``, work found done, e.g. the
-    shards a killed run left, counts toward done but not toward the rate), so the ETA
-    stays honest when a run resumes.
+    ``already`` (work found done, e.g. the shards a killed run left) counts toward done but
+    not toward the rate, so the ETA stays honest when a run resumes.
 
     Args:
       label: line prefix, e.g. "cache".
@@ -56,7 +50,7 @@ class Progress:
       log: the sink (stderr in the CLI).
       already: units done before this run started.
       interval: seconds between lines.
-      clock: ``time.monotonic`` or a fake for tests.
+      clock: ``time.monotonic``, or a fake so that tests need not wait.
     """
 
     def __init__(self, label: str, total: float | None, unit: str, log: Log, *,

@@ -20,12 +20,11 @@ What happens to bad input (each case has a test in tests/pipelines/test_text_io.
   U+2029, an inner CR) -> replaced by a space and counted, so every reader (tf.data splits
   on ``\\n`` only, Python's ``str.splitlines`` on all of them) sees the same lines;
 * very long lines are kept here; over-long pairs are dropped after tokenization, where length
-  means tokens, and counted there (``pipelines.data.dataset.length_filter_counts``);
+  means tokens, and counted there (``pipelines.data.buckets.length_filter_counts``);
 * nothing left after cleaning -> ``DataError``.
 
-After cleaning, one summary line reports pairs read, kept and skipped by reason, and the
-time taken; a pass longer than ``progress_interval`` (a WMT-sized corpus) also logs progress
-lines (MB done / total, MB/s, pairs/s, ETA) on the way.
+One summary line reports pairs read, kept and skipped by reason; a long pass also logs
+progress lines.
 """
 from __future__ import annotations
 
@@ -51,7 +50,7 @@ _LINE_BREAK_TABLE = str.maketrans({c: " " for c in _LINE_BREAKS})
 _MANIFEST = "manifest.json"
 _FORMAT_VERSION = 3
 PROGRESS_EVERY = 4096
-"""Lines between two looks at the clock in a long pass (a look costs ~0.1 us, a line ~1 us)."""
+"""Lines between looks at the clock in a long pass, so that it costs little (docs/data.md)."""
 
 
 @dataclasses.dataclass
@@ -100,10 +99,10 @@ class CleanResult:
 
 def iter_lines(path: os.PathLike | str | None) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` of a UTF-8 file (None: stdin), 1-based, splitting on
-    ``\\n`` only, one line at a time (a large file is never read whole).
+    ``\\n`` only, streamed; LF, CRLF and a leading byte-order mark removed.
 
-    Line endings (LF, CRLF) and a leading byte-order mark are removed. Invalid UTF-8 raises
-    ``DataError`` with the file, line and byte offset.
+    Raises:
+      DataError: invalid UTF-8 (naming file, line and byte offset), or an unopenable file.
     """
     if path is None:
         name, f = pathlib.Path("<stdin>"), sys.stdin.buffer
@@ -230,11 +229,8 @@ def clean_parallel(
                 empty_s, empty_t = not text_s, not text_t
                 if empty_s or empty_t:
                     if drop_empty:
-                        reason = (
-                            "empty both" if empty_s and empty_t
-                            else "empty source" if empty_s else "empty target"
-                        )
-                        stats.skip(reason)
+                        stats.skip("empty both" if empty_s and empty_t
+                                   else "empty source" if empty_s else "empty target")
                         continue
                     stats.empty_kept += 1
                 enc_s = (text_s + "\n").encode("utf-8")

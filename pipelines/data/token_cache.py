@@ -9,13 +9,9 @@ hash (``cache_key``)::
     cache/<key>/meta.json               written last: the cache is complete
 
 It is built in ``cache/.<key>.partial/`` and renamed into place once whole, so a reader
-sees a complete cache or none. Shards are tokenized by one worker process per CPU this
-process may use (``os.sched_getaffinity``), each shard file written atomically; a build
-killed mid-way (even with SIGKILL) leaves the finished shards in the partial directory,
-and the next build tokenizes only the missing ones. Progress (pairs done / total, pairs/s,
-tokens/s, ETA) is logged at least every ``progress.DEFAULT_INTERVAL`` seconds.
-
-``lengths.npy`` gives length-filter counts and the bucket table without another pass.
+sees a complete cache or none. One worker process per usable CPU tokenizes shards, each
+written atomically, so a build killed mid-way (even with SIGKILL) resumes from the finished
+ones. ``lengths.npy`` gives length-filter counts and the bucket table without another pass.
 """
 from __future__ import annotations
 
@@ -39,7 +35,6 @@ from pipelines.model_dir.files import write_atomic, write_json_atomic
 
 
 # Bumped whenever the saved element structure changes, so old caches are never misread.
-# 3: shard files of raw int32 (token_shards) instead of Dataset.save.
 CACHE_FORMAT_VERSION = "3"
 SHARD_PAIRS = 100_000
 """Pairs per shard: a few seconds of one core each, so progress lines come often, a killed
@@ -82,8 +77,8 @@ class TokenCache:
     def dataset(self) -> tf.data.Dataset:
         """The cached ``(source_ids, target_ids)`` pairs, one per element, in corpus order.
 
-        One shard file is read at a time (tens of MB). ``flat_map`` keeps the reading in the
-        consumer's thread: ``interleave`` costs 20% more context switches and CPU.
+        One shard file is read at a time (tens of MB), in the consumer's thread: ``flat_map``,
+        cheaper than ``interleave`` (docs/data.md).
         """
         files = self.shard_files()
         pairs = tf.data.Dataset.from_tensor_slices(tf.constant(files, tf.string)

@@ -5,9 +5,8 @@ This module imports no TensorFlow (nor Keras): it is what the token cache's work
 safe in a forked child), so a worker starts in a fraction of a second with tens of MB.
 
 A shard is ``pairs_per_shard`` consecutive lines of both cleaned files, tokenized with the
-``sentencepiece`` module (the same library and model as the in-graph
-``tensorflow_text.SentencepieceTokenizer``, which gives identical ids; tested, and 2.3x
-faster per core) and stored in one file of little-endian int32::
+``sentencepiece`` module (the in-graph tokenizer's very ids, faster: docs/data.md) and stored
+in one file of little-endian int32::
 
     [n, source_lengths (n), target_lengths (n), source ids..., target ids...]
 
@@ -38,8 +37,8 @@ def shard_offsets(path: os.PathLike | str, pairs_per_shard: int, *,
     """Byte offsets where shards of ``pairs_per_shard`` lines start, then the file size; and
     the number of lines (a last line without a newline counts, as ``text_io.count_lines``).
 
-    One read of the file in ``block``-byte pieces, newlines found with numpy (about a
-    second a GB). An empty file gives ``([0], 0)``: no shards.
+    One read of the file in ``block``-byte pieces, newlines found with numpy. An empty file
+    gives ``([0], 0)``: no shards.
     """
     starts, lines, size, last = [0], 0, 0, b"\n"
     with open(path, "rb") as f:
@@ -61,9 +60,8 @@ def shard_offsets(path: os.PathLike | str, pairs_per_shard: int, *,
 
 @dataclasses.dataclass(frozen=True)
 class ShardJob:
-    """What a worker needs to tokenize shard ``index`` of ``pairs`` lines: byte ranges of
-    both cleaned files, its first line's number (for error messages), the model and the
-    output file."""
+    """What a worker needs to tokenize shard ``index`` of ``pairs`` lines (``first_line``
+    numbers error messages)."""
 
     index: int
     pairs: int

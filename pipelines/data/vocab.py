@@ -101,11 +101,8 @@ def build_vocab(
             proto = train_sentencepiece(sample, vocab_size,
                                         user_defined_symbols=user_defined_symbols)
     except (RuntimeError, ValueError) as e:
-        hint = (
-            " Choose a smaller vocab_size for this corpus."
-            if "Vocabulary size" in str(e)
-            else ""
-        )
+        hint = (" Choose a smaller vocab_size for this corpus." if "Vocabulary size" in str(e)
+                else "")
         raise DataError(
             f"SentencePiece training failed for vocab_size={vocab_size} on {len(sample):,} lines "
             f"from {', '.join(map(str, train_files))}: {e}.{hint}"
@@ -155,9 +152,7 @@ def model_digest(proto: bytes) -> str:
 
 def vocab_size_of(proto: bytes) -> int:
     """Number of pieces in the serialized model."""
-    import sentencepiece as spm
-
-    return spm.SentencePieceProcessor(model_proto=proto).get_piece_size()
+    return python_processor(proto).get_piece_size()
 
 
 def fallback_rate(proto: bytes, lines: Iterable[str]) -> tuple[float, int]:
@@ -189,9 +184,5 @@ def python_processor(path_or_proto: os.PathLike | str | bytes):
     """Return a ``sentencepiece.SentencePieceProcessor`` for the same model (pure Python use)."""
     import sentencepiece as spm
 
-    proto = (
-        path_or_proto
-        if isinstance(path_or_proto, bytes)
-        else read_model_proto(path_or_proto)
-    )
+    proto = path_or_proto if isinstance(path_or_proto, bytes) else read_model_proto(path_or_proto)
     return spm.SentencePieceProcessor(model_proto=proto)

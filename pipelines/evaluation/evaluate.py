@@ -1,9 +1,8 @@
 """The one decode loop: beam search over id batches of a split, back to text in corpus order.
 
-The evaluate stage, the dev metric during training and the benchmarks decode through here;
-sentences become ids and ids become text by `export.text`, the rule the exported
-SavedModel uses too. The search is `keras_transformer.decoding`'s, the exported one, on
-every Keras backend (training with `--backend jax` too).
+The evaluate stage, the dev metric during training and the benchmarks decode through here,
+with the exported SavedModel's rules: `export.text` for ids and text, and
+`keras_transformer.decoding`'s search, on every Keras backend.
 """
 from __future__ import annotations
 

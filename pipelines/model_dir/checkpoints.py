@@ -1,21 +1,15 @@
 """Training checkpoints that a kill cannot corrupt, and checkpoint averaging (Section 6.1).
 
-Checkpoints are TensorFlow object checkpoints of the model AND the optimizer (Adam moments,
-step counter), written by `tf.train.CheckpointManager`: data files first, then the small
-`checkpoint` index file is replaced atomically. A process killed mid-write leaves files the
-index does not name, which are never restored, so the same command resumes at the last
-complete checkpoint's step.
+Checkpoints hold the model AND the optimizer (Adam moments, step counter), written by
+`tf.train.CheckpointManager`: data files first, then the `checkpoint` index is replaced
+atomically, so a process killed mid-write leaves only files the index does not name.
 
-The checkpoints are the same under every Keras backend: under TensorFlow they hold the
-Keras variables' own `tf.Variable`s; under another backend (`run.py --backend jax`) they
-hold `tf.Variable` copies (`_Mirror`), filled from the Keras values before each save and
-written back after each restore. A run trained under JAX resumes, averages and exports
-under TensorFlow, and the other way round.
+The files are the same under every Keras backend (`_Mirror`), so a run trained under JAX
+resumes, averages and exports under TensorFlow, and the other way round.
 
-Beside them, `dev_metric.jsonl` records the dev metric of each evaluated checkpoint, so that
-`--keep_best_by dev_metric` (which checkpoints are kept and averaged) and
-`--early_stop_patience` see the same history in a resumed run and in a later `--mode average`.
-Every task's metric (BLEU, F1) is better when higher.
+Beside them, `METRIC_LOG` records the dev metric of each evaluated checkpoint, so that
+`--keep_best_by dev_metric` and `--early_stop_patience` see the same history in a resumed run
+and in a later `--mode average`. Every task's metric (BLEU, F1) is better when higher.
 """
 from __future__ import annotations
 
@@ -36,15 +30,12 @@ METRIC_LOG = "dev_metric.jsonl"
 
 def _key(variable, model_name: str | None = None) -> str:
     """A variable's checkpoint name: its Keras path without the owner's (counter-suffixed)
-    name.
+    name, so that names do not depend on how many models a process built.
 
-    `tf.train.Checkpoint(model=keras_model)` does not see variables of layers held in
-    lists (measured with Keras 3.15: only the embedding was saved), so checkpoints name
-    every variable explicitly. Dropping the first path component ("transformer_3/...",
-    "adam_1/...") makes the names independent of how many models a process built. Adam's
-    slots also carry the model's name inside theirs ("transformer_3_embedding_..._momentum"):
-    with `model_name`, that prefix is written as the first model of a process names it
-    ("transformer_"), the form every checkpoint written by the command line has.
+    Checkpoints name every variable explicitly: `tf.train.Checkpoint(model=keras_model)` misses
+    those of layers held in lists (docs/training.md). Adam's slots carry the model's name in
+    theirs ("transformer_3_embedding_..._momentum"): with `model_name`, that prefix is written
+    "transformer_", as the command line's checkpoints have it.
     """
     name = variable.path.split("/", 1)[-1]
     if model_name and name.startswith(model_name + "_"):
@@ -206,12 +197,9 @@ class _Manager(tf.train.CheckpointManager):
 
 
 def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_best=0):
-    """The manager of `checkpoint_dir`, keeping the `max_to_keep` newest checkpoints and the
-    `keep_best` best by dev metric (`_Manager`). Each save names its optimizer update
-    (`save(checkpoint_number=step)`), the number restore_latest reads back.
-
-    The optimizer must be built (its variables exist) before this is called.
-    """
+    """The `_Manager` of `checkpoint_dir`. Each save names its optimizer update
+    (`save(checkpoint_number=step)`), the number restore_latest reads back. The optimizer must
+    be built (its variables exist) before this is called."""
     checkpoint, mirrors = _checkpoint(model, optimizer)
     return _Manager(checkpoint, str(checkpoint_dir), max_to_keep=max_to_keep,
                     checkpoint_name="ckpt", keep_best=keep_best, mirrors=mirrors)

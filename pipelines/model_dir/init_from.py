@@ -1,28 +1,18 @@
-"""Starting a new model dir from another's trained model: fine-tuning (`--init_from`).
+"""Starting a new model dir from another's trained model: fine-tuning (`--init_from`; the
+user's view: docs/training.md#fine-tuning).
 
-`pipelines/run.py --init_from SOURCE --model_dir NEW --task ...` gives NEW the source's model
-unchanged: its config.json, its vocabulary (spm.model, copied and reused, never retrained: the
-new corpus is tokenised with it, and `report_coverage` says how well it covers that text) and
-its averaged weights (final.weights.h5), loaded into the built model before the first update.
-Everything else is NEW's own: the task and its data, the training flags (--train_steps,
---warmup_steps, --batch_tokens, ...: the task's or the paper's defaults, never the source's)
-and the decoding settings. A flag that would change the model (--config, --config_override,
---vocab_size) must equal the source's: the weights only fit that model.
+NEW takes the source's model unchanged: config.json, the vocabulary (spm.model, copied and
+reused; `report_coverage` says how well it covers the new text) and the averaged weights, so a
+model flag (--config, --config_override, --vocab_size) must equal the source's: the weights only
+fit that model. Everything else (task, data, training and decoding flags) is NEW's own.
 
-The optimizer starts fresh by default: Adam's moments at zero and Eq. 3's schedule from step
-0, warm-up included. `--init_optimizer` also restores Adam's moments and step counter from
-the source's latest checkpoint (Adam's bias correction belongs to its moments, so the two go
-together): NEW's steps then go on from the source's step S, so --train_steps counts from 0 as
-the source's did (give S + the fine-tuning steps) and NEW's checkpoints are numbered from S
-on; the learning rate is Eq. 3 at steps S+1, S+2, ... with NEW's --warmup_steps, so past
-warm-up (S >= warmup) it goes on decaying as step^-0.5 from where the source stopped, with
-no second warm-up.
+The optimizer starts fresh (Adam's moments zero, Eq. 3 from step 0), unless --init_optimizer
+restores Adam's moments and step counter from the source's latest checkpoint (its bias
+correction belongs to its moments, so the two go together); NEW's steps and Eq. 3 then go on
+from the source's step (no second warm-up once that is past --warmup_steps).
 
-settings.json records the origin under "init_from": the source's absolute path, the sha256 of
-the weights file started from, whether the optimizer was restored and the step it starts at.
-Until NEW has a checkpoint of its own every run checks the source again (it must still hold
-those weights); after, the record is history: the same command resumes NEW from its own
-checkpoints and never reads the source again.
+settings.json records the origin under `RECORD`. Until NEW has a checkpoint of its own every
+run checks the source again (it must still hold those weights); after, the record is history.
 """
 from __future__ import annotations
 
@@ -53,11 +43,8 @@ COVERAGE_WARNING = 0.01
 
 @dataclasses.dataclass(frozen=True)
 class InitFrom:
-    """Where a fine-tuned model dir starts (see the module doc).
-
-    `config` and `source_settings` are the source's while the model dir has no weights of its
-    own (`pending`); after, only the record remains.
-    """
+    """Where a fine-tuned model dir starts. `config` and `source_settings` are the source's
+    while the model dir has no weights of its own (`pending`); after, only the record remains."""
 
     model_dir: str          # the source model dir, absolute
     weights_sha256: str     # of its final.weights.h5, the weights started from
@@ -224,10 +211,9 @@ def report_coverage(init: InitFrom, proto: bytes, train_files, log: Log = print)
 
 def initialiser(init: InitFrom, log: Log = print) -> Callable:
     """`(model, optimizer) -> step`: loads the source's final weights into the compiled
-    `model` (and with --init_optimizer Adam's moments and step into `optimizer`, the one
-    checkpoints hold, from the source's latest checkpoint, first); returns the optimizer
-    step training starts at. `pipelines.training.train.train` calls it only when the model dir has
-    no checkpoint to resume from."""
+    `model` (with --init_optimizer, first Adam's state from the source's latest checkpoint
+    into `optimizer`, the one checkpoints hold); returns the optimizer step training starts
+    at. Called only when the model dir has no checkpoint to resume from."""
     def initialise(model, optimizer) -> int:
         weights = md.final_weights(init.model_dir)
         digest = file_sha256(weights)

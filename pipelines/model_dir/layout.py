@@ -124,8 +124,8 @@ def load_final_model(model_dir, precision: str = "float32", checkpoint: str | No
     checkpoint, or the named `checkpoint` ("ckpt-N"), saying which when it is not the first.
 
     `precision` "bfloat16" gives an inference copy with bfloat16 weights and compute (logits
-    and attention softmax stay float32): where the CPU multiplies bfloat16 natively, beam
-    search reads half the bytes per step and runs about 1.7x faster than float32.
+    and attention softmax stay float32): beam search reads half the bytes per step, faster
+    where the CPU multiplies bfloat16 natively (docs/training.md#precision-and-xla).
 
     Raises:
         ModelDirError: nothing to load, or the weights file is damaged.

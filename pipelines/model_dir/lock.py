@@ -1,11 +1,9 @@
 """One writer per model directory: an OS file lock on `<model_dir>/.lock`.
 
-Two runs writing the same model dir (a second `train` started by mistake, an `export` while
-`average` replaces the final weights) would interleave checkpoints and settings. Every run
-that writes takes this lock first; a second one stops at once with one line naming the
-holder's pid and host. The lock is `fcntl.flock` on the file: the kernel releases it when
-the holding process ends, however it ends (kill -9 included), so a lock left by a killed run
-never needs cleaning up: the next run simply takes it. The file only records who holds it
+Two runs writing the same model dir would interleave checkpoints and settings, so every run
+that writes takes this lock first, and a second one stops at once naming the holder. The lock
+is `fcntl.flock`: the kernel releases it when the holder ends, however it ends (kill -9
+included), so there is never a stale lock to clean up. The file only records who holds it
 (pid, host, start time) for that message.
 
 The record is written in place, not through `pipelines.model_dir.files`' rename: the lock belongs

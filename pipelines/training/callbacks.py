@@ -10,12 +10,8 @@ from pipelines.model_dir import checkpoints
 
 
 class StepCheckpoint(keras.callbacks.Callback):
-    """Saves a checkpoint every `every` optimizer steps and at the end of training.
-
-    Args:
-        manager: from `pipelines.model_dir.checkpoints.checkpoint_manager`.
-        every: steps between checkpoints.
-    """
+    """Saves a checkpoint with `manager` (`checkpoints.checkpoint_manager`) every `every`
+    optimizer steps and at the end of training."""
 
     def __init__(self, manager, every, start_step=0):
         super().__init__()

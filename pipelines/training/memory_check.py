@@ -1,12 +1,10 @@
 """The largest batch, tried before training: a token budget that does not fit fails at once.
 
 Attention memory grows with batch x length^2 = budget x length, so the worst batch is the
-largest bucket's: sentences of the longest allowed length on both sides, as many as the
-budget holds. One forward and backward pass on it (gradients computed, never applied) runs
-before the first training step; its peak memory is compared with what the device has
-(a GPU's allocator peak against `--memory_limit_mb`; on a CPU the process's resident memory
-against `--memory_limit_mb`, else the RAM available), so a budget that cannot fit stops with
-one line naming `--batch_tokens` instead of failing hours in.
+largest bucket's: the longest allowed sentences on both sides, as many as the budget holds.
+One forward and backward pass on it (gradients never applied) runs before the first step; its peak
+(a GPU's allocator peak, or on a CPU the resident memory) is compared with `--memory_limit_mb`,
+else on a CPU the RAM available: a budget that cannot fit stops at once, naming `--batch_tokens`.
 """
 from __future__ import annotations
 

@@ -61,9 +61,9 @@ def make_strategy(jit_compile: bool = False):
     backend, `KerasDistribution`."""
     if keras.backend.backend() != "tensorflow":
         if os.environ.get("TF_CONFIG"):
-            raise ConfigError(f"TF_CONFIG is set: multi-worker training is TensorFlow's "
-                              f"(MultiWorkerMirroredStrategy); train with --backend tensorflow, "
-                              f"or unset TF_CONFIG to train on this machine's devices")
+            raise ConfigError("TF_CONFIG is set: multi-worker training is TensorFlow's "
+                              "(MultiWorkerMirroredStrategy); train with --backend tensorflow, "
+                              "or unset TF_CONFIG to train on this machine's devices")
         return KerasDistribution()
     if os.environ.get("TF_CONFIG"):
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -182,20 +182,16 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
           initialise=None, initial_step: int = 0):
     """Trains until the optimizer has made `training.train_steps` updates, resuming if it can.
 
-    One Keras "epoch" is `checkpoint_every` updates; a checkpoint (model + optimizer) ends
-    each, so a killed run restarted with the same command continues from the last
-    checkpoint's step. A resumed run continues the data order exactly where the checkpoint
-    left it (the same seed, skipping the batches already trained on), so a killed and
-    resumed run trains the same model as an uninterrupted one. `dev_metric_fn`
-    (`model -> score`) runs every `dev_metric_every` updates (rounded up to whole checkpoint
-    intervals); its values are recorded beside the checkpoints, and with
-    `early_stop_patience` training ends once that many evaluations in a row have not
-    improved on the best (a resumed run counts the recorded ones too).
+    One Keras "epoch" is `checkpoint_every` updates and ends with a checkpoint (model +
+    optimizer). A resumed run goes on with the data order where its checkpoint left it (the
+    same seed, the batches already trained on skipped), so it trains the same model as an
+    uninterrupted run. `dev_metric_fn` (`model -> score`) runs every `dev_metric_every`
+    updates, rounded up to whole epochs, and `early_stop_patience` ends training on a plateau
+    (`callbacks.DevMetric`; a resumed run counts the recorded evaluations too).
 
     A fine-tuned model (`pipelines.model_dir.init_from`) passes `initialise`
-    (`(model, optimizer) -> step`), called only when there is no checkpoint to resume from,
-    and `initial_step`, the step its optimizer starts at (its source's with --init_optimizer,
-    else 0): the data order starts there.
+    (`(model, optimizer) -> step`, called only when there is no checkpoint to resume from)
+    and `initial_step`, the step its optimizer and data order start at.
 
     Returns:
         The trained model (its last-step weights; averaging is a later stage).
@@ -242,8 +238,7 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     else:
         log(f"train: the largest-batch memory check runs under TensorFlow only; under "
             f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
-    if keras.backend.backend() != "tensorflow":  # TensorFlow's fit iterates the data once
-        build_compiled_metrics(model, config.vocab_size)
+        build_compiled_metrics(model, config.vocab_size)  # TensorFlow's fit iterates once
     # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
     # is padded to its own longest sentence. Packed rows have one shape.
     data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
