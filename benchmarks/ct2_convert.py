@@ -216,7 +216,7 @@ def check(args):
     import tensorflow as tf
 
     from export import text
-    from keras_transformer.decoding import decode
+    from keras_transformer.decoding import BeamSearch, decode
 
     model, proto = load_model(args.model_dir)
     pieces = ct2.vocabulary(proto, model.config.vocab_size)
@@ -236,7 +236,7 @@ def check(args):
             search = tf.function(
                 lambda source, b=beam_size, a=alpha: decode(
                     model, text.sentences_to_ids(tokenizer, source, args.max_input_length),
-                    beam_size=b, alpha=a, extra_length=args.extra_length,
+                    BeamSearch(beam_size=b, alpha=a, extra_length=args.extra_length),
                     max_length=args.output_cap).ids,
                 input_signature=[tf.TensorSpec([None], tf.string)])
             ours = []

@@ -38,7 +38,7 @@ def main():
     import tensorflow as tf
 
     from export.translator import Translator
-    from keras_transformer import DecodingSettings, Transformer, TransformerConfig
+    from keras_transformer import BeamSearch, Transformer, TransformerConfig
     from pipelines.data import vocab
     from tests.conftest import data_dir
     from tests.export import conftest as fx
@@ -62,8 +62,8 @@ def main():
     model = Transformer(config)
     fx.train_briefly(model, spm_proto, corpus)
 
-    translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6,
-                                                               extra_length=50))
+    translator = Translator(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6,
+                                                         extra_length=50))
     lines = (data / "val.en").read_text(encoding="utf-8").splitlines()
     batches = [tf.constant(lines[i * args.batch_size:(i + 1) * args.batch_size])
                for i in range(args.batches)]

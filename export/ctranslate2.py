@@ -149,11 +149,11 @@ def model_arrays(model) -> dict[str, np.ndarray]:
     return arrays
 
 
-def decoding_settings(decoding, max_length: int) -> dict[str, Any]:
-    """SETTINGS_FILE's "decoding" from a `DecodingSettings`: `translate`'s defaults."""
-    return {"beam_size": decoding.beam_size, "alpha": decoding.alpha,
-            "extra_length": decoding.extra_length,
-            "max_input_length": decoding.max_input_length or max_length}
+def decoding_settings(search, max_input_length: int) -> dict[str, Any]:
+    """SETTINGS_FILE's "decoding" from a `BeamSearch` and the longest source:
+    `translate`'s defaults."""
+    return {"beam_size": search.beam_size, "alpha": search.alpha,
+            "extra_length": search.extra_length, "max_input_length": max_input_length}
 
 
 def model_settings(config) -> dict[str, Any]:

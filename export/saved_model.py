@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from export.quantize import QUANTIZE_MODES, Int8Weights
 from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE, ExportError, Translator
-from keras_transformer.decoding import DecodingSettings, alignment_layer
+from keras_transformer.decoding import BeamSearch, alignment_layer
 
 SERVING_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
@@ -204,19 +204,19 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
     finally:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    d = translator.decoding
+    d = translator.settings()
     log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}, "
         f"{OPTIONS_SIGNATURE}, {IDS_OPTIONS_SIGNATURE}, {ALL_OPTIONS_SIGNATURE}, "
         f"{IDS_ALL_OPTIONS_SIGNATURE}; default beam "
-        f"{d.beam_size}, alpha {d.alpha}, extra length {d.extra_length}, max input length "
-        f"{translator.max_length}, {d.precision}"
+        f"{d['beam_size']}, alpha {d['alpha']}, extra length {d['extra_length']}, max input "
+        f"length {d['max_input_length']}, {d['precision']}"
         f"{'' if translator.weights is None else ', weights ' + translator.weights.mode})")
     return final
 
 
-def export_saved_model(model, spm_proto: bytes, export_dir, settings=DecodingSettings(),
-                       version=None, overwrite=False, jit_compile=False, constraint=None,
-                       preprocess=None, postprocess=None, quantize=None,
+def export_saved_model(model, spm_proto: bytes, export_dir, search=BeamSearch(),
+                       max_input_length=None, version=None, overwrite=False, jit_compile=False,
+                       constraint=None, preprocess=None, postprocess=None, quantize=None,
                        log=print) -> pathlib.Path:
     """Writes a text-in, text-out SavedModel for TensorFlow Serving under `export_dir/<version>/`.
 
@@ -226,7 +226,8 @@ def export_saved_model(model, spm_proto: bytes, export_dir, settings=DecodingSet
             and a copy is written to ``<version>/assets.extra/spm.model`` for clients of
             `translate_ids`.
         export_dir: the model base path TensorFlow Serving watches.
-        settings: the `DecodingSettings` fixed in the graph.
+        search, max_input_length: the `BeamSearch` fixed in the graph and the longest source
+            (see `Translator`).
         version: a non-negative integer; default: one more than the largest existing version
             (1 in an empty directory).
         overwrite: replace an existing version; without it an existing version is an error.
@@ -249,7 +250,8 @@ def export_saved_model(model, spm_proto: bytes, export_dir, settings=DecodingSet
         version, final = _version_dir(export_dir, version)
         if final.exists() and not overwrite:
             _refuse_existing(final, version, export_dir)
-    translator = Translator(model, spm_proto, settings, jit_compile=jit_compile,
+    translator = Translator(model, spm_proto, search, max_input_length=max_input_length,
+                            jit_compile=jit_compile,
                             constraint=constraint, preprocess=preprocess,
                             postprocess=postprocess,
                             weights=Int8Weights(model) if quantize else None)

@@ -36,12 +36,13 @@ import contextlib
 import dataclasses
 from typing import Any
 
+import keras
 import tensorflow as tf
 
 from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.errors import UserError
-from keras_transformer.decoding import MAX_BEAM_SIZE, DecodingSettings, decode
+from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling, decode
 
 OPTION_SPECS = [tf.TensorSpec([], tf.int32, name="beam_size"),
                 tf.TensorSpec([], tf.float32, name="alpha"),
@@ -85,7 +86,7 @@ class Translator:
     The six `tf.function`s of the module docstring, with fixed input signatures; the export
     registers these very functions as its signatures, so calling them here and calling the
     loaded SavedModel give the same results. `translate` and `translate_ids` decode with
-    `settings`. The options functions check their inputs in the graph, before any decoding
+    `search`. The options functions check their inputs in the graph, before any decoding
     (InvalidArgumentError): beam_size in [1, MAX_BEAM_SIZE], num_results in [1, beam_size]
     (sampling: [1, MAX_BEAM_SIZE]), alpha and sampling_temperature finite and >= 0,
     max_extra_length >= 0, sampling_topk >= 0, sampling_topp in (0, 1], top-k/top-p only with
@@ -95,17 +96,19 @@ class Translator:
     terms; a temperature > 0 samples `num_results` translations per source, best first.
 
     Example:
-        >>> translator = Translator(model, spm_proto, DecodingSettings(beam_size=4, alpha=0.6))
+        >>> translator = Translator(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6))
         >>> out = translator.translate(tf.constant(["A dog runs through the snow."]))
         >>> out["translation"], out["score"]
 
     Args:
         model: a built `keras_transformer.Transformer` (its dtype is the decoding precision).
         spm_proto: the serialized SentencePiece model (bytes) the model was trained with.
-        settings: `keras_transformer.DecodingSettings`: beam size (fixed: it sets tensor
-            shapes), alpha, extra length, and the longest source (`max_input_length`,
-            capped by and defaulting to `model.config.max_length`): longer inputs keep their
-            first pieces (`export.text.sentences_to_ids`).
+        search: the `keras_transformer.BeamSearch` of `translate` and `translate_ids`: beam
+            size (fixed: it sets tensor shapes), alpha, extra length; its stop rule serves
+            every signature.
+        max_input_length: the longest source in tokens (capped by and defaulting to
+            `model.config.max_length`): longer inputs keep their first pieces
+            (`export.text.sentences_to_ids`).
         jit_compile: compile the id -> id beam search with XLA (`tf.function(jit_compile=True)`).
         constraint: a `keras_transformer.decoding.DecodingConstraint` on the output tokens.
         preprocess: in-graph `sentences -> sentences` applied before tokenization.
@@ -118,15 +121,16 @@ class Translator:
         ExportError: the SentencePiece model has more pieces than the model has embeddings.
     """
 
-    def __init__(self, model, spm_proto: bytes, settings: DecodingSettings = DecodingSettings(),
-                 *, jit_compile=False, constraint=None, preprocess=None, postprocess=None,
-                 weights=None):
+    def __init__(self, model, spm_proto: bytes, search: BeamSearch = BeamSearch(), *,
+                 max_input_length=None, jit_compile=False, constraint=None, preprocess=None,
+                 postprocess=None, weights=None):
         if not model.built:
             model.build()
         self.model = model
         self.spm_proto = bytes(spm_proto)
-        self.decoding = settings
-        self.max_length = settings.input_length(model.config.max_length)
+        self.search = search
+        self.max_length = min(max_input_length or model.config.max_length,
+                              model.config.max_length)
         self.jit_compile = bool(jit_compile)
         self.constraint = constraint
         self.preprocess = preprocess
@@ -177,7 +181,8 @@ class Translator:
     # ------------------------------------------------------------------ graph pieces
     def settings(self) -> dict[str, Any]:
         """The decoding settings baked into the graph."""
-        return {**dataclasses.asdict(self.decoding), "max_input_length": self.max_length,
+        return {**dataclasses.asdict(self.search), "max_input_length": self.max_length,
+                "precision": keras.backend.standardize_dtype(self.model.compute_dtype),
                 "output_cap": self.output_cap, "jit_compile": self.jit_compile,
                 "quantize": self.weights and self.weights.mode,
                 "bos_id": BOS_ID, "eos_id": EOS_ID, "pad_id": PAD_ID}
@@ -190,10 +195,8 @@ class Translator:
     def _search_ids(self, source_ids):
         """Beam search on a non-empty batch -> (ids [batch, len] with EOS, 0-padded; scores)."""
         with self._model_weights():
-            out = decode(self.model, source_ids, beam_size=self.decoding.beam_size,
-                         alpha=self.decoding.alpha, extra_length=self.decoding.extra_length,
-                         max_length=self.output_cap, constraint=self.constraint,
-                         stop_rule=self.decoding.stop_rule)
+            out = decode(self.model, source_ids, self.search, max_length=self.output_cap,
+                         constraint=self.constraint)
         ids, scores = out.ids[:, 0], out.scores[:, 0]
         # The search keeps room for the longest allowed output; drop all-padding columns.
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
@@ -294,7 +297,7 @@ class Translator:
         """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs,
         alignment [batch, n, len]), also for an empty batch; by beam search (with required
         phrases where `terms_ids` has any), or by sampling when `sampling` (topk, topp,
-        temperature, seed) has a temperature > 0: `decode` chooses in the graph."""
+        temperature, seed) has a temperature > 0: the choice is made here, in the graph."""
         checks = self._check_options(tf.shape(source_ids)[0], beam_size, alpha, num_results,
                                      max_extra_length, tf.shape(prefix_ids)[0], sampling,
                                      terms_ids)
@@ -310,13 +313,15 @@ class Translator:
             sampling = [tf.identity(value) for value in sampling]
             terms_ids = tf.identity(terms_ids)
 
-        def search():
+        beam = dataclasses.replace(self.search, beam_size=beam_size, alpha=alpha,
+                                   extra_length=extra)
+        sample = Sampling(*sampling, alpha=alpha, extra_length=extra)
+
+        def search(strategy):
             with self._model_weights():
-                out = decode(self.model, source_ids, beam_size=beam_size, alpha=alpha,
-                             extra_length=extra, max_length=self.output_cap,
+                out = decode(self.model, source_ids, strategy, max_length=self.output_cap,
                              num_results=num_results, constraint=self.constraint,
-                             stop_rule=self.decoding.stop_rule,
-                             target_prefix_ids=prefix_ids, sampling=sampling, details=True,
+                             target_prefix_ids=prefix_ids, details=True,
                              # refused with a constraint by the checks above
                              terms_ids=terms_ids if self.constraint is None else None)
             width = tf.reduce_max(
@@ -324,11 +329,15 @@ class Translator:
             return (out.ids[:, :, :width], out.scores, out.token_log_probs[:, :, :width],
                     out.alignment[:, :, :width])
 
+        def search_either():  # the request's temperature chooses the strategy
+            return tf.cond(sample.temperature > 0.0, lambda: search(sample),
+                           lambda: search(beam))
+
         def empty():
             return (tf.zeros([0, num_results, 0], tf.int32), tf.zeros([0, num_results]),
                     tf.zeros([0, num_results, 0]), tf.zeros([0, num_results, 0], tf.int32))
 
-        return tf.cond(tf.shape(source_ids)[0] > 0, search, empty)
+        return tf.cond(tf.shape(source_ids)[0] > 0, search_either, empty)
 
     def _translate_with_options(self, source, beam_size, alpha, num_results, max_extra_length,
                                 target_prefix):

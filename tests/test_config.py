@@ -56,12 +56,20 @@ def test_preset_rows_change_only_what_the_paper_lists():
     assert TransformerConfig.preset("A1").num_heads == 1 and TransformerConfig.preset("A1").d_k == 512
     assert TransformerConfig.preset("B1").d_k == 16 and TransformerConfig.preset("B1").d_v == 64
     assert TransformerConfig.preset("C4").d_model == 256 and TransformerConfig.preset("C4").d_k == 32
-    assert TransformerConfig.preset("D3").label_smoothing == 0.0
+    assert PRESETS["D3"].recipe == {"label_smoothing": 0.0} and PRESETS["D3"].model == {}
     assert TransformerConfig.preset("E").positional == "learned"
     big = TransformerConfig.preset("big")
     assert (big.d_model, big.d_ff, big.num_heads, big.dropout) == (1024, 4096, 16, 0.3)
-    assert (base.d_k, base.d_v, base.dropout, base.label_smoothing, base.norm) == (
-        64, 64, 0.1, 0.1, "post")
+    assert (base.d_k, base.d_v, base.dropout, base.norm) == (64, 64, 0.1, "post")
+    assert PRESETS["big"].recipe == {"train_steps": 300_000}  # the paper's big: 300K steps
+
+
+def test_an_older_config_json_with_training_fields_still_loads():
+    """config.json files written before the training fields moved to the recipe."""
+    base = TransformerConfig.preset("base")
+    older = {**base.to_dict(), "label_smoothing": 0.1, "train_steps": 6000}
+    assert TransformerConfig.from_dict(older) == base
+    assert "label_smoothing" not in base.to_dict() and "train_steps" not in base.to_dict()
 
 
 def test_json_round_trip_and_overrides():

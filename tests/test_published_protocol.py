@@ -3,7 +3,8 @@ import importlib.util
 
 import pytest
 
-from keras_transformer import NoamSchedule, TransformerConfig
+from keras_transformer import PRESETS, NoamSchedule, TransformerConfig
+from pipelines.settings import table
 from tests.conftest import ROOT
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -89,10 +90,11 @@ def test_run_flags_carry_the_protocol(tmp_path):
 def test_multi30k_tiny_has_the_published_shape():
     config = TransformerConfig.preset("multi30k_tiny")
     assert (config.num_layers, config.d_model, config.d_ff, config.num_heads) == (4, 128, 256, 4)
-    assert (config.dropout, config.label_smoothing, config.share_embeddings) == (0.3, 0.1, True)
+    assert (config.dropout, config.share_embeddings) == (0.3, True)
     assert (config.attention_dropout, config.relu_dropout, config.norm, config.positional) == (
         0.0, 0.0, "post", "sinusoidal")
-    assert config.vocab_size == 10_000 and config.train_steps == 8_000
+    assert config.vocab_size == 10_000 and PRESETS["multi30k_tiny"].recipe == {"train_steps": 8000}
+    assert table.default("label_smoothing") == 0.1  # the preset's recipe leaves it to the paper
 
 
 def test_bad_flag_is_one_line_and_exit_2(capsys):

@@ -1,7 +1,7 @@
 """Decoding: beam search (with required phrases, a target prefix, a constraint) and sampling
 over a `Transformer`, through one entry point, `decode`, on every Keras backend.
 
-  settings     DecodingSettings, SamplingSettings (plain values, no TensorFlow)
+  settings     the strategies, BeamSearch and Sampling (plain values, no TensorFlow)
   core         the rules, once, in keras.ops: lengths, length penalty, candidate ranking,
                gathers, when a sentence can still improve; `Decoded`, what every search returns
   step         the model as a step function; `DecodingConstraint` and the constrained step
@@ -14,10 +14,9 @@ over a `Transformer`, through one entry point, `decode`, on every Keras backend.
 from keras_transformer.decoding.core import Decoded, alignment_layer, length_penalty
 from keras_transformer.decoding.entry import (decode, make_translate_function, score_ids,
                                               translate)
-from keras_transformer.decoding.settings import (MAX_BEAM_SIZE, PRECISIONS, DecodingSettings,
-                                                 SamplingSettings)
+from keras_transformer.decoding.settings import MAX_BEAM_SIZE, BeamSearch, Sampling
 from keras_transformer.decoding.step import DecodingConstraint
 
-__all__ = ["Decoded", "DecodingConstraint", "DecodingSettings", "MAX_BEAM_SIZE", "PRECISIONS",
-           "SamplingSettings", "alignment_layer", "decode", "length_penalty",
-           "make_translate_function", "score_ids", "translate"]
+__all__ = ["BeamSearch", "Decoded", "DecodingConstraint", "MAX_BEAM_SIZE", "Sampling",
+           "alignment_layer", "decode", "length_penalty", "make_translate_function", "score_ids",
+           "translate"]

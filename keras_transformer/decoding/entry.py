@@ -1,9 +1,10 @@
-"""The one entry point: `decode` picks the search (beam, beam with required phrases, or
-sampling) from the request and the driver (fixed slots, or TensorFlow's growing cache with
+"""The one entry point: `decode` runs the strategy it is given (`BeamSearch`, with required
+phrases where a request has them, or `Sampling`) with the driver (fixed slots, or TensorFlow's growing cache with
 sentences leaving) from the backend, runs it over a `Transformer`, and returns `Decoded`.
 
-Evaluate, translate, score, the export's signatures, the dev metric and the Keras API
-(`translate`, `make_translate_function`) all decode through here.
+Evaluate, translate, score, the export's signatures, the dev metric, the attention plot and
+the Keras API (`translate`, `make_translate_function`) all decode through here, each with
+the strategy value its caller resolved.
 """
 import keras
 from keras import ops
@@ -11,15 +12,14 @@ from keras import ops
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import core, step
 from keras_transformer.decoding.beam import beam_search
-from keras_transformer.decoding.settings import DecodingSettings, SamplingSettings
+from keras_transformer.decoding.settings import BeamSearch, Sampling
 
-PAPER = DecodingSettings()
+PAPER = BeamSearch()
 
 
-def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
-           extra_length=PAPER.extra_length, num_results=1, max_length=None, bos_id=BOS_ID,
+def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, bos_id=BOS_ID,
            eos_id=EOS_ID, early_finish=True, constraint=None, target_prefix_ids=None,
-           terms_ids=None, sampling=None, details=False, stop_rule=PAPER.stop_rule):
+           terms_ids=None, details=False):
     """Decodes a batch of sources with a `Transformer`: source ids in, `Decoded` out.
 
     Encodes once; cross-attention keys/values are computed once per sentence and shared by
@@ -31,17 +31,19 @@ def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
         >>> from keras_transformer import Transformer, TransformerConfig
         >>> model = Transformer(TransformerConfig.preset("base", vocab_size=20,
         ...                     num_layers=1, d_model=16, d_ff=32, num_heads=2))
-        >>> out = decode(model, np.array([[5, 6, 7, 3]]), beam_size=2, extra_length=3,
-        ...              num_results=2)
+        >>> out = decode(model, np.array([[5, 6, 7, 3]]), BeamSearch(beam_size=2,
+        ...              extra_length=3), num_results=2)
         >>> tuple(out.ids.shape), tuple(out.scores.shape)
         ((1, 2, 7), (1, 2))
 
     Args:
         model: a `keras_transformer.Transformer`.
         source_ids: int [batch, source_len], 0-padded.
-        beam_size, alpha, num_results, early_finish: see `beam.beam_search` (under
-            TensorFlow beam size, alpha and num_results may be scalar tensors).
-        extra_length: each output may have up to its source length + this many tokens.
+        search: `BeamSearch` (the paper's by default) or `Sampling` (TensorFlow only): a
+            temperature > 0 draws `num_results` outputs per sentence, scored as beam search
+            scores them and returned best first. Under TensorFlow their fields may be scalar
+            tensors (beam size, alpha, extra length; sampling's all but `stop_rule`).
+        num_results, early_finish: see `beam.beam_search` (num_results may be a tensor).
         max_length: a cap on generated tokens (default: the model's `max_length`).
         bos_id, eos_id: start and end tokens of the target vocabulary.
         constraint: an optional `DecodingConstraint` on the generated tokens.
@@ -50,31 +52,29 @@ def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
             count. Each output may then have at least its prefix and the end token (within
             `max_length`; longer prefixes are cut to `max_length - 1`).
         terms_ids: optional int [batch, phrases, length], 0-padded: target phrases every
-            output of a sentence contains (`terms`: dynamic beam allocation; TensorFlow
-            only). InvalidArgumentError where they do not fit in `max_length`.
-        sampling: None (beam search), or `SamplingSettings` / (topk, topp, temperature,
-            seed) with scalar tensors allowed: a temperature > 0 draws `num_results`
-            outputs per sentence (`sampling`, TensorFlow only), scored as beam search
-            scores them and returned best first; a tensor temperature chooses in the graph.
+            output of a sentence contains (`terms`: dynamic beam allocation; beam search
+            under TensorFlow only). InvalidArgumentError where they do not fit in
+            `max_length`.
         details: also return each token's log-probability and alignment.
-        stop_rule: when beam search stops a sentence, "exact" or "best_finished"
-            (`DecodingSettings`).
     Returns:
         `Decoded` (ids [batch, num_results, length]).
     """
     if not model.built:
         model.build()
+    sampling = isinstance(search, Sampling)
+    on_tf = core.on_tensorflow()
+    if sampling and not on_tf:
+        raise ValueError(f"sampling needs the TensorFlow backend, not {keras.backend.backend()}")
     source_ids = ops.cast(ops.convert_to_tensor(source_ids), "int32")
     cap = model.config.max_length if max_length is None else max_length
-    max_lengths, max_steps, prefix = core.output_lengths(source_ids, extra_length, cap,
-                                                         target_prefix_ids, terms_ids)
+    max_lengths, max_steps, prefix = core.output_lengths(
+        source_ids, search.extra_length, cap, target_prefix_ids, terms_ids)
     if terms_ids is not None:  # nothing runs before the phrases are known to fit
         import tensorflow as tf
 
         with tf.control_dependencies([max_lengths]):
             source_ids = tf.identity(source_ids)
     memory, mask = model.encode(source_ids, training=False)
-    on_tf = core.on_tensorflow()
     if on_tf:  # outside XLA the decoder cache grows a position a step (faster)
         from keras_transformer.decoding.tf_graph import cache_length
 
@@ -82,7 +82,8 @@ def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
     else:
         fixed = max_steps
 
-    def search(rows, step_fn, **kwargs):
+    def begin(rows, step_fn):
+        """(step_fn, cache, per-sentence state) for `rows` rows per sentence."""
         cache, memory_state = model.initial_decode_state(memory, mask, num_rows=rows,
                                                          max_length=fixed)
         if constraint is not None:
@@ -97,13 +98,12 @@ def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
         # them, per-step work unchanged. A constraint renormalises the distribution step by
         # step, which only the search sees: it tracks them.
         track = details and constraint is not None
-        step_fn, cache, memory_state = search(beam_size, step.model_step(model, track))
+        step_fn, cache, memory_state = begin(search.beam_size, step.model_step(model, track))
         start = ops.full((ops.shape(source_ids)[0],), bos_id, "int32")
-        out = beam_search(step_fn, start, cache, beam_size, max_lengths, eos_id, alpha,
-                          num_results=num_results, early_finish=early_finish,
-                          stop_rule=stop_rule,
-                          max_steps=max_steps, forced_ids=prefix, track_details=track,
-                          sentence_state=memory_state, terms=terms)
+        out = beam_search(step_fn, start, cache, search.beam_size, max_lengths, eos_id,
+                          search.alpha, num_results=num_results, early_finish=early_finish,
+                          stop_rule=search.stop_rule, max_steps=max_steps, forced_ids=prefix,
+                          track_details=track, sentence_state=memory_state, terms=terms)
         if not details or track:
             return out
         # Only up to the longest hypothesis: the rest of the search's storage is padding.
@@ -113,38 +113,29 @@ def decode(model, source_ids, *, beam_size=PAPER.beam_size, alpha=PAPER.alpha,
     def sample():
         from keras_transformer.decoding import sampling as sampling_lib
 
-        step_fn, cache, memory_state = search(num_results, step.model_step(model, details))
+        step_fn, cache, memory_state = begin(num_results, step.model_step(model, details))
         rows = ops.shape(source_ids)[0] * num_results
         out = sampling_lib.sample(step_fn, ops.full((rows,), bos_id, "int32"), cache,
                                   {"memory": memory_state, "max_lengths": max_lengths},
-                                  num_results, max_lengths, max_steps, eos_id, settings,
+                                  num_results, max_lengths, max_steps, eos_id, search,
                                   forced_ids=prefix, track_details=details)
         # Scored as beam search scores (length penalty alpha), best first.
         lengths = ops.sum(ops.cast(ops.not_equal(out.ids, PAD_ID), "int32"), axis=2)
-        scores, order = core.top_k(out.scores / core.length_penalty(lengths, alpha),
+        scores, order = core.top_k(out.scores / core.length_penalty(lengths, search.alpha),
                                    num_results)
         return core.Decoded(scores=scores, **{
             name: core.take_along(value, order)
             for name, value in out._asdict().items() if name != "scores" and value is not None})
 
-    settings = sampling
-    if isinstance(sampling, SamplingSettings):
-        settings = (sampling.topk, sampling.topp, sampling.temperature, sampling.seed)
-    if settings is not None and not on_tf:
-        raise ValueError(f"sampling needs the TensorFlow backend, not {keras.backend.backend()}")
-    if settings is not None and isinstance(settings[2], (int, float)):
-        return sample() if settings[2] > 0 else beam()
-    if terms_ids is None and settings is None:
+    if sampling:
+        return sample()
+    if terms_ids is None:
         return beam()
     import tensorflow as tf
 
-    choices = []
-    if settings is not None:
-        choices.append((settings[2] > 0.0, sample))
-    if terms_ids is not None:  # the plain search is faster where no sentence has phrases
-        choices.append((tf.reduce_any(tf.not_equal(terms_ids, PAD_ID)),
-                        lambda: beam(terms_ids)))
-    return tf.case(choices, default=beam, exclusive=False)
+    # The plain search is faster where no sentence has phrases.
+    return tf.cond(tf.reduce_any(tf.not_equal(terms_ids, PAD_ID)), lambda: beam(terms_ids),
+                   beam)
 
 
 def token_details(model, memory, mask, ids, scores, bos_id=BOS_ID):
@@ -200,7 +191,7 @@ def score_ids(model, source_ids, target_ids, alpha=PAPER.alpha, bos_id=BOS_ID,
             / core.length_penalty(ops.sum(mask, axis=1), alpha))
 
 
-def make_translate_function(model, jit_compile=False, **settings):
+def make_translate_function(model, search=PAPER, *, jit_compile=False, **options):
     """A compiled `source_ids -> Decoded` function for the current Keras backend.
 
     * TensorFlow: a `tf.function` of `decode` (`jit_compile`: with XLA; one trace serves
@@ -210,7 +201,7 @@ def make_translate_function(model, jit_compile=False, **settings):
       the program, and one compilation serves every batch of one shape.
     * Other backends: `decode` as it is.
 
-    Args: `settings` as `decode` takes them. Keep the returned function for many batches:
+    Args: `search` and `options` as `decode` takes them. Keep the returned function for many batches:
     each call of `make_translate_function` compiles anew.
     """
     if not model.built:
@@ -219,7 +210,7 @@ def make_translate_function(model, jit_compile=False, **settings):
     if backend == "tensorflow":
         import tensorflow as tf
 
-        return tf.function(lambda ids: decode(model, ids, **settings),
+        return tf.function(lambda ids: decode(model, ids, search, **options),
                            jit_compile=jit_compile, reduce_retracing=True)
     if backend == "jax":
         import jax
@@ -229,20 +220,20 @@ def make_translate_function(model, jit_compile=False, **settings):
         @jax.jit
         def compiled(values, source_ids):
             with keras.StatelessScope(state_mapping=list(zip(variables, values))):
-                return decode(model, source_ids, **settings)
+                return decode(model, source_ids, search, **options)
 
         return lambda source_ids: compiled([v.value for v in variables],
                                            ops.convert_to_tensor(source_ids, "int32"))
-    return lambda source_ids: decode(model, source_ids, **settings)
+    return lambda source_ids: decode(model, source_ids, search, **options)
 
 
-def translate(model, source_ids, **settings):
-    """Beam search over one batch on the current Keras backend: `Decoded`.
+def translate(model, source_ids, search=PAPER, **options):
+    """`search` (beam search by default) over one batch on the current Keras backend: `Decoded`.
 
     Under TensorFlow `decode` eagerly (nothing to trace for one batch), else
-    `make_translate_function(model, **settings)(source_ids)`. For many batches keep a
+    `make_translate_function(model, search, **options)(source_ids)`. For many batches keep a
     `make_translate_function` instead.
     """
     if keras.backend.backend() == "tensorflow":
-        return decode(model, source_ids, **settings)
-    return make_translate_function(model, **settings)(source_ids)
+        return decode(model, source_ids, search, **options)
+    return make_translate_function(model, search, **options)(source_ids)

@@ -37,7 +37,7 @@ def truncated_logits(log_probs, topk, topp, temperature):
 
     Args:
         log_probs: float32 [rows, vocab]; disallowed tokens at about -1e9.
-        topk, topp, temperature: int32, float32, float32 scalars (see `SamplingSettings`).
+        topk, topp, temperature: int32, float32, float32 scalars (see `Sampling`).
     Returns:
         (logits float32 [rows, width], token ids int32 [rows, width]): the tokens' scaled
         log-probabilities, cut tokens at -1e9, for the `width` most likely tokens (all of
@@ -84,8 +84,8 @@ def sample(step_fn, initial_ids, cache, sentences, num_results, max_lengths, max
         num_results: samples per sentence (int or int32 scalar tensor).
         max_lengths: int32 [batch], most tokens per output (EOS forced at the last one).
         max_steps: the loop bound.
-        sampling: (topk, topp, temperature, seed), Python numbers or scalar tensors (see
-            `SamplingSettings`; tensors are not checked here).
+        sampling: a `Sampling` (topk, topp, temperature, seed: Python numbers or scalar
+            tensors, the latter not checked here).
         forced_ids: optional int32 [batch, width]: forced first tokens (0: none); their
             log-probabilities count.
     Returns:
@@ -95,7 +95,8 @@ def sample(step_fn, initial_ids, cache, sentences, num_results, max_lengths, max
         tokens, as in beam search), comparable with beam search at alpha 0; with
         `track_details` token_log_probs (0 at padding) and alignment (-1 at padding).
     """
-    topk, topp, temperature, seed = sampling
+    topk, topp, temperature, seed = (sampling.topk, sampling.topp, sampling.temperature,
+                                     sampling.seed)
     topk = tf.cast(topk, tf.int32)
     topp, temperature = tf.cast(topp, tf.float32), tf.cast(temperature, tf.float32)
     seed = tf.cast(seed, tf.int64)

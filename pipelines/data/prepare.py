@@ -178,7 +178,6 @@ def prepare(
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     splits = [split for split in splits if split == "train" or task.has_split(split)]
-    log(task.describe())
     proto = ensure_vocab(task, work_dir, vocab_size, sample_lines=vocab_sample_lines, log=log)
     result: dict = {
         "task": task.name,

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from export import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.decoding import DecodingSettings, decode
+from keras_transformer.decoding import BeamSearch, decode
 from pipelines.model_dir.files import atomic_files
 
 
@@ -20,18 +20,20 @@ def cross_attention(model, source_ids, target_ids):
     return np.asarray(weights[0])
 
 
-def plot_attention(model, tokenizer, sentence, path, settings=DecodingSettings()):
-    """Translates `sentence` and saves its attention (head average + every head) as a PNG."""
+def plot_attention(model, tokenizer, sentence, path, search=BeamSearch(), *,
+                   input_length=None, constraint=None):
+    """Translates `sentence` with `search` (and the task's `constraint`), its source cut
+    to `input_length` pieces (default: the model's `max_length`), and saves the
+    translation's attention (head average + every head) as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     source_ids = text.sentences_to_ids(
-        tokenizer, [sentence], settings.input_length(model.config.max_length))
+        tokenizer, [sentence], input_length or model.config.max_length)
     source = source_ids.numpy()[0].tolist()
-    ids = decode(model, source_ids, beam_size=settings.beam_size, alpha=settings.alpha,
-                 extra_length=settings.extra_length).ids
+    ids = decode(model, source_ids, search, constraint=constraint).ids
     row = ids[0, 0].numpy()
     ends = np.flatnonzero((row == EOS_ID) | (row == PAD_ID))
     target = row[:ends[0] if ends.size else len(row)].tolist() + [EOS_ID]

@@ -15,14 +15,14 @@ import numpy as np
 import tensorflow as tf
 
 from export import text
-from keras_transformer.decoding import DecodingSettings, make_translate_function
+from keras_transformer.decoding import BeamSearch, make_translate_function
 from pipelines.data import dataset as ds_lib
 from pipelines.errors import ConfigError
 from pipelines.model_dir.files import atomic_files
 from pipelines.model_dir.layout import EVAL_DIR
 
 
-def make_translator(model, settings: DecodingSettings, jit_compile=False, constraint=None):
+def make_translator(model, search: BeamSearch, jit_compile=False, constraint=None):
     """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function
     (`keras_transformer.decoding.make_translate_function`, 1-best).
 
@@ -34,10 +34,8 @@ def make_translator(model, settings: DecodingSettings, jit_compile=False, constr
         raise ConfigError(f"--backend {keras.backend.backend()}: this task's constrained "
                           f"search runs under TensorFlow only; train with --backend "
                           f"tensorflow, or drop --dev_metric_every")
-    search = make_translate_function(model, jit_compile=jit_compile,
-                                     beam_size=settings.beam_size, alpha=settings.alpha,
-                                     extra_length=settings.extra_length,
-                                     stop_rule=settings.stop_rule, constraint=constraint)
+    search = make_translate_function(model, search, jit_compile=jit_compile,
+                                     constraint=constraint)
 
     if keras.backend.backend() == "tensorflow":
         return lambda source_ids: tuple(value[:, 0] for value in search(source_ids)[:2])

@@ -1,13 +1,15 @@
-"""The run log's lines about the resolved options: their values and where each came from
-(`describe_origins`), and the device's precision and XLA choices (`describe_device`)."""
+"""The run log's lines about the resolved recipe: its values and where each came from
+(`describe_origins`), the task line (`describe_task`), and the device's precision and XLA
+choices (`describe_device`). Each renders the recipe, never a task's or preset's default."""
 import dataclasses
 
-from keras_transformer.decoding import DecodingSettings
+from keras_transformer.decoding import BeamSearch
 from pipelines.settings import device_policy
-from pipelines.settings.options import RunOptions
+from pipelines.settings.options import Recipe
+from pipelines.tasks import Task
 
 
-def describe_origins(options: RunOptions, every: bool = True) -> str:
+def describe_origins(options: Recipe, every: bool = True) -> str:
     """One log line of the resolved values and where each came from (see the module doc):
     `every` value, or only those not at the paper's defaults, grouped by origin (a device
     default by "device": `describe_device` gives its reason)."""
@@ -15,7 +17,7 @@ def describe_origins(options: RunOptions, every: bool = True) -> str:
     named = [(name, origin) for name, origin in options.origins.items() if name in values]
     if every:
         return ", ".join(f"{name} {values[name]!r} ({origin})" for name, origin in named)
-    paper = dataclasses.asdict(DecodingSettings())
+    paper = dataclasses.asdict(BeamSearch())
     groups: dict[str, list[str]] = {}
     for name, origin in named:
         if origin != "default" and values[name] != paper.get(name, ...):
@@ -24,10 +26,20 @@ def describe_origins(options: RunOptions, every: bool = True) -> str:
     return f"{changed or 'all'} (the rest: the paper's defaults; --verbose lists every value)"
 
 
-def describe_device(options: RunOptions, device: device_policy.Device) -> str:
+def describe_device(options: Recipe, device: device_policy.Device) -> str:
     """One log line: the device, the training precision and XLA setting, and why each
     (`device: <why>` for the device's defaults, else the flag or settings.json)."""
     t, origins = options.training, options.origins
     return (f"device: {device.describe()}: {t.precision_policy} "
             f"({origins['precision_policy']}); XLA {'on' if t.jit_compile else 'off'} "
             f"({origins['jit_compile']})")
+
+
+def describe_task(options: Recipe, task: Task) -> str:
+    """One log line: the task, its direction and lengths, and the recipe's vocabulary,
+    preset and decoding."""
+    beam = options.decoding.beam
+    return (f"task {task.name}: {task.source_lang}->{task.target_lang}, vocab "
+            f"{options.data.vocab_size:,}, max length {task.max_source_length}/"
+            f"{task.max_target_length}, preset {options.model.preset}, beam {beam.beam_size}, "
+            f"alpha {beam.alpha}, extra length {beam.extra_length}")

@@ -1,12 +1,14 @@
-"""What a run does, grouped (`RunOptions`), and the settings.json it writes.
+"""The run's `Recipe`: every setting, typed and in sections (model, data, training,
+decoding, export; and what evaluate, translate and score read), resolved once by
+`pipelines.settings.resolver.resolve`, with where each value came from; and the
+settings.json it writes.
 
-Precedence (`pipelines.settings.resolver.resolve`): the flag > the model dir's settings.json
-(config.json for max_length) > the preset's recipe > the task's recipe > the settings
-table's default. A preset counts only for what it declares (`keras_transformer.config.
-PRESETS`: its vocab_size, max_length and recipe); a fine-tuned dir takes its model from its
-`--init_from` source. Once trained, a flag that contradicts the model dir stops the run
-(`ConfigError`); decoding settings may differ with `--override_saved`, never written back.
-settings.json (format 2) is laid out by the table's `saved` paths; docs/training.md says more.
+Precedence: the paper's defaults < the task's < the preset's (its recipe) < the model dir
+(settings.json, config.json for max_length; a fine-tuned dir's `--init_from` source before
+it has weights) < the flags. Once trained, a flag that contradicts the model dir stops the
+run (`ConfigError`); decoding settings may differ with `--override_saved`, never written
+back. settings.json (format 2) is laid out by the table's `saved` paths; docs/training.md
+says more.
 """
 from __future__ import annotations
 
@@ -14,17 +16,17 @@ import dataclasses
 from typing import Any
 
 from keras_transformer import TransformerConfig
-from keras_transformer.decoding import DecodingSettings, SamplingSettings
+from keras_transformer.decoding import BeamSearch, Sampling
 from pipelines.model_dir import init_from as init_lib
 from pipelines.errors import ConfigError
 from pipelines.settings import table
-from pipelines.settings.recipes import TASK_PRESET_OVERRIDES
 from pipelines.tasks import Task, get_task
 
 SETTINGS_FORMAT = 2
 TASK_OPTIONS = tuple(name for name, row in table.saved_rows().items()
                      if row.saved[0] == "task_options")
 """The settings that become task options (where its data is, and what it is)."""
+PRECISIONS = table.TABLE["decode_precision"].choices
 SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
 """Any of these makes translate sample (`keras_transformer.decoding.sampling`) instead of
 beam search."""
@@ -49,6 +51,38 @@ class ModelOptions:
     max_length: int = TransformerConfig.max_length
 
 
+@dataclasses.dataclass(frozen=True)
+class DecodingOptions:
+    """How evaluate, translate, the dev metric and the export decode: the strategy (the
+    library's `BeamSearch`, or `Sampling` for translate) and what the application adds."""
+
+    beam: BeamSearch
+    precision: str = "float32"  # the model's weights and compute: float32 or bfloat16
+    max_input_length: int | None = None  # longest source, EOS included; None: the model's
+    sampling: Sampling | None = None  # translate samples with these (None: beam search)
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.max_input_length is not None and self.max_input_length < 1:
+            raise ValueError(f"max_input_length must be an integer >= 1, got "
+                             f"{self.max_input_length!r}")
+
+    @property
+    def search(self) -> BeamSearch | Sampling:
+        """The strategy translate decodes with."""
+        return self.sampling or self.beam
+
+    def input_length(self, model_max_length: int) -> int:
+        """The source truncation length for a model of `model_max_length` positions."""
+        return min(self.max_input_length or model_max_length, model_max_length)
+
+    def record(self) -> dict[str, Any]:
+        """The beam search settings as eval/*.json and made_from.json record them."""
+        return {**dataclasses.asdict(self.beam), "max_input_length": self.max_input_length,
+                "precision": self.precision}
+
+
 TrainingOptions = dataclasses.make_dataclass("TrainingOptions", [
     *((name, Any) for name, row in table.saved_rows().items() if row.saved[0] == "training"),
     ("memory_limit_mb", Any), ("precision_policy", str, "float32")], frozen=True)
@@ -58,40 +92,41 @@ table, and the Keras dtype policy that --mixed_precision means on this device.""
 
 @dataclasses.dataclass(frozen=True)
 class EvalOptions:
-    """What the evaluate stage scores and how it compiles the search."""
+    """What the evaluate stage scores and how it compiles the search (the table's rows)."""
 
-    split: str = "test"
-    sentences: int = 0        # 0: the whole split
-    jit_compile: bool = False
-    checkpoint: str | None = None  # "ckpt-N": decode this checkpoint, not final.weights.h5
+    split: str
+    sentences: int            # 0: the whole split
+    jit_compile: bool
+    checkpoint: str | None    # "ckpt-N": decode this checkpoint, not final.weights.h5
 
 
 @dataclasses.dataclass(frozen=True)
 class ExportOptions:
-    """Where and how the export stage writes the SavedModel."""
+    """Where and how the export stage writes the SavedModel (the table's rows)."""
 
-    export_dir: str | None = None
-    version: int | None = None
-    overwrite: bool = False
-    jit_compile: bool = False
-    check_ops: bool = True
-    quantize: str | None = None  # "int8": int8 matrices (export.quantize); None: as trained
-    format: str = "saved_model"  # or "ctranslate2" (export/ctranslate2.py)
+    export_dir: str | None
+    version: int | None
+    overwrite: bool
+    jit_compile: bool
+    check_ops: bool
+    quantize: str | None      # "int8": int8 matrices (export.quantize); None: as trained
+    format: str               # saved_model, or ctranslate2 (export/ctranslate2.py)
 
 
 @dataclasses.dataclass(frozen=True)
 class IOOptions:
-    """The translate and score stages' files (None: stdin/stdout)."""
+    """The translate and score stages' files (None: stdin/stdout) and outputs (the table's
+    rows: --n_best, --with_scores, ...)."""
 
-    input: str | None = None
-    output: str | None = None
-    target: str | None = None  # score: the translations to score, line by line with input
-    plot_attention: str | None = None
-    n_best: int = 1            # translate: hypotheses per input line (JSON lines when > 1)
-    with_scores: bool = False  # translate: pieces and their log-probabilities (JSON lines)
-    with_alignment: bool = False  # translate: source piece of each target piece (JSON lines)
-    prefix_file: str | None = None  # translate: forced target prefixes, line by line
-    terms_file: str | None = None  # translate: required target phrases, tab-separated, by line
+    input: str | None
+    output: str | None
+    target: str | None        # score: the translations to score, line by line with input
+    plot_attention: str | None
+    n_best: int               # translate: hypotheses per input line (JSON lines when > 1)
+    with_scores: bool         # translate: pieces and their log-probabilities (JSON lines)
+    with_alignment: bool      # translate: source piece of each target piece (JSON lines)
+    prefix_file: str | None   # translate: forced target prefixes, line by line
+    terms_file: str | None    # translate: required target phrases, tab-separated, by line
 
     @property
     def detailed(self) -> bool:
@@ -101,20 +136,20 @@ class IOOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunOptions:
-    """Everything a stage needs, resolved once (see `resolve`)."""
+class Recipe:
+    """Everything a stage needs, resolved once (see the module doc); every line a run
+    prints about its settings is rendered from it (`pipelines.settings.describe`)."""
 
     model_dir: str
     data: DataOptions
     model: ModelOptions
     training: TrainingOptions
-    decoding: DecodingSettings
-    evaluation: EvalOptions = EvalOptions()
-    export: ExportOptions = ExportOptions()
-    io: IOOptions = IOOptions()
+    decoding: DecodingOptions
+    evaluation: EvalOptions
+    export: ExportOptions
+    io: IOOptions
     verbose: int = 1
     init: init_lib.InitFrom | None = None  # where a fine-tuned model starts (--init_from)
-    sampling: SamplingSettings | None = None  # translate samples with these (None: beam)
     origins: dict = dataclasses.field(default_factory=dict, compare=False)
     """Option name -> where its value came from: "flag", "settings.json", "config.json",
     "preset NAME", "task NAME", "device: <why>" (`pipelines.settings.device_policy`) or "default"
@@ -128,7 +163,8 @@ class RunOptions:
         return {"task": self.data.task, "vocab_size": self.data.vocab_size,
                 "config": self.model.preset, "config_override": self.model.config_overrides,
                 "max_length": self.model.max_length, **dataclasses.asdict(self.training),
-                **dataclasses.asdict(self.decoding),
+                **dataclasses.asdict(self.decoding.beam),
+                "max_input_length": self.decoding.max_input_length,
                 "decode_precision": self.decoding.precision,
                 "decode_jit_compile": self.evaluation.jit_compile}
 
@@ -156,16 +192,14 @@ def _place(saved: dict, path: tuple, value) -> None:
     saved[path[-1]] = value
 
 
-def config_for(options: RunOptions, task: Task, vocab_size: int) -> TransformerConfig:
-    """The model config of a new model dir: preset + the paper's task departures + flags.
+def config_for(options: Recipe, task: Task, vocab_size: int) -> TransformerConfig:
+    """The model config of a new model dir: preset + the task's departures for it + flags.
 
-    `vocab_size` is the trained SentencePiece model's; `max_length` the resolver's
-    (`ModelOptions.max_length`: the flag, else the preset's, else the task's lengths).
+    `vocab_size` is the trained SentencePiece model's; `max_length` the recipe's.
     """
-    overrides = dict(TASK_PRESET_OVERRIDES.get((task.name, options.model.preset), {}))
-    overrides.update(options.model.config_overrides)
-    overrides["vocab_size"] = vocab_size
-    overrides["max_length"] = options.model.max_length
+    overrides = {**task.preset_overrides.get(options.model.preset, {}),
+                 **options.model.config_overrides, "vocab_size": vocab_size,
+                 "max_length": options.model.max_length}
     try:
         return TransformerConfig.preset(options.model.preset, **overrides)
     except (ValueError, TypeError) as e:

@@ -1,25 +1,227 @@
-"""The one resolver: every value of a run from the flags, the model dir, the recipes and
-the defaults, and the refusals of values that contradict them (see `pipelines.settings.options`
-for the precedence and settings.json)."""
+"""The one resolver: the run's `Recipe` from layers of settings merged once, in order of
+precedence (`pipelines.settings.options`), each value with its origin; then the settings that
+follow from others (the device's choices), and the refusals of flags that contradict the
+model dir."""
 from __future__ import annotations
 
 import dataclasses
 import os
 import sys
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from export.quantize import QUANTIZE_MODES
 from keras_transformer import PRESETS, TransformerConfig
-from keras_transformer.decoding import MAX_BEAM_SIZE, DecodingSettings, SamplingSettings
+from keras_transformer.config import TRAINING_FIELDS
+from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling
 from pipelines.model_dir import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
 from pipelines.settings import device_policy, table
-from pipelines.settings.options import (SAMPLING_FLAGS, TASK_OPTIONS, DataOptions, EvalOptions,
-                                        ExportOptions, IOOptions, ModelOptions, RunOptions,
-                                        TrainingOptions)
-from pipelines.settings.recipes import PRESET_RECIPES, TASK_RECIPES
+from pipelines.settings.options import (SAMPLING_FLAGS, TASK_OPTIONS, DataOptions,
+                                        DecodingOptions, EvalOptions, ExportOptions, IOOptions,
+                                        ModelOptions, Recipe, TrainingOptions)
 from pipelines.tasks import Task, get_task
+
+Layer = tuple[str, Mapping[str, Any]]
+"""(origin, {setting: value}): one source of settings, by the settings table's names (and
+`max_length`, the model's positions); None values say nothing."""
+
+
+def merge(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each setting's value from the last layer that gives it, and that layer's origin."""
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for origin, layer in layers:
+        for name, value in layer.items():
+            if value is not None:
+                values[name], origins[name] = value, origin
+    return values, origins
+
+
+def resolve(given: Mapping[str, Any], *,
+            device: device_policy.Device | None = None) -> Recipe:
+    """The run's recipe from the flags the user gave (`given`, name -> value): layers,
+    lowest first, the paper's (and the tool's) defaults, the task's, the preset's, a
+    fine-tuned dir's source, the model dir's config.json and settings.json, the flags (the
+    task and preset are read from the layers above them first). `device`: what training
+    runs on (`device_policy.detect()`; None: a CPU without bfloat16 instructions).
+
+    Raises:
+        ConfigError: a flag contradicts the model directory, or names an unknown preset.
+        ModelDirError: settings.json is unreadable.
+        DataError: an unknown task or task option.
+    """
+    table.check_bounds(given)
+    model_dir = given.get("model_dir") or os.path.join("runs", given.get("task")
+                                                       or table.default("task"))
+    saved = md.load_settings(model_dir)
+    md.check_vocabulary(model_dir, saved.get("spm_sha256"))
+    init = init_lib.resolve(given, model_dir, saved)
+    upper = [("init_from", _init_layer(init)), (md.CONFIG_FILE, _config_layer(model_dir)),
+             (md.SETTINGS_FILE, _saved_layer(saved)), ("flag", _flag_layer(given))]
+    top, top_origins = merge([("default", _paper_layer()), *upper])
+    check_against_saved(top, top_origins, saved, model_dir, top["override_saved"])
+    task_options = {**(saved.get("task_options") or {}),
+                    **{k: given[k] for k in TASK_OPTIONS if given.get(k) is not None}}
+    task = get_task(top["task"], **task_options)
+    preset = top.get("config") or task.preset
+    recipe = _preset_layer(preset)
+    # A preset's recipe may say what the task is (parsing's target form).
+    task_options.update({k: recipe[k] for k in task.content_options()
+                         if k in recipe and k not in task_options})
+    task = get_task(task.name, **task_options)
+    values, origins = merge([("default", _paper_layer()), (f"task {task.name}", _task_layer(task)),
+                             (f"preset {preset}", recipe), *upper])
+    _derive(values, origins, task, device or device_policy.Device())
+    training = TrainingOptions(**{f.name: values.get(f.name)
+                                  for f in dataclasses.fields(TrainingOptions)})
+    _check_training(training, values["n_best"])
+    init_lib.check_training(init, training.train_steps, training.accumulate_steps)
+    return Recipe(
+        model_dir=model_dir,
+        data=DataOptions(task.name, {**task_options, **task.content_options()},
+                         values["vocab_size"]),
+        model=ModelOptions(preset, dict(values.get("config_override") or {}),
+                           int(values["max_length"])),
+        training=training, decoding=DecodingOptions(
+            BeamSearch(**{f.name: values[f.name] for f in dataclasses.fields(BeamSearch)}),
+            values["decode_precision"], values["max_input_length"], _sampling(given, values)),
+        evaluation=EvalOptions(values["eval_split"], values["eval_sentences"],
+                               values["decode_jit_compile"], values.get("checkpoint")),
+        export=ExportOptions(values.get("export_dir"), values.get("export_version"),
+                             values["overwrite_export"], values["export_jit_compile"],
+                             values["check_ops"], _quantize(given), _export_format(given)),
+        io=IOOptions(*(values.get(name) for name in (
+            "input", "output", "target", "plot_attention", "n_best", "with_scores",
+            "with_alignment", "prefix_file", "terms"))),
+        # Progress bars on a terminal; in a file or pipe a plain line per epoch (checkpoint).
+        verbose=given.get("verbose", 1 if sys.stderr.isatty() else 2), init=init,
+        origins=origins)
+
+
+def _paper_layer() -> dict[str, Any]:
+    """The paper's and the tool's defaults: the settings table's, and the paper's search."""
+    return {**{row.name: row.default for row in table.SETTINGS if row.option},
+            **dataclasses.asdict(BeamSearch())}
+
+
+def _task_layer(task: Task) -> dict[str, Any]:
+    """What the task brings: its preset, vocabulary, decoding (sources cut where training
+    cut them) and recipe."""
+    return {"config": task.preset, "vocab_size": task.vocab_size,
+            **dataclasses.asdict(task.decoding), "max_input_length": task.max_source_length,
+            **task.recipe}
+
+
+def _preset_layer(name: str) -> dict[str, Any]:
+    """What the preset declares: its own vocabulary and positions, and its recipe."""
+    if name not in PRESETS:
+        raise ConfigError(f"--config: Unknown preset {name!r}; choose one of: "
+                          f"{', '.join(PRESETS)}")
+    model = PRESETS[name].model
+    return {"vocab_size": model.get("vocab_size"), "max_length": model.get("max_length"),
+            **PRESETS[name].recipe}
+
+
+def _init_layer(init: init_lib.InitFrom | None) -> dict[str, Any]:
+    """A fine-tuned dir's model, from its `--init_from` source until it has weights."""
+    if init is None or not init.pending:
+        return {}
+    return {"config": init.model_default("config"),
+            "config_override": init.model_default("config_override"),
+            "vocab_size": init.config.vocab_size, "max_length": init.config.max_length}
+
+
+def _config_layer(model_dir: str) -> dict[str, Any]:
+    """A trained model's positions, from its config.json."""
+    trained = (md.has_weights(model_dir)
+               and os.path.isfile(os.path.join(model_dir, md.CONFIG_FILE)))
+    return {"max_length": md.load_config(model_dir).max_length} if trained else {}
+
+
+def _saved_layer(saved: Mapping[str, Any]) -> dict[str, Any]:
+    """settings.json's values, by the table's `saved` paths (an older dir's training
+    fields among its config overrides are training settings)."""
+    layer = {}
+    for name, row in table.saved_rows().items():
+        try:
+            layer[name] = _lookup(saved, row.saved)
+        except KeyError:
+            pass
+    overrides = dict(layer.get("config_override") or {})
+    layer.update({name: overrides.pop(name) for name in TRAINING_FIELDS if name in overrides})
+    if "config_override" in layer:
+        layer.update(config_override=overrides, max_length=overrides.get("max_length"))
+    return layer
+
+
+def _flag_layer(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags, and the positions a --config_override max_length sets."""
+    return {**{k: v for k, v in given.items() if k in table.TABLE},
+            "max_length": (given.get("config_override") or {}).get("max_length")}
+
+
+def _default(values: dict, origins: dict, name: str, origin: str, value) -> None:
+    """Sets `name` to `value` from `origin` where no layer gave it."""
+    if values.get(name) is None:
+        values[name], origins[name] = value, origin
+
+
+def _derive(values: dict, origins: dict, task: Task, device: device_policy.Device) -> None:
+    """The settings that follow from others where no layer gave them: the model's
+    positions (the task's longest sentence and output), the device's precision and XLA
+    choices, and decoding's precision and compilation."""
+    _default(values, origins, "max_length", f"task {task.name}", max(
+        task.max_length, task.max_source_length + values["extra_length"] + 1))
+    policy, why = device_policy.precision(device)
+    _default(values, origins, "mixed_precision", f"device: {why}", policy != "float32")
+    # --mixed_precision says whether; the device says which mixed policy.
+    values["precision_policy"] = (device_policy.mixed_policy(device)
+                                  if values["mixed_precision"] else "float32")
+    origins["precision_policy"] = origins["mixed_precision"]
+    d_model = _d_model(values)
+    on, why = device_policy.jit_compile(device, d_model, values["precision_policy"])
+    _default(values, origins, "jit_compile", f"device: {why}", on)
+    if device.backend != "tensorflow" and origins["jit_compile"] != "flag":
+        # What settings.json says is TensorFlow's choice; under JAX not compiling would run
+        # every op eagerly. Only the flag turns it off.
+        on, why = device_policy.jit_compile(device, d_model, "float32")
+        values["jit_compile"], origins["jit_compile"] = on, f"device: {why}"
+    # bfloat16 decoding only after bfloat16 training; XLA's CPU backend does not use
+    # bfloat16 hardware: without it bfloat16 decodes faster (benchmarks/compare_peers.py).
+    _default(values, origins, "decode_precision", "default",
+             "bfloat16" if values["precision_policy"] == "mixed_bfloat16" else "float32")
+    _default(values, origins, "decode_jit_compile", "default",
+             values["decode_precision"] == "float32")
+
+
+def _d_model(values: Mapping[str, Any]) -> int:
+    """The model's width (what the XLA default reads), checking the config overrides."""
+    overrides = dict(values.get("config_override") or {})
+    unknown = set(overrides) - {f.name for f in dataclasses.fields(TransformerConfig)}
+    if unknown:
+        raise ConfigError(f"--config_override: {', '.join(sorted(unknown))} is not a "
+                          f"TransformerConfig field (see keras_transformer/config.py)")
+    try:
+        return TransformerConfig.preset(values["config"], **overrides).d_model
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"--config {values['config']} with --config_override "
+                          f"{overrides}: {e}") from None
+
+
+def _sampling(given: Mapping[str, Any], values: Mapping[str, Any]) -> Sampling | None:
+    """The translate stage's sampling when a `SAMPLING_FLAGS` flag is given (the others at
+    `Sampling`'s defaults), seeded by --seed, with the run's alpha and extra length; None
+    otherwise (beam search)."""
+    if all(given.get(name) is None for name in SAMPLING_FLAGS):
+        return None
+    seed = values["seed"]
+    if not -2 ** 63 <= seed < 2 ** 63:
+        raise ConfigError(f"--seed {seed}: sampling needs a 64-bit seed")
+    chosen = {name.removeprefix("sampling_"): given[name] for name in SAMPLING_FLAGS
+              if given.get(name) is not None}
+    return Sampling(**chosen, seed=seed, alpha=values["alpha"],
+                    extra_length=values["extra_length"])
 
 
 def _lookup(saved: Mapping[str, Any], path: tuple[str, ...]):
@@ -36,194 +238,34 @@ def _show(value) -> str:
     return repr(value) if not isinstance(value, dict) else str(value or "{}")
 
 
-def check_against_saved(given: Mapping[str, Any], saved: Mapping[str, Any], model_dir: str,
+def check_against_saved(values: Mapping[str, Any], origins: Mapping[str, str],
+                        saved: Mapping[str, Any], model_dir: str,
                         override_saved: bool = False) -> None:
-    """Raises ConfigError for the first flag that contradicts settings.json (module doc).
+    """The binding rules: ConfigError for the first flag that contradicts settings.json
+    (FIXED rows; DECODING rows without --override_saved).
 
     The model and training settings bind once a checkpoint exists: until then (a first run
     stopped by the memory check, say) they may still change.
     """
     trained = md.has_weights(model_dir)
     for name, row in table.saved_rows().items():
-        path, kind = row.saved, row.binding
-        if name not in given or kind == table.FREE:
+        if origins.get(name) != "flag" or row.binding == table.FREE:
             continue
-        if path[0] in ("model", "training") and not trained:
+        if row.saved[0] in ("model", "training") and not trained:
             continue
         try:
-            value = _lookup(saved, path)
+            value = _lookup(saved, row.saved)
         except KeyError:
             continue
-        if given[name] == value or (kind == table.DECODING and override_saved):
+        if values[name] == value or (row.binding == table.DECODING and override_saved):
             continue
         remedy = ("pass --override_saved to decode differently, or drop the flag"
-                  if kind == table.DECODING else
+                  if row.binding == table.DECODING else
                   "drop the flag to continue this model, or give a new --model_dir")
         raise ConfigError(
-            f"--{name} {_show(given[name])} differs from {_show(value)}, what "
+            f"--{name} {_show(values[name])} differs from {_show(value)}, what "
             f"{os.path.join(model_dir, md.SETTINGS_FILE)} says this model was trained with; "
             f"{remedy}")
-
-
-def resolve(given: Mapping[str, Any], *,
-            device: device_policy.Device | None = None) -> RunOptions:
-    """The run's options from the flags the user gave (`given`, name -> value).
-
-    Args:
-        given: flag values the user set; flags left out take the saved, task or paper value.
-        device: what training runs on (`device_policy.detect()`), which decides the
-            defaults of mixed_precision, the dtype policy it means, and jit_compile; None:
-            a CPU without bfloat16 instructions.
-    Raises:
-        ConfigError: a flag contradicts the model directory, or names an unknown preset.
-        ModelDirError: settings.json is unreadable.
-        DataError: an unknown task or task option.
-    """
-    table.check_bounds(given)
-    model_dir = given.get("model_dir") or os.path.join("runs", given.get("task")
-                                                       or table.default("task"))
-    saved = md.load_settings(model_dir)
-    check_against_saved(given, saved, model_dir, bool(given.get("override_saved")))
-    md.check_vocabulary(model_dir, saved.get("spm_sha256"))
-    init = init_lib.resolve(given, model_dir, saved)
-
-    def from_source(name: str) -> tuple[str, Any]:
-        """(origin, value) of a model flag in the --init_from source (None without one)."""
-        return "init_from", init and init.model_default(name)
-
-    origins: dict[str, str] = {}
-
-    def value(name: str):
-        """The flag, else the table's default (a setting no model dir or recipe decides)."""
-        return given[name] if given.get(name) is not None else table.default(name)
-
-    def pick(name: str, *defaults: tuple[str, Any]):
-        """The flag, else settings.json's value, else the first of `defaults` ((origin,
-        value), in order of precedence) that is not None; records the value's origin."""
-        if given.get(name) is not None:
-            origins[name] = "flag"
-            return given[name]
-        if table.TABLE[name].saved:
-            try:
-                value = _lookup(saved, table.TABLE[name].saved)
-                origins[name] = md.SETTINGS_FILE
-                return value
-            except KeyError:
-                pass
-        for origin, value in defaults:
-            if value is not None:
-                break
-        origins[name] = origin
-        return value
-
-    task_options = dict(saved.get("task_options") or {})
-    task_options.update({k: given[k] for k in TASK_OPTIONS if given.get(k) is not None})
-    task = get_task(pick("task", ("default", table.default("task"))), **task_options)
-    from_task = f"task {task.name}"
-    model = ModelOptions(preset=pick("config", from_source("config"), (from_task, task.preset)),
-                         config_overrides=dict(pick("config_override",
-                                                    from_source("config_override"),
-                                                    ("default", {}))))
-    recipe, from_preset = PRESET_RECIPES.get(model.preset, {}), f"preset {model.preset}"
-    task_recipe = TASK_RECIPES.get(task.name, {})
-
-    def recipe_default(name: str, *later: tuple[str, Any]):
-        """pick() with the preset's recipe, then the task's, before `later` defaults."""
-        return pick(name, (from_preset, recipe.get(name)), (from_task, task_recipe.get(name)),
-                    *later)
-
-    for name in task.content_options():  # a recipe may say what the task is (parsing's form)
-        if name not in task_options and name in recipe:
-            task_options[name] = recipe_default(name)
-            task = get_task(task.name, **task_options)
-    try:
-        preset = TransformerConfig.preset(model.preset)
-    except ValueError as e:
-        raise ConfigError(f"--config: {e}") from None
-    declared = PRESETS[model.preset]
-    data = DataOptions(task=task.name, task_options={**task_options, **task.content_options()},
-                       vocab_size=pick("vocab_size", from_source("vocab_size"),
-                                       (from_preset, declared.get("vocab_size")),
-                                       (from_task, task.vocab_size)))
-    unknown = set(model.config_overrides) - {f.name for f in dataclasses.fields(TransformerConfig)}
-    if unknown:
-        raise ConfigError(f"--config_override: {', '.join(sorted(unknown))} is not a "
-                          f"TransformerConfig field (see keras_transformer/config.py)")
-    try:  # the model's width, which the XLA default depends on
-        d_model = TransformerConfig.preset(model.preset, **model.config_overrides).d_model
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"--config {model.preset} with --config_override "
-                          f"{model.config_overrides}: {e}") from None
-    device = device or device_policy.Device()
-
-    def training_default(name: str) -> tuple[str, Any]:
-        for origin, source in ((from_preset, recipe), (from_task, task_recipe)):
-            if name in source:
-                return origin, source[name]
-        if name == "train_steps":
-            return from_preset, preset.train_steps
-        if name == "mixed_precision":
-            policy, why = device_policy.precision(device)
-            return f"device: {why}", policy != "float32"
-        if name == "jit_compile":
-            mixed = pick("mixed_precision", training_default("mixed_precision"))
-            policy = device_policy.mixed_policy(device) if mixed else "float32"
-            on, why = device_policy.jit_compile(device, d_model, policy)
-            return f"device: {why}", on
-        return "default", table.default(name)
-
-    training = TrainingOptions(**{f.name: pick(f.name, training_default(f.name))
-                                  for f in dataclasses.fields(TrainingOptions)
-                                  if f.name != "precision_policy"})
-    if device.backend != "tensorflow" and given.get("jit_compile") is None:
-        # What settings.json says is TensorFlow's choice; under JAX not compiling would run
-        # every op eagerly. Only the flag turns it off.
-        on, why = device_policy.jit_compile(device, d_model, "float32")
-        training = dataclasses.replace(training, jit_compile=on)
-        origins["jit_compile"] = f"device: {why}"
-    # --mixed_precision says whether; the device says which mixed policy.
-    training = dataclasses.replace(training, precision_policy=(
-        device_policy.mixed_policy(device) if training.mixed_precision else "float32"))
-    origins["precision_policy"] = origins["mixed_precision"]
-
-    _check_training(training)
-    init_lib.check_training(init, training.train_steps, training.accumulate_steps)
-    if value("n_best") > MAX_BEAM_SIZE:
-        raise ConfigError(f"--n_best {given['n_best']}: at most {MAX_BEAM_SIZE}, the largest "
-                          f"beam the translate_with_options function accepts")
-    task_decoding = task.decoding_defaults()
-    decoding = DecodingSettings(**{name: recipe_default(name, (from_task, getattr(
-        task_decoding, name))) for name in ("beam_size", "alpha", "extra_length",
-                                            "max_input_length", "stop_rule")},
-        # bfloat16 only after bfloat16 training: DecodingSettings has no float16.
-        precision=pick("decode_precision", ("default", "bfloat16" if training.precision_policy
-                                            == "mixed_bfloat16" else "float32")))
-    model = dataclasses.replace(model, max_length=_max_length(
-        model, declared, task, decoding, model_dir, origins, init))
-    return RunOptions(
-        model_dir=model_dir, data=data, model=model, training=training, decoding=decoding,
-        evaluation=EvalOptions(
-            split=recipe_default("eval_split", ("default", table.default("eval_split"))),
-            sentences=value("eval_sentences"),
-            # XLA's CPU backend does not use bfloat16 hardware: without it bfloat16 decodes
-            # faster (benchmarks/compare_peers.py); float32 decodes faster with it.
-            jit_compile=pick("decode_jit_compile",
-                             ("default", decoding.precision == "float32")),
-            checkpoint=given.get("checkpoint")),
-        export=ExportOptions(export_dir=given.get("export_dir"),
-                             version=given.get("export_version"),
-                             overwrite=value("overwrite_export"),
-                             jit_compile=value("export_jit_compile"),
-                             check_ops=value("check_ops"),
-                             quantize=_quantize(given), format=_export_format(given)),
-        io=IOOptions(input=given.get("input"), output=given.get("output"),
-                     target=given.get("target"), plot_attention=given.get("plot_attention"),
-                     n_best=value("n_best"), with_scores=value("with_scores"),
-                     with_alignment=value("with_alignment"),
-                     prefix_file=given.get("prefix_file"), terms_file=given.get("terms")),
-        # Progress bars on a terminal; in a file or pipe a plain line per epoch (checkpoint).
-        verbose=given.get("verbose", 1 if sys.stderr.isatty() else 2), init=init,
-        sampling=_sampling(given, training.seed), origins=origins)
 
 
 def _quantize(given: Mapping[str, Any]) -> str | None:
@@ -249,43 +291,13 @@ def _export_format(given: Mapping[str, Any]) -> str:
     return value
 
 
-def _sampling(given: Mapping[str, Any], seed: int) -> SamplingSettings | None:
-    """The translate stage's sampling settings when a `SAMPLING_FLAGS` flag is given (the
-    others default to no cut and temperature 1), seeded by --seed (the training seed's
-    resolution: flag > settings.json > 0); None otherwise (beam search)."""
-    if all(given.get(name) is None for name in SAMPLING_FLAGS):
-        return None
-    topp, temperature = given.get("sampling_topp"), given.get("sampling_temperature")
-    if not -2 ** 63 <= seed < 2 ** 63:
-        raise ConfigError(f"--seed {seed}: sampling needs a 64-bit seed")
-    return SamplingSettings(topk=given.get("sampling_topk") or 0,
-                            topp=1.0 if topp is None else topp,
-                            temperature=1.0 if temperature is None else temperature, seed=seed)
-
-
-def _max_length(model: ModelOptions, declared: Mapping[str, Any], task: Task,
-                decoding: DecodingSettings, model_dir: str, origins: dict[str, str],
-                init: init_lib.InitFrom | None = None) -> int:
-    """The model's positions (`TransformerConfig.max_length`), by the module's precedence:
-    --config_override, a trained model's config.json (or its --init_from source's), the
-    preset's own, else enough for the
-    task's longest sentence and longest output (source + extra_length + EOS)."""
-    trained = (md.has_weights(model_dir)
-               and os.path.isfile(os.path.join(model_dir, md.CONFIG_FILE)))
-    candidates = (
-        (origins["config_override"], model.config_overrides.get("max_length")),
-        (md.CONFIG_FILE, md.load_config(model_dir).max_length if trained else None),
-        ("init_from", init.config.max_length if init and init.pending else None),
-        (f"preset {model.preset}", declared.get("max_length")),
-        (f"task {task.name}", max(task.max_length,
-                                  task.max_source_length + decoding.extra_length + 1)))
-    origin, value = next((o, v) for o, v in candidates if v is not None)
-    origins["max_length"] = origin
-    return int(value)
-
-
-def _check_training(t: TrainingOptions) -> None:
-    """Refuses training settings that would not do what they say."""
+def _check_training(t: TrainingOptions, n_best: int) -> None:
+    """Refuses settings that would not do what they say."""
+    if n_best > MAX_BEAM_SIZE:
+        raise ConfigError(f"--n_best {n_best}: at most {MAX_BEAM_SIZE}, the largest beam the "
+                          f"translate_with_options function accepts")
+    if t.label_smoothing >= 1:
+        raise ConfigError(f"--label_smoothing {t.label_smoothing}: must be below 1")
     if t.keep_checkpoints < t.average_last:
         raise ConfigError(f"--keep_checkpoints {t.keep_checkpoints} is below --average_last "
                           f"{t.average_last}: averaging could only use {t.keep_checkpoints}; "

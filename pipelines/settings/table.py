@@ -6,8 +6,9 @@ settings.json keeps it and whether a later run may change it. The command lines'
 comparison with it (`pipelines.settings.resolve`) and the `options:` log line all read this
 table, which imports nothing heavy (the command lines read it before TensorFlow loads).
 A default of None is decided later, by the row's `decided_by` (the task's or
-preset's recipe, the device, the model dir); the library's classes (`DecodingSettings`,
-`TransformerConfig`) keep their own invariants.
+preset's recipe, the device, the model dir; the paper's decoding defaults are
+`keras_transformer.BeamSearch`'s); the library's classes (`BeamSearch`, `TransformerConfig`)
+keep their own invariants.
 """
 from __future__ import annotations
 
@@ -128,8 +129,10 @@ SETTINGS = (
        saved=("vocab_size",), binding=FIXED),
     # Training (Section 5: ~25,000 tokens a batch, 4,000 warm-up steps, checkpoints every
     # 1,000 steps, the last 5 averaged for base).
-    _training("train_steps", "integer", "Optimizer updates.", at_least=1,
-              decided_by=RECIPE + ", else the preset's (the paper: 100k base, 300k big)"),
+    _training("train_steps", "integer", "Optimizer updates.", at_least=1, default=100_000,
+              decided_by=RECIPE + " (big: 300,000), else the paper's base"),
+    _training("label_smoothing", "float", "eps_ls of the training loss (Section 5.4).", FIXED,
+              default=0.1, at_least=0, decided_by=RECIPE + " (Table 3 D3, D4)"),
     _training("batch_tokens", "integer", "Global batch budget in tokens per side.", FIXED,
               at_least=1, default=25_000, decided_by=RECIPE),
     _training("accumulate_steps", "integer", "Batches accumulated per update (reach the "

@@ -1,7 +1,7 @@
 """The stages of a run, each usable alone against a model directory.
 
 prepare -> train -> average -> evaluate -> export, plus translate. Every stage takes the
-`RunOptions` that `pipelines.settings.resolver.resolve` made from the flags and the model directory,
+`Recipe` that `pipelines.settings.resolver.resolve` made from the flags and the model directory,
 and asks the task for whatever differs between tasks (metric, constraint, in-graph pre- and
 post-processing); none tests what kind of task it has.
 
@@ -32,7 +32,8 @@ from pipelines.model_dir import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.model_dir import made_from
 from pipelines.model_dir.files import input_identity
-from pipelines.settings.options import RunOptions, config_for
+from pipelines.settings import describe
+from pipelines.settings.options import Recipe, config_for
 from pipelines.stages.export import (OpCheckError, make_translator, run_export,  # noqa: F401
                                      run_export_ctranslate2)
 from pipelines.stages.translate import chunk_seed, run_score, run_translate  # noqa: F401
@@ -80,7 +81,7 @@ def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) ->
     return run
 
 
-def writes(stage: str, options: RunOptions) -> bool:
+def writes(stage: str, options: Recipe) -> bool:
     """Whether `stage` writes files, so that its run must hold the model dir's lock
     (`pipelines.model_dir.lock`): every stage but score, and translate only with --output (or
     --plot_attention); translating to stdout reads the model dir and nothing else."""
@@ -91,7 +92,7 @@ def writes(stage: str, options: RunOptions) -> bool:
     return True
 
 
-def model_dir_lock(modes: Sequence[str], options: RunOptions):
+def model_dir_lock(modes: Sequence[str], options: Recipe):
     """The context a run of the stages `modes` runs in: holding the model dir's lock
     (`pipelines.model_dir.lock.hold`) when one of them writes and this process is the chief (the
     only one of a multi-worker cluster that writes the model dir), else nothing.
@@ -108,7 +109,7 @@ def model_dir_lock(modes: Sequence[str], options: RunOptions):
                      create=any(stage in STARTS_MODEL_DIR for stage in modes))
 
 
-def _record_settings(options: RunOptions, *, trained: bool) -> None:
+def _record_settings(options: Recipe, *, trained: bool) -> None:
     """Writes what this run decided into settings.json (see `pipelines.settings.options`), with the
     vocabulary's digest, which later stages check the model dir's spm.model against."""
     settings = md.load_settings(options.model_dir)
@@ -118,8 +119,9 @@ def _record_settings(options: RunOptions, *, trained: bool) -> None:
     md.save_settings(options.model_dir, settings)
 
 
-def run_prepare(options: RunOptions, log: Log = print) -> dict:
+def run_prepare(options: Recipe, log: Log = print) -> dict:
     task = options.make_task()
+    log(describe.describe_task(options, task))
     if options.init is not None:  # fine-tuning: the source's vocabulary, never a new one
         init_lib.copy_vocabulary(options.init, options.model_dir, log)
     report = prepare.prepare(task, options.model_dir, vocab_size=options.data.vocab_size,
@@ -132,7 +134,7 @@ def run_prepare(options: RunOptions, log: Log = print) -> dict:
     return report
 
 
-def run_train(options: RunOptions, strategy, log: Log = print):
+def run_train(options: Recipe, strategy, log: Log = print):
     from pipelines.training import train as train_lib
 
     task = options.make_task()
@@ -176,7 +178,7 @@ def run_train(options: RunOptions, strategy, log: Log = print):
         keras.mixed_precision.set_global_policy("float32")
 
 
-def dev_metric_evaluator(options: RunOptions, task: Task, max_length: int, log: Log = print
+def dev_metric_evaluator(options: Recipe, task: Task, max_length: int, log: Log = print
                          ) -> Callable:
     """`model -> score`: the task's metric (`task.metric_name`) on exactly the first
     `dev_metric_sentences` dev sentences (all for 0), decoded as the evaluate stage does."""
@@ -184,7 +186,7 @@ def dev_metric_evaluator(options: RunOptions, task: Task, max_length: int, log: 
         options, task, "dev", max_length, options.training.dev_metric_sentences, log)
 
     def dev_metric(model):  # float32 weights (bfloat16 compute when mixed): decoded as is
-        translate = evaluate.make_translator(model, options.decoding, constraint=constraint)
+        translate = evaluate.make_translator(model, options.decoding.beam, constraint=constraint)
         texts, _ = evaluate.translate_batches(translate, data.batches, tokenizer, verbose=0)
         scores = task.score(data.sources, texts, data.references, split="dev",
                             work_dir=options.model_dir)
@@ -196,7 +198,7 @@ def dev_metric_evaluator(options: RunOptions, task: Task, max_length: int, log: 
     return dev_metric
 
 
-def _eval_inputs(options: RunOptions, task: Task, split: str, max_length: int, count: int,
+def _eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count: int,
                  log: Log):
     """(the first `count` sentences of `split`, 0: all; the tokenizer; the task's decoding
     constraint) for a model of `max_length` positions."""
@@ -208,7 +210,7 @@ def _eval_inputs(options: RunOptions, task: Task, split: str, max_length: int, c
             task.decoding_constraint(vocab.read_bytes()))
 
 
-def run_average(options: RunOptions, log: Log = print):
+def run_average(options: Recipe, log: Log = print):
     t, state = options.training, md.checkpoint_dir(options.model_dir)
     inputs = {"checkpoints": input_identity(
         [p for p in (state / "checkpoint", state / checkpoints.METRIC_LOG) if p.exists()]),
@@ -223,7 +225,7 @@ def run_average(options: RunOptions, log: Log = print):
     made_from.record(options, "average", inputs, final)
 
 
-def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = None) -> dict:
+def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -> dict:
     """Translates the eval split with beam search; writes hypotheses and scores, and prints
     the scores to `out` (default stdout)."""
     task = options.make_task()
@@ -231,8 +233,7 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     # Under another backend the search is always compiled (jax.jit).
     jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
     inputs = {"weights": made_from.weights_identity(options),
-              "decoding": dataclasses.asdict(decoding),
-              "split": split, "sentences": options.evaluation.sentences, "jit_compile": jit,
+              "decoding": decoding.record(), "split": split, "sentences": options.evaluation.sentences, "jit_compile": jit,
               "data": json.loads(json.dumps(dataclasses.asdict(options.data), default=str))}
     done = made_from.up_to_date(options, f"evaluate_{split}", inputs)
     if done:
@@ -245,7 +246,8 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     log(f"evaluate: {decoding}, XLA {'on' if jit else 'off'}")
     data, tokenizer, constraint = _eval_inputs(options, task, split, model.config.max_length,
                                                options.evaluation.sentences, log)
-    translate = evaluate.make_translator(model, decoding, jit_compile=jit, constraint=constraint)
+    translate = evaluate.make_translator(model, decoding.beam, jit_compile=jit,
+                                         constraint=constraint)
     start = time.perf_counter()
     hypotheses, _ = evaluate.translate_batches(translate, data.batches, tokenizer,
                                                verbose=options.verbose)
@@ -253,7 +255,7 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
     scores = task.score(data.sources, hypotheses, data.references, split=split,
                         work_dir=options.model_dir)
     extra = {"split": split, "sentences": len(hypotheses), "decode_seconds": round(seconds, 2),
-             "decoding": dataclasses.asdict(decoding)}
+             "decoding": decoding.record()}
     written = evaluate.write_results(options.model_dir, split, hypotheses, scores, extra)
     printed = []
     for name, value in scores.items():

@@ -3,7 +3,6 @@ also what the translate stage runs), written as a SavedModel with its op check, 
 CTranslate2 model."""
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 from typing import TYPE_CHECKING
 
@@ -11,14 +10,14 @@ from pipelines import Log
 from pipelines.data import prepare
 from pipelines.model_dir import layout as md
 from pipelines.model_dir import made_from
-from pipelines.settings.options import RunOptions
+from pipelines.settings.options import Recipe
 from pipelines.tasks import Task
 
 if TYPE_CHECKING:
     from export.translator import Translator
 
 
-def make_translator(options: RunOptions, task: Task, log: Log = print) -> Translator:
+def make_translator(options: Recipe, task: Task, log: Log = print) -> Translator:
     """The serving functions of the model dir's final model: what the export stage writes,
     and what the translate stage runs, with the same settings, precision and weights (with
     --quantize int8: int8 matrices quantized from the float32 weights)."""
@@ -35,7 +34,9 @@ def make_translator(options: RunOptions, task: Task, log: Log = print) -> Transl
         source = model if options.decoding.precision == "float32" else load("float32")
         weights = Int8Weights(model, source)
     proto = prepare.vocab_path(options.model_dir).read_bytes()
-    return Translator(model, proto, options.decoding, jit_compile=options.export.jit_compile,
+    return Translator(model, proto, options.decoding.beam,
+                      max_input_length=options.decoding.max_input_length,
+                      jit_compile=options.export.jit_compile,
                       constraint=task.decoding_constraint(proto),
                       preprocess=task.serving_input, postprocess=task.serving_output,
                       weights=weights)
@@ -45,7 +46,7 @@ class OpCheckError(RuntimeError):
     """The exported graph uses an op stock TensorFlow Serving does not register."""
 
 
-def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
+def run_export(options: Recipe, log: Log = print) -> pathlib.Path:
     """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md)."""
     from export.op_check import check_ops
     from export.saved_model import write_translator
@@ -59,8 +60,8 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
             and not export.overwrite:
         raise ExportError(f"{export_dir / str(export.version)} already exists: pass "
                           f"--overwrite_export to replace it, or leave the version unset")
-    inputs = {"weights": made_from.weights_identity(options), "decoding": dataclasses.asdict(
-        options.decoding), "quantize": export.quantize, "jit_compile": export.jit_compile,
+    inputs = {"weights": made_from.weights_identity(options),
+              "decoding": options.decoding.record(), "quantize": export.quantize, "jit_compile": export.jit_compile,
         "export_dir": str(export_dir.resolve())}
     done = made_from.up_to_date(options, "export", inputs) if export.version is None else None
     if done:
@@ -79,7 +80,7 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
     return path
 
 
-def run_export_ctranslate2(options: RunOptions, log: Log = print) -> pathlib.Path:
+def run_export_ctranslate2(options: Recipe, log: Log = print) -> pathlib.Path:
     """Writes the final model, float32, as a CTranslate2 model in --export_dir (default
     `<model_dir>/export_ct2`) with spm.model and the decoding settings (export/ctranslate2.py)."""
     from export import ctranslate2
@@ -96,7 +97,8 @@ def run_export_ctranslate2(options: RunOptions, log: Log = print) -> pathlib.Pat
                           f"decoding, which CTranslate2 cannot; export a SavedModel")
     model = md.load_final_model(options.model_dir, "float32", options.evaluation.checkpoint,
                                 log=log)
-    settings = ctranslate2.decoding_settings(options.decoding, model.config.max_length)
+    settings = ctranslate2.decoding_settings(
+        options.decoding.beam, options.decoding.input_length(model.config.max_length))
     try:
         path = ctranslate2.write_ctranslate2(model, proto, output, settings, export.overwrite)
     except ctranslate2.ConversionError as e:

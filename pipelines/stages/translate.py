@@ -18,7 +18,7 @@ from pipelines.data.text_io import iter_lines
 from pipelines.errors import ConfigError, DataError
 from pipelines.model_dir import layout as md
 from pipelines.model_dir.files import atomic_files
-from pipelines.settings.options import RunOptions
+from pipelines.settings.options import Recipe
 from pipelines.stages.export import make_translator
 
 if TYPE_CHECKING:
@@ -44,26 +44,26 @@ def _terms_tensor(lines: list[str]) -> tf.Tensor:
                        [[]] * max(len(rows), 1), tf.string)
 
 
-def _translate_lines(translator: Translator, options: RunOptions, chunk: list[str],
+def _translate_lines(translator: Translator, options: Recipe, chunk: list[str],
                      prefixes: list[str] | None, index: int = 0,
                      terms: list[str] | None = None) -> list[str]:
     """Output lines for `chunk` (the `index`-th): the translations (sampled with
-    `options.sampling`, or each containing its line of `terms`), or with n-best, scores,
+    the recipe's `Sampling`, or each containing its line of `terms`), or with n-best, scores,
     alignments or prefixes asked for, one JSON object per line (the
     `translate_with_all_options` signature's outputs for that input line, padding dropped)."""
     from export.translator import BEAM_SEARCH, SAMPLING_SPECS
 
     sources = tf.constant(chunk, tf.string)
-    sampling = options.sampling
+    sampling = options.decoding.sampling
     if not options.io.detailed and sampling is None and terms is None:
         return [t.decode("utf-8") for t in translator.translate(sources)["translation"].numpy()]
-    io, decoding = options.io, options.decoding
+    io, beam = options.io, options.decoding.beam
     sampling = (BEAM_SEARCH if sampling is None else
                 (sampling.topk, sampling.topp, sampling.temperature,
                  chunk_seed(sampling.seed, index)))
     out = translator.translate_with_all_options(
-        sources, tf.constant(max(decoding.beam_size, io.n_best)), tf.constant(decoding.alpha),
-        tf.constant(io.n_best), tf.constant(decoding.extra_length),
+        sources, tf.constant(max(beam.beam_size, io.n_best)), tf.constant(beam.alpha),
+        tf.constant(io.n_best), tf.constant(beam.extra_length),
         tf.constant(prefixes or [""] * len(chunk), tf.string),
         *[tf.constant(value, spec.dtype) for value, spec in zip(sampling, SAMPLING_SPECS)],
         _terms_tensor(terms or []))
@@ -90,16 +90,16 @@ def _translate_lines(translator: Translator, options: RunOptions, chunk: list[st
     return lines
 
 
-def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = None) -> int:
+def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:
     """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
     one output line per input line, streamed in chunks, exactly as the exported model
     answers: the translation, or a JSON object with the n-best hypotheses, their scores,
     pieces and log-probabilities, and alignments when asked for (`IOOptions.detailed`).
-    With `options.sampling`, translations are sampled (`keras_transformer.decoding.sampling`;
+    With the recipe's `Sampling`, translations are sampled (`keras_transformer.decoding.sampling`;
     chunk seeds from `chunk_seed`) instead of found by beam search."""
     translator = make_translator(options, options.make_task(), log)
-    if options.sampling is not None:
-        log(f"translate: sampling instead of beam search, {options.sampling}")
+    if options.decoding.sampling is not None:
+        log(f"translate: sampling instead of beam search, {options.decoding.sampling}")
     lines = (line for _, line in iter_lines(options.io.input))
     # Files read line by line with the input: (path, lines, what one line holds).
     beside = {name: (path, (line for _, line in iter_lines(path)), what)
@@ -162,12 +162,13 @@ def run_translate(options: RunOptions, log: Log = print, out: TextIO | None = No
 
         tokenizer = vocab_lib.load_tokenizer(translator.spm_proto)
         plot_attention(translator.model, tokenizer, first, options.io.plot_attention,
-                       options.decoding)
+                       translator.search, input_length=translator.max_length,
+                       constraint=translator.constraint)
         log(f"translate: attention of the first sentence -> {options.io.plot_attention}")
     return count
 
 
-def run_score(options: RunOptions, log: Log = print, out: TextIO | None = None) -> int:
+def run_score(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:
     """Prints the length-penalised log-probability (the beam search's score,
     `keras_transformer.decoding.score_ids`) of each --target line as the translation of the
     same --input line, one score a line, streamed in chunks."""
@@ -193,7 +194,7 @@ def run_score(options: RunOptions, log: Log = print, out: TextIO | None = None) 
         source_ids = text.sentences_to_ids(tokenizer, [s for (_, s), _ in chunk], source_length)
         target_ids = text.sentences_to_ids(tokenizer, [t for _, (_, t) in chunk],
                                            model.config.max_length)
-        scores = score_ids(model, source_ids, target_ids, alpha=options.decoding.alpha,
+        scores = score_ids(model, source_ids, target_ids, alpha=options.decoding.beam.alpha,
                            teacher_inputs=teacher_inputs)
         out.writelines(f"{float(v):.6f}\n" for v in scores.numpy())
         out.flush()

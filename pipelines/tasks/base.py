@@ -2,7 +2,7 @@
 
 A task turns its data into plain UTF-8 parallel text files per split ("train", "dev",
 "test") and carries its defaults (shared vocabulary size, length limits, model preset,
-decoding settings). Everything downstream (vocabulary, tf.data, evaluation, export) sees
+decoding settings, a recipe): the task layer of the run's `Recipe`. Everything downstream (vocabulary, tf.data, evaluation, export) sees
 only those files and these hooks, so a new corpus is one `Task` subclass and one factory in
 `pipelines.tasks.registry.TASKS`. Stages ask the task, never test what kind it is: a task
 whose output is not plain text (parsing) overrides the hooks below.
@@ -15,7 +15,7 @@ import os
 import pathlib
 from typing import ClassVar, Sequence
 
-from keras_transformer.decoding import DecodingSettings
+from keras_transformer.decoding import BeamSearch
 from pipelines import Log
 
 SPLITS = ("train", "dev", "test")
@@ -41,7 +41,11 @@ class Task(abc.ABC):
     max_source_length: int
     max_target_length: int
     preset: str
-    decoding: DecodingSettings = DecodingSettings()
+    decoding: BeamSearch = BeamSearch()
+    recipe: dict = dataclasses.field(default_factory=dict)
+    """Settings the task brings beyond these fields, by flag name (below a preset's)."""
+    preset_overrides: dict = dataclasses.field(default_factory=dict)
+    """Preset name -> the `TransformerConfig` fields this task changes in it."""
 
     metric_name: ClassVar[str] = "sacrebleu"
     """The key of `score`'s result that judges a model (dev metric, best checkpoints)."""
@@ -50,10 +54,6 @@ class Task(abc.ABC):
     def max_length(self) -> int:
         """Longest sequence the model must embed (for the positional encoding size)."""
         return max(self.max_source_length, self.max_target_length)
-
-    def decoding_defaults(self) -> DecodingSettings:
-        """The task's decoding settings; sources are cut where training cut them."""
-        return self.decoding.replace(max_input_length=self.max_source_length)
 
     @abc.abstractmethod
     def split_files(
@@ -74,16 +74,6 @@ class Task(abc.ABC):
         """Whether the task has data for `split`: prepare and train need only "train" (and
         "dev" for a validation loss and the dev metric); evaluate needs its split."""
         return True
-
-    def describe(self) -> str:
-        """One line for logs: name, direction and defaults."""
-        d = self.decoding
-        return (
-            f"task {self.name}: {self.source_lang}->{self.target_lang}, "
-            f"vocab {self.vocab_size:,}, max length {self.max_source_length}/"
-            f"{self.max_target_length}, preset {self.preset}, beam {d.beam_size}, "
-            f"alpha {d.alpha}, extra length {d.extra_length}"
-        )
 
     def data_dir_for(self, work_dir: os.PathLike | str) -> pathlib.Path:
         """Where this task materializes its text files inside ``work_dir``."""

@@ -110,8 +110,8 @@ def worker_dir(strategy, model_dir) -> pathlib.Path:
     return pathlib.Path(model_dir) / "workers" / f"{resolver.task_type}-{resolver.task_id}"
 
 
-def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_scale=1.0,
-                  accumulate_steps=1, jit_compile=False, steps_per_execution=1):
+def compile_model(config: TransformerConfig, strategy, *, label_smoothing, warmup_steps=4000,
+                  lr_scale=1.0, accumulate_steps=1, jit_compile=False, steps_per_execution=1):
     """Builds and compiles the model and its optimizer in the strategy's scope.
 
     Under the mixed_float16 dtype policy the optimizer is a `LossScaleOptimizer` around
@@ -127,7 +127,7 @@ def compile_model(config: TransformerConfig, strategy, *, warmup_steps=4000, lr_
                                                                  else None))
         if keras.mixed_precision.global_policy().name == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(config.label_smoothing),
+        model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(label_smoothing),
                       metrics=[TokenAccuracy(), Perplexity(), TokenCount()],
                       jit_compile=jit_compile, steps_per_execution=steps_per_execution)
         optimizer.build(model.trainable_variables)
@@ -199,7 +199,8 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     t = training
     train_steps, batch_tokens, accumulate_steps = t.train_steps, t.batch_tokens, t.accumulate_steps
     checkpoint_every, jit_compile, seed = t.checkpoint_every, t.jit_compile, t.seed
-    model = compile_model(config, strategy, warmup_steps=t.warmup_steps, lr_scale=t.lr_scale,
+    model = compile_model(config, strategy, label_smoothing=t.label_smoothing,
+                          warmup_steps=t.warmup_steps, lr_scale=t.lr_scale,
                           accumulate_steps=accumulate_steps, jit_compile=jit_compile,
                           steps_per_execution=t.steps_per_execution)
     own_dir = worker_dir(strategy, model_dir)

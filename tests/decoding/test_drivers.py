@@ -11,7 +11,7 @@ import pytest
 import keras
 
 from keras_transformer import Transformer
-from keras_transformer.decoding import decode, make_translate_function, translate
+from keras_transformer.decoding import BeamSearch, decode, make_translate_function, translate
 from tests.helpers import random_ids, reversal_model, tiny_config
 
 EOS = 3
@@ -40,6 +40,12 @@ def case_name(case):
     return "beam{beam_size}_alpha{alpha}_n{num_results}".format(**case)
 
 
+def case_args(case, **search):
+    """A case as `decode`'s arguments: its `BeamSearch` (with `search`) and num_results."""
+    return (BeamSearch(case["beam_size"], case["alpha"], **search),
+            {"num_results": case["num_results"]})
+
+
 def write_beam_reference(weights_path, values):
     """Trains `tests.helpers.reversal_model` under TensorFlow, saves its weights to
     `weights_path` (.weights.h5) and adds to `values` the source and what
@@ -49,7 +55,8 @@ def write_beam_reference(weights_path, values):
     model.save_weights(weights_path)
     values["beam_source"] = source = varied_source()
     for case in JAX_CASES:
-        ids, scores, *_ = decode(model, source, extra_length=5, eos_id=EOS, **case)
+        search, options = case_args(case, extra_length=5)
+        ids, scores, *_ = decode(model, source, search, eos_id=EOS, **options)
         values[f"beam_ids_{case_name(case)}"] = ids.numpy()
         values[f"beam_scores_{case_name(case)}"] = scores.numpy()
 
@@ -59,9 +66,9 @@ def model():
     return reversal_model()
 
 
-def fixed_slots(model, **settings):
+def fixed_slots(model, search, **options):
     """`decode` under XLA: the fixed-slot driver, every sentence kept to the end."""
-    return make_translate_function(model, jit_compile=True, **settings)
+    return make_translate_function(model, search, jit_compile=True, **options)
 
 
 @on_tensorflow
@@ -71,9 +78,9 @@ def test_equals_tensorflows_search(model, case):
     compaction) on sources of every length 1-6 with padding; the model really answers
     varied lengths."""
     source = varied_source()
-    expected_ids, expected_scores, *_ = decode(model, source, extra_length=5, eos_id=EOS,
-                                               **case)
-    ids, scores, *_ = fixed_slots(model, extra_length=5, eos_id=EOS, **case)(source)
+    search, options = case_args(case, extra_length=5)
+    expected_ids, expected_scores, *_ = decode(model, source, search, eos_id=EOS, **options)
+    ids, scores, *_ = fixed_slots(model, search, eos_id=EOS, **options)(source)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(ids), expected_ids.numpy())
     np.testing.assert_allclose(keras.ops.convert_to_numpy(scores), expected_scores.numpy(),
                                rtol=0, atol=1e-5)
@@ -88,12 +95,13 @@ def test_in_a_graph_with_dynamic_shapes_and_without_early_finish(model):
     import tensorflow as tf
 
     source = varied_source()
-    case = dict(beam_size=3, alpha=0.6, num_results=3, extra_length=4, eos_id=EOS)
-    graph = tf.function(lambda s: decode(model, s, **case),
+    search, case = BeamSearch(beam_size=3, alpha=0.6, extra_length=4), dict(num_results=3,
+                                                                            eos_id=EOS)
+    graph = tf.function(lambda s: decode(model, s, search, **case),
                         input_signature=[tf.TensorSpec([None, None], tf.int32)])
     for early_finish, got in ((True, graph(source)),
-                              (False, decode(model, source, early_finish=False, **case))):
-        expected = fixed_slots(model, early_finish=early_finish, **case)(source)
+                              (False, decode(model, source, search, early_finish=False, **case))):
+        expected = fixed_slots(model, search, early_finish=early_finish, **case)(source)
         np.testing.assert_array_equal(np.asarray(got[0]), expected[0].numpy())
         np.testing.assert_allclose(np.asarray(got[1]), expected[1].numpy(), rtol=0, atol=1e-5)
 
@@ -103,9 +111,11 @@ def test_compiled_functions_and_translate_agree(model):
     """`make_translate_function` (in a `tf.function`, with and without XLA) and `translate`
     give the same results."""
     source = varied_source()[:6]
-    settings = dict(beam_size=2, alpha=0.6, extra_length=3, eos_id=EOS, num_results=2)
-    results = [make_translate_function(model, **settings)(source),
-               fixed_slots(model, **settings)(source), translate(model, source, **settings)]
+    search, options = BeamSearch(beam_size=2, alpha=0.6, extra_length=3), dict(eos_id=EOS,
+                                                                                num_results=2)
+    results = [make_translate_function(model, search, **options)(source),
+               fixed_slots(model, search, **options)(source),
+               translate(model, source, search, **options)]
     for ids, scores, *_ in results[1:]:
         np.testing.assert_array_equal(np.asarray(ids), np.asarray(results[0][0]))
         np.testing.assert_allclose(np.asarray(scores), np.asarray(results[0][1]), atol=1e-5)
@@ -113,7 +123,8 @@ def test_compiled_functions_and_translate_agree(model):
 
 def test_num_results_beyond_the_beam_is_refused():
     with pytest.raises(ValueError, match="num_results"):
-        decode(Transformer(tiny_config()), varied_source(), beam_size=2, num_results=3)
+        decode(Transformer(tiny_config()), varied_source(), BeamSearch(beam_size=2),
+               num_results=3)
 
 
 @on_tensorflow
@@ -121,10 +132,10 @@ def test_best_finished_rule_equals_tensorflows_search(model):
     """Under the "best_finished" stop rule a stopped sentence keeps its results while its
     batch-mates go on (fixed slots) exactly as when it leaves the batch (graph driver)."""
     source = varied_source()
-    case = dict(beam_size=4, alpha=0.6, num_results=2, extra_length=5, eos_id=EOS,
-                stop_rule="best_finished")
-    expected_ids, expected_scores, *_ = decode(model, source, **case)
-    ids, scores, *_ = fixed_slots(model, **case)(source)
+    search = BeamSearch(beam_size=4, alpha=0.6, extra_length=5, stop_rule="best_finished")
+    case = dict(num_results=2, eos_id=EOS)
+    expected_ids, expected_scores, *_ = decode(model, source, search, **case)
+    ids, scores, *_ = fixed_slots(model, search, **case)(source)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(ids), expected_ids.numpy())
     np.testing.assert_allclose(keras.ops.convert_to_numpy(scores), expected_scores.numpy(),
                                rtol=0, atol=1e-5)

@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import Transformer
-from keras_transformer.decoding import DecodingConstraint, SamplingSettings, decode, score_ids
+from keras_transformer.decoding import (BeamSearch, DecodingConstraint, Sampling, decode,
+                                        score_ids)
 from keras_transformer.decoding.sampling import truncated_logits
 from tests.helpers import random_ids, tiny_config
 
@@ -30,10 +31,12 @@ def source():
     return ids
 
 
-def sample_ids(model, source, *, seed, topk=0, topp=1.0, temperature=1.0, **settings):
-    """Sampling through the one entry point; alpha 0 ranks the samples by log-probability."""
-    return decode(model, source, sampling=(topk, topp, temperature, seed), alpha=0.0,
-                  **settings)
+def sample_ids(model, source, *, seed, extra_length=BeamSearch.extra_length, **settings):
+    """Sampling through the one entry point; alpha 0 ranks the samples by log-probability.
+    `settings`: `Sampling`'s fields, and `decode`'s options (num_results, ...)."""
+    fields = {k: settings.pop(k) for k in ("topk", "topp", "temperature") if k in settings}
+    return decode(model, source, Sampling(**fields, seed=seed, alpha=0.0,
+                                          extra_length=extra_length), **settings)
 
 
 def _trim(ids):
@@ -62,7 +65,7 @@ def test_same_seed_same_samples_in_any_mode_other_seed_other_samples(model, sour
 
 
 def test_top_k_one_and_a_tiny_top_p_are_greedy_decoding(model, source):
-    greedy, scores, *_ = decode(model, source, beam_size=1, alpha=0.0, extra_length=6)
+    greedy, scores, *_ = decode(model, source, BeamSearch(beam_size=1, alpha=0.0, extra_length=6))
     greedy = _trim(greedy)
     for args in (dict(topk=1, temperature=2.0), dict(topp=1e-6, temperature=0.5)):
         for seed in (0, 1):
@@ -191,7 +194,7 @@ class _Forbid(DecodingConstraint):
 
 
 def test_constraint_and_prefix_restrict_the_samples(model, source):
-    greedy, *_ = decode(model, source, beam_size=1, alpha=0.0, extra_length=6)
+    greedy, *_ = decode(model, source, BeamSearch(beam_size=1, alpha=0.0, extra_length=6))
     prefix = np.array([[7, 8], [0, 0], [9, 0], [10, 11]], np.int32)
     forbidden = sorted(set(np.unique(greedy)) - {0, EOS} - set(prefix.ravel()))[:3]
     assert forbidden  # tokens the model likes
@@ -214,15 +217,18 @@ def test_constraint_and_prefix_restrict_the_samples(model, source):
 def test_settings_refuse_values_that_mean_nothing(field, value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")
                        .replace("[", r"\[").replace("]", r"\]")):
-        SamplingSettings(**{field: value})
+        Sampling(**{field: value})
 
 
-def test_sampling_settings_equal_the_tuple_of_their_values(model, source):
-    """`decode(sampling=SamplingSettings(...))` samples exactly as the (topk, topp,
-    temperature, seed) values the served graph passes."""
-    settings = SamplingSettings(topk=8, topp=0.9, temperature=1.3, seed=4)
+def test_sampling_with_tensor_fields_samples_as_with_python_values(model, source):
+    """`Sampling` holding scalar tensors, as the served graph passes them, samples exactly
+    as with the same Python values."""
+    import tensorflow as tf
+
     expected = sample_ids(model, source, seed=4, topk=8, topp=0.9, temperature=1.3,
                           num_results=2, extra_length=4)
-    got = decode(model, source, sampling=settings, alpha=0.0, num_results=2, extra_length=4)
+    search = Sampling(tf.constant(8), tf.constant(0.9), tf.constant(1.3),
+                      tf.constant(4, tf.int64), alpha=tf.constant(0.0), extra_length=4)
+    got = decode(model, source, search, num_results=2)
     np.testing.assert_array_equal(got.ids, expected.ids)
     np.testing.assert_allclose(got.scores, expected.scores, rtol=1e-6)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding import decode, terms
+from keras_transformer.decoding import BeamSearch, decode, terms
 from tests.helpers import random_ids, reversal_model
 
 EOS = 3
@@ -76,7 +76,7 @@ def test_every_hypothesis_contains_every_phrase_and_ends(model, beam_size, num_r
     source[2, 3:] = 0
     phrases = np.array([[[5, 6], [9, 0]], [[4, 4], [0, 0]], [[11, 10], [7, 8]],
                         [[0, 0], [0, 0]], [[8, 0], [8, 0]], [[6, 5], [5, 6]]], np.int32)
-    ids, scores, *_ = decode(model, source, beam_size=beam_size, extra_length=3,
+    ids, scores, *_ = decode(model, source, BeamSearch(beam_size=beam_size, extra_length=3),
                              num_results=num_results, eos_id=EOS, terms_ids=phrases)
     ids, scores = ids.numpy(), scores.numpy()
     assert np.all(scores > -1e8) and np.all(np.diff(scores, axis=1) <= 1e-6)
@@ -97,7 +97,7 @@ def test_phrases_that_only_just_fit_are_forced_in_time(model):
     reversal model would start with 6)."""
     source = np.array([[4, 5, 6]], np.int32)
     phrases = np.array([[[11, 11], [10, 0]]], np.int32)
-    ids, *_ = decode(model, source, beam_size=4, extra_length=0, eos_id=EOS,
+    ids, *_ = decode(model, source, BeamSearch(beam_size=4, extra_length=0), eos_id=EOS,
                      terms_ids=phrases)
     assert ids.numpy()[0, 0, :4].tolist() == [11, 11, 10, EOS]
 
@@ -125,10 +125,10 @@ def test_phrases_too_long_for_the_output_cap_are_invalid_arguments(model):
     source = np.array([[4, 5, 6]], np.int32)
     phrases = np.full([1, 2, 16], 7, np.int32)  # 32 tokens and the end: more than 32
     with pytest.raises(tf.errors.InvalidArgumentError, match="required phrases do not fit"):
-        decode(model, source, beam_size=2, eos_id=EOS, max_length=32,
+        decode(model, source, BeamSearch(beam_size=2), eos_id=EOS, max_length=32,
                terms_ids=phrases)
     # Longer than the source allows but within the cap: the sentence gets the room.
-    ids, *_ = decode(model, source, beam_size=2, extra_length=0, eos_id=EOS,
+    ids, *_ = decode(model, source, BeamSearch(beam_size=2, extra_length=0), eos_id=EOS,
                      terms_ids=phrases[:, :, :4])
     assert list(ids.numpy()[0, 0, :9]) == [7] * 8 + [EOS]
 
@@ -137,7 +137,7 @@ def test_a_target_prefix_comes_first_and_the_phrases_follow(model):
     source = random_ids(3, 5, vocab_size=12, seed=2, low=4)
     prefix = np.array([[9, 9], [0, 0], [10, 0]], np.int32)
     phrases = np.array([[[5, 6]], [[7, 0]], [[0, 0]]], np.int32)
-    ids, *_ = decode(model, source, beam_size=4, extra_length=2, num_results=2,
+    ids, *_ = decode(model, source, BeamSearch(beam_size=4, extra_length=2), num_results=2,
                      eos_id=EOS, terms_ids=phrases, target_prefix_ids=prefix)
     for sentence, rows in enumerate(ids.numpy()):
         start = [t for t in prefix[sentence] if t]
@@ -146,6 +146,6 @@ def test_a_target_prefix_comes_first_and_the_phrases_follow(model):
             assert _contains(list(row[:list(row).index(EOS)]), phrases[sentence, 0])
     # A prefix of no columns leaves no room unaccounted for.
     with pytest.raises(tf.errors.InvalidArgumentError, match="required phrases do not fit"):
-        decode(model, source[:1], beam_size=2, eos_id=EOS, max_length=8,
+        decode(model, source[:1], BeamSearch(beam_size=2), eos_id=EOS, max_length=8,
                terms_ids=np.full([1, 1, 8], 7, np.int32),
                target_prefix_ids=np.zeros([1, 0], np.int32))

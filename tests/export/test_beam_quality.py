@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.decoding import decode, score_ids
+from keras_transformer.decoding import BeamSearch, decode, score_ids
 from pipelines.data.vocab import BOS_ID, EOS_ID, python_processor
 
 
@@ -12,17 +12,18 @@ def test_beam_four_scores_at_least_greedy_on_most_validation_sentences(trained_m
     lines = (shared_data / "multi30k" / "val.en").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 1014
     encoded = [processor.encode(line)[:40] + [EOS_ID] for line in lines]
-    search = tf.function(lambda s, k, a: decode(trained_model, s, beam_size=k, alpha=a,
-                                                extra_length=10, bos_id=BOS_ID,
-                                                eos_id=EOS_ID))
+    search = tf.function(lambda s, k, a: decode(trained_model, s,
+                                                BeamSearch(beam_size=k, alpha=a, extra_length=10),
+                                                bos_id=BOS_ID, eos_id=EOS_ID))
     greedy_scores, beam_scores = [], []
     for start in range(0, len(encoded), 256):
         chunk = encoded[start:start + 256]
         source = np.zeros((len(chunk), max(map(len, chunk))), np.int32)
         for row, ids in enumerate(chunk):
             source[row, :len(ids)] = ids
-        greedy_ids, *_ = decode(trained_model, source, beam_size=1, alpha=0.0,
-                                extra_length=10, bos_id=BOS_ID, eos_id=EOS_ID)
+        greedy_ids, *_ = decode(trained_model, source,
+                                BeamSearch(beam_size=1, alpha=0.0, extra_length=10), bos_id=BOS_ID,
+                                eos_id=EOS_ID)
         # Greedy output, scored with the same length penalty beam search optimises.
         greedy_scores.append(score_ids(trained_model, source, greedy_ids[:, 0], alpha=0.6,
                                        bos_id=BOS_ID).numpy())

@@ -20,7 +20,7 @@ from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERV
                                 VOCAB_COPY_FILE, export_saved_model, next_version,
                                 write_translator)
 from export.translator import ExportError, Translator
-from keras_transformer import DecodingSettings
+from keras_transformer import BeamSearch
 from pipelines.settings import resolver
 from pipelines import stages
 from tests.export.conftest import MAX_LENGTH, SETTINGS
@@ -117,19 +117,16 @@ def test_versions_are_numbered_and_never_silently_replaced(translator, model_dir
     (dict(beam_size=0), "beam_size must be an integer >= 1"),
     (dict(extra_length=-1), "extra_length must be an integer >= 0"),
     (dict(alpha=-0.5), "alpha must be a number >= 0"),
-    (dict(max_input_length=0), "max_input_length must be an integer >= 1"),
-    (dict(precision="float16"), "precision must be one of"),
 ])
 def test_invalid_decoding_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        DecodingSettings(**kwargs)
+        BeamSearch(**kwargs)
 
 
 def test_input_length_is_capped_by_the_model(trained_model, spm_proto):
-    settings = DecodingSettings(max_input_length=MAX_LENGTH + 100)
-    assert Translator(trained_model, spm_proto, settings).max_length == MAX_LENGTH
-    settings = DecodingSettings(max_input_length=10)
-    assert Translator(trained_model, spm_proto, settings).max_length == 10
+    translator = Translator(trained_model, spm_proto, max_input_length=MAX_LENGTH + 100)
+    assert translator.max_length == MAX_LENGTH
+    assert Translator(trained_model, spm_proto, max_input_length=10).max_length == 10
 
 
 def test_invalid_version_is_refused(trained_model, spm_proto, tmp_path):
@@ -281,7 +278,8 @@ def test_empty_batch_and_batch_of_64(translator, shared_data):
 def test_xla_compiled_search_gives_the_same_translations(translator, trained_model, spm_proto):
     # XLA compiles once per distinct input (the search's shapes depend on the source
     # lengths), so this stays one small batch; export/README.md has the details.
-    jit = Translator(trained_model, spm_proto, DecodingSettings(**SETTINGS), jit_compile=True)
+    jit = Translator(trained_model, spm_proto, BeamSearch(SETTINGS["beam_size"], SETTINGS["alpha"],
+                     SETTINGS["extra_length"]), jit_compile=True)
     sources = tf.constant(["A dog runs through the snow.", ""])
     want, got = translator.translate(sources), jit.translate(sources)
     assert _strings(got["translation"]) == _strings(want["translation"])

@@ -21,7 +21,7 @@ assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), type(str
 import keras  # noqa: E402
 
 keras.utils.set_random_seed(5)
-model = train_lib.compile_model(tiny_config(), strategy, warmup_steps=10)
+model = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1, warmup_steps=10)
 source, target = random_ids(32, 6, seed=1), random_ids(32, 7, seed=2)
 target_in = np.concatenate([np.full((32, 1), 2, "int32"), target[:, :-1]], axis=1)
 dataset = tf.data.Dataset.from_tensor_slices(((source, target_in), target)).batch(8).repeat()

@@ -2,7 +2,7 @@
 import matplotlib.image
 import numpy as np
 
-from keras_transformer import DecodingSettings
+from keras_transformer import BeamSearch
 from pipelines.data import vocab
 from pipelines.evaluation.attention_plot import plot_attention
 from pipelines.model_dir.layout import build_model
@@ -18,7 +18,7 @@ def test_plot_shows_every_heads_attention_rows_summing_to_one(tmp_path):
     model = build_model(tiny_config(vocab_size=300, num_heads=4))
     path = tmp_path / "attention.png"
     weights = plot_attention(model, tokenizer, "a dog runs", path,
-                             DecodingSettings(beam_size=2, extra_length=4))
+                             BeamSearch(beam_size=2, extra_length=4))
     source_pieces = len(tokenizer.tokenize(["a dog runs"]).to_list()[0]) + 1  # + EOS
     heads, target_length, source_length = weights.shape
     assert heads == 4 and source_length == source_pieces and 1 <= target_length <= 4 + source_pieces

@@ -159,7 +159,7 @@ def test_float16_training_scales_the_loss_also_when_accumulating(tmp_path, float
     """mixed_float16 wraps the paper's optimizer (gradient accumulation included) in a built
     LossScaleOptimizer; its checkpoints restore into a float32 model, and back."""
     strategy = tf.distribute.get_strategy()
-    model = train_lib.compile_model(tiny_config(), strategy, warmup_steps=10,
+    model = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1, warmup_steps=10,
                                     accumulate_steps=2)
     optimizer = model.optimizer
     assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer) and optimizer.built
@@ -173,7 +173,7 @@ def test_float16_training_scales_the_loss_also_when_accumulating(tmp_path, float
     manager.save(checkpoint_number=2)
 
     keras.mixed_precision.set_global_policy("float32")
-    plain = train_lib.compile_model(tiny_config(), strategy, warmup_steps=10,
+    plain = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1, warmup_steps=10,
                                     accumulate_steps=2)
     assert not isinstance(plain.optimizer, keras.optimizers.LossScaleOptimizer)
     assert train_lib.checkpoint_optimizer(plain.optimizer) is plain.optimizer

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from keras_transformer import DecodingSettings
+from keras_transformer import BeamSearch
 from pipelines.settings import describe, options, resolver
 from pipelines.settings.device_policy import Device
 from pipelines.errors import ConfigError, ModelDirError
@@ -17,11 +17,11 @@ def test_a_new_model_dir_takes_task_then_paper_defaults(tmp_path):
     # Multi30k's own training defaults, else the paper's.
     assert (run.training.train_steps, run.training.batch_tokens) == (1000, 2048)
     assert (run.training.average_last, run.training.accumulate_steps) == (5, 1)
-    assert run.decoding == DecodingSettings(4, 0.6, 50, max_input_length=128)
+    assert run.decoding.beam == BeamSearch(4, 0.6, 50) and run.decoding.max_input_length == 128
     parser = resolver.resolve({"model_dir": str(tmp_path / "p"), "task": "ptb_parsing"})
-    assert (parser.decoding.beam_size, parser.decoding.alpha) == (21, 0.3)
+    assert (parser.decoding.beam.beam_size, parser.decoding.beam.alpha) == (21, 0.3)
     assert parser.training.batch_tokens == 25_000  # the paper's
-    assert parser.training.train_steps == 100_000  # the preset's (Table 3)
+    assert parser.training.train_steps == 100_000  # the paper's (Table 3)
 
 
 def test_precision_follows_training_unless_given(tmp_path):
@@ -32,7 +32,7 @@ def test_precision_follows_training_unless_given(tmp_path):
     run = resolver.resolve({"model_dir": str(tmp_path), "mixed_precision": False},
                           device=bfloat16_cpu)
     assert run.decoding.precision == "float32" and run.evaluation.jit_compile
-    # float16 training decodes in float32 (DecodingSettings has no float16).
+    # float16 training decodes in float32 (decoding has no float16).
     run = resolver.resolve({"model_dir": str(tmp_path)}, device=Device("gpu", (7, 5)))
     assert run.training.precision_policy == "mixed_float16"
     assert run.decoding.precision == "float32"
@@ -85,20 +85,20 @@ def test_model_settings_bind_only_once_weights_exist(tmp_path):
 
 def test_decoding_flags_need_override_saved(tmp_path):
     _trained(tmp_path)
-    assert resolver.resolve({"model_dir": str(tmp_path), "beam_size": 3}).decoding.beam_size == 3
+    assert resolver.resolve({"model_dir": str(tmp_path), "beam_size": 3}).decoding.beam.beam_size == 3
     with pytest.raises(ConfigError, match="--beam_size 5 differs from 3.*--override_saved"):
         resolver.resolve({"model_dir": str(tmp_path), "beam_size": 5})
     run = resolver.resolve({"model_dir": str(tmp_path), "beam_size": 5, "alpha": 0.0,
                            "override_saved": True})
-    assert (run.decoding.beam_size, run.decoding.alpha) == (5, 0.0)
+    assert (run.decoding.beam.beam_size, run.decoding.beam.alpha) == (5, 0.0)
     # The stop rule is a decoding setting like the others; a model dir saved before it
     # existed stops exactly.
-    assert resolver.resolve({"model_dir": str(tmp_path)}).decoding.stop_rule == "exact"
+    assert resolver.resolve({"model_dir": str(tmp_path)}).decoding.beam.stop_rule == "exact"
     with pytest.raises(ConfigError, match="--stop_rule 'best_finished' differs from 'exact'"):
         resolver.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished"})
     run = resolver.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished",
                            "override_saved": True})
-    assert run.decoding.stop_rule == "best_finished"
+    assert run.decoding.beam.stop_rule == "best_finished"
 
 
 def test_settings_of_earlier_versions_are_read(tmp_path):
@@ -106,7 +106,7 @@ def test_settings_of_earlier_versions_are_read(tmp_path):
         {"task": "multi30k_ende", "beam_size": 2, "alpha": 1.0, "extra_length": 5,
          "training": {"accumulate_steps": 4}}))
     run = resolver.resolve({"model_dir": str(tmp_path)})
-    assert (run.decoding.beam_size, run.decoding.alpha, run.decoding.extra_length) == (2, 1.0, 5)
+    assert (run.decoding.beam.beam_size, run.decoding.beam.alpha, run.decoding.beam.extra_length) == (2, 1.0, 5)
 
 
 def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import ClassVar
 
-from keras_transformer.decoding import DecodingSettings
+from keras_transformer.decoding import BeamSearch
 from pipelines.errors import DataError
 from pipelines.tasks.base import Task
 from pipelines.tasks.parsing import linearize
@@ -66,7 +66,7 @@ def ptb_parsing(
         max_source_length=128,
         max_target_length=512,
         preset="parsing_wsj",
-        decoding=DecodingSettings(beam_size=21, alpha=0.3, extra_length=300),
+        decoding=BeamSearch(beam_size=21, alpha=0.3, extra_length=300),
         data_dir=data_dir,
         tree_files=(("train", train_trees), ("dev", dev_trees), ("test", test_trees)),
         **options,

@@ -6,7 +6,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from keras_transformer import Transformer
-from keras_transformer.decoding import decode
+from keras_transformer.decoding import BeamSearch, decode
 from pipelines.data import vocab as vocab_lib
 from pipelines.data.vocab import BOS_ID, EOS_ID
 from pipelines.tasks.parsing import serving, treebank
@@ -64,7 +64,7 @@ def untrained_parses(proto, constraint, sentences, extra_length):
     source = tf.concat([source, tf.fill([len(sentences), 1], EOS_ID)], axis=1).to_tensor()
     model = Transformer(tiny_config(vocab_size=tokenizer.vocab_size().numpy().item(),
                                     max_length=512))
-    ids, *_ = decode(model, source, beam_size=3, alpha=0.3, extra_length=extra_length,
+    ids, *_ = decode(model, source, BeamSearch(beam_size=3, alpha=0.3, extra_length=extra_length),
                      constraint=constraint)
     rows = [row[: np.flatnonzero(row == EOS_ID)[0]] for row in ids[:, 0].numpy()]
     return [tokenizer.detokenize([row]).numpy()[0].decode().split() for row in rows]
