@@ -35,6 +35,14 @@ def describe_device(options: Recipe, device: device_policy.Device) -> str:
             f"({origins['jit_compile']})")
 
 
+def describe_decoding(options: Recipe) -> str:
+    """The recipe's decoding, as evaluate and the dev metric run it."""
+    d = options.decoding
+    b = d.beam
+    return (f"beam {b.beam_size}, alpha {b.alpha}, extra length {b.extra_length}, stop rule "
+            f"{b.stop_rule}, max input length {d.max_input_length}, {d.precision}")
+
+
 def describe_task(options: Recipe, task: Task) -> str:
     """One log line: the task, its direction and lengths, and the recipe's vocabulary,
     preset and decoding."""

@@ -48,7 +48,7 @@ class ModelOptions:
 
     preset: str
     config_overrides: dict
-    max_length: int = TransformerConfig.max_length
+    max_length: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,9 +57,9 @@ class DecodingOptions:
     library's `BeamSearch`, or `Sampling` for translate) and what the application adds."""
 
     beam: BeamSearch
-    precision: str = "float32"  # the model's weights and compute: float32 or bfloat16
-    max_input_length: int | None = None  # longest source, EOS included; None: the model's
-    sampling: Sampling | None = None  # translate samples with these (None: beam search)
+    precision: str                # the model's weights and compute: float32 or bfloat16
+    max_input_length: int | None  # longest source, EOS included; None: the model's
+    sampling: Sampling | None     # translate samples with these (None: beam search)
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:
@@ -148,8 +148,8 @@ class Recipe:
     evaluation: EvalOptions
     export: ExportOptions
     io: IOOptions
-    verbose: int = 1
-    init: init_lib.InitFrom | None = None  # where a fine-tuned model starts (--init_from)
+    verbose: int  # Keras' progress: 1 a bar, 2 a line per epoch (checkpoint)
+    init: init_lib.InitFrom | None  # where a fine-tuned model starts (--init_from)
     origins: dict = dataclasses.field(default_factory=dict, compare=False)
     """Option name -> where its value came from: "flag", "settings.json", "config.json",
     "preset NAME", "task NAME", "device: <why>" (`pipelines.settings.device_policy`) or "default"

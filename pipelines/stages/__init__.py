@@ -243,7 +243,7 @@ def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -
         return done["scores"]
     model = md.load_final_model(options.model_dir, decoding.precision,
                                 options.evaluation.checkpoint, log=log)
-    log(f"evaluate: {decoding}, XLA {'on' if jit else 'off'}")
+    log(f"evaluate: {describe.describe_decoding(options)}, XLA {'on' if jit else 'off'}")
     data, tokenizer, constraint = _eval_inputs(options, task, split, model.config.max_length,
                                                options.evaluation.sentences, log)
     translate = evaluate.make_translator(model, decoding.beam, jit_compile=jit,

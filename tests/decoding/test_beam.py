@@ -202,11 +202,11 @@ def test_token_details_tracked_in_the_search_equal_the_teacher_forced_pass(model
             shape = tf.concat([tf.shape(ids), [vocab_size]], 0)
             return tf.ones(shape, tf.bool), state
 
-    args = dict(beam_size=3, alpha=0.6, extra_length=4, eos_id=EOS, num_results=2,
-                details=True,
+    search = BeamSearch(beam_size=3, alpha=0.6, extra_length=4)
+    args = dict(eos_id=EOS, num_results=2, details=True,
                 target_prefix_ids=np.array([[5], [0], [6], [0]], np.int32))
-    tracked = decode(model, source, constraint=AllowAll(), **args)
-    forced = decode(model, source, **args)
+    tracked = decode(model, source, search, constraint=AllowAll(), **args)
+    forced = decode(model, source, search, **args)
     width = forced.ids.shape[2]
     np.testing.assert_array_equal(tracked.ids.numpy()[:, :, :width], forced.ids.numpy())
     assert not np.any(tracked.ids.numpy()[:, :, width:])

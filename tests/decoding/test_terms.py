@@ -109,10 +109,10 @@ def test_sentences_without_phrases_decode_as_without_terms(model, beam_size, alp
     source[1, 3:] = 0
     phrases = np.zeros([8, 2, 2], np.int32)
     phrases[2] = [[7, 7], [5, 0]]
-    settings = dict(beam_size=beam_size, alpha=alpha, extra_length=4, num_results=num_results,
-                    eos_id=EOS)
-    plain_ids, plain_scores, *_ = decode(model, source, **settings)
-    ids, scores, *_ = decode(model, source, terms_ids=phrases, **settings)
+    search = BeamSearch(beam_size=beam_size, alpha=alpha, extra_length=4)
+    settings = dict(num_results=num_results, eos_id=EOS)
+    plain_ids, plain_scores, *_ = decode(model, source, search, **settings)
+    ids, scores, *_ = decode(model, source, search, terms_ids=phrases, **settings)
     free = [0, 1, 3, 4, 5, 6, 7]
     width = min(ids.shape[2], plain_ids.shape[2])
     np.testing.assert_array_equal(ids.numpy()[free, :, :width],

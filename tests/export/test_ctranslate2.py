@@ -100,7 +100,7 @@ def test_ctranslate2_translates_as_our_float32_search(ct2_dir, translator, corpu
     ours ran to the maximum length (its forced end token) may a translation differ."""
     from export import ctranslate2 as ct2
 
-    assert translator.decoding.precision == "float32"
+    assert translator.settings()["precision"] == "float32"
     engine, sp, info = ct2.load(ct2_dir, intra_threads=1)
     decoding = dict(info["decoding"], beam_size=beam_size, alpha=alpha)
     lines = corpus["en"][-SENTENCES:]  # sentences the model was trained on, but varied

@@ -1,0 +1,85 @@
+"""The recipe is resolved once: every default is written in one place, and the merge is one
+short function that reads in order."""
+import ast
+import dataclasses
+import inspect
+
+from keras_transformer import PRESETS, BeamSearch, Sampling, TransformerConfig
+from pipelines.settings import options, resolver, table
+from pipelines.tasks import TASKS, Task, get_task
+
+PAPER_SOURCES = {
+    "the settings table": {row.name: row.default for row in table.SETTINGS
+                           if row.default is not None},
+    "BeamSearch": dataclasses.asdict(BeamSearch()),
+    "Sampling": dataclasses.asdict(Sampling()),
+    "TransformerConfig": dataclasses.asdict(TransformerConfig()),
+    **{f"{cls.__name__}": {f.name: f.default for f in dataclasses.fields(cls)
+                           if f.default is not dataclasses.MISSING and f.default is not None}
+       for cls in (options.DataOptions, options.ModelOptions, options.DecodingOptions,
+                   options.EvalOptions, options.ExportOptions, options.IOOptions,
+                   options.TrainingOptions, options.Recipe, Task)},
+}
+"""Every place a default below the task layer is written, by source."""
+ALIASES = {("Sampling", "topk"): "sampling_topk", ("Sampling", "topp"): "sampling_topp",
+           ("Sampling", "temperature"): "sampling_temperature",
+           ("DecodingOptions", "precision"): "decode_precision",
+           ("EvalOptions", "split"): "eval_split", ("EvalOptions", "sentences"): "eval_sentences",
+           ("EvalOptions", "jit_compile"): "decode_jit_compile",
+           ("ExportOptions", "jit_compile"): "export_jit_compile",
+           ("ExportOptions", "version"): "export_version",
+           ("ExportOptions", "overwrite"): "overwrite_export",
+           ("ModelOptions", "preset"): "config", ("IOOptions", "terms_file"): "terms"}
+"""Fields that are a setting under another name (the table's)."""
+
+
+def test_no_setting_has_two_defaults():
+    """A setting's paper (or tool) default is written once: no two sources of defaults give
+    one setting, under any of its names, two different values."""
+    seen: dict[str, tuple[str, object]] = {}
+    clashes = []
+    for source, defaults in PAPER_SOURCES.items():
+        for name, value in defaults.items():
+            key = ALIASES.get((source, name), name)
+            if key in seen and seen[key][1] != value:
+                clashes.append(f"{key}: {seen[key][0]} says {seen[key][1]!r}, "
+                               f"{source} {value!r}")
+            seen.setdefault(key, (source, value))
+    assert not clashes, clashes
+
+
+def test_a_task_or_preset_gives_each_setting_once():
+    """Within one layer, one value a setting: a preset's recipe repeats nothing of its
+    architecture (train_steps, label_smoothing live in the recipe only), and a task's recipe
+    repeats none of its fields."""
+    architecture = {f.name for f in dataclasses.fields(TransformerConfig)}
+    for name, preset in PRESETS.items():
+        assert not set(preset.recipe) & (set(preset.model) | architecture), name
+        assert set(preset.recipe) <= set(table.TABLE), name  # settings the run knows
+    for name in TASKS:
+        task = get_task(name)
+        fields = {f.name for f in dataclasses.fields(task)} | set(dataclasses.asdict(
+            task.decoding))
+        assert not set(task.recipe) & fields, name
+        assert set(task.recipe) <= set(table.TABLE), name
+    assert not {"train_steps", "label_smoothing"} & architecture
+
+
+def test_the_merge_is_one_short_function_that_reads_in_order():
+    """`resolve` is at most 60 lines with no nested function: the layers, merged once."""
+    tree = ast.parse(inspect.getsource(resolver.resolve))
+    function = tree.body[0]
+    assert function.end_lineno - function.lineno + 1 <= 60
+    nested = [node.name for node in ast.walk(function)
+              if isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not function]
+    assert nested == []
+    merge = ast.parse(inspect.getsource(resolver.merge)).body[0]
+    assert merge.end_lineno - merge.lineno + 1 <= 60
+
+
+def test_layers_merge_in_order_with_their_origins():
+    values, origins = resolver.merge([("paper", {"a": 1, "b": 2, "c": 3}),
+                                      ("task", {"b": 20, "c": None}),
+                                      ("flag", {"c": 300})])
+    assert values == {"a": 1, "b": 20, "c": 300}
+    assert origins == {"a": "paper", "b": "task", "c": "flag"}

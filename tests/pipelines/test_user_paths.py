@@ -1,0 +1,178 @@
+"""What a run prints about its settings is what it runs, on each path a user takes.
+
+Each test runs one path of `pipelines/run.py` and checks every setting the run prints (the
+task line, the options line, the training, evaluate and export lines) against what it used:
+the vocabulary (the SentencePiece model's pieces), the steps (the last checkpoint), the preset
+(settings.json and config.json), and the beam, alpha and precision (the eval and export
+records). The models are made tiny with flags that none of those values depend on (the
+architecture's sizes, the batch, checkpoints, steps per execution, sentences decoded), so the
+paths keep their own vocabulary, steps, preset and decoding.
+"""
+import json
+import pathlib
+import re
+
+import pytest
+
+from tests.pipelines.run_helpers import run_command
+
+SMALL = ["--config_override=num_layers=1", "--config_override=d_model=32",
+         "--config_override=d_ff=64", "--config_override=num_heads=2", "--batch_tokens=512",
+         "--eval_sentences=8", "--nocheck_ops"]
+"""A tiny model, small batches, 8 sentences evaluated, no op check: none of the checked values."""
+
+
+def run(args, shared_data):
+    result = run_command(args, shared_data, timeout=1200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stderr
+
+
+def printed(pattern, log):
+    """Every match of `pattern` in the run's log (its groups), line by line."""
+    return re.findall(pattern, log, re.M)
+
+
+def last_checkpoint_step(model_dir) -> int:
+    state = (model_dir / "checkpoints" / "checkpoint").read_text()
+    return int(re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', state, re.M).group(1))
+
+
+def newest_eval_record(model_dir) -> dict:
+    """The eval result the last evaluate wrote."""
+    paths = [p for p in (model_dir / "eval").glob("*.json") if "sentences" in p.read_text()]
+    return json.loads(max(paths, key=lambda p: p.stat().st_mtime_ns).read_text())
+
+
+def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alpha=None):
+    """Asserts that every value `log` prints equals the one the run used, and that those are
+    the path's own (`vocab`, `steps`, ... where given)."""
+    from keras_transformer import TransformerConfig
+    from pipelines.data import vocab as vocab_lib
+
+    settings = json.loads((model_dir / "settings.json").read_text())
+    pieces = vocab_lib.vocab_size_of((model_dir / "spm.model").read_bytes())
+    # The task line (prepare) and the options line: the vocabulary and the preset.
+    saved = settings["decoding"]
+    for vocab_shown, preset_shown, beam_shown, alpha_shown, extra_shown in printed(
+            r"task \w+: \S+, vocab ([\d,]+), max length \d+/\d+, preset (\w+), beam (\d+), "
+            r"alpha ([\d.]+), extra length (\d+)$", log):
+        assert (int(vocab_shown.replace(",", "")), preset_shown) == (
+            pieces, settings["model"]["preset"])
+        assert (int(beam_shown), float(alpha_shown), int(extra_shown)) == (
+            saved["beam_size"], saved["alpha"], saved["extra_length"])
+    options = "\n".join(printed(r"^options: .*$", log))
+    for shown in printed(r"\bvocab_size=(\d+)", options):
+        assert int(shown) == pieces
+    for shown in printed(r"\bconfig=(\w+)", options):
+        assert shown == settings["model"]["preset"]
+    config = json.loads((model_dir / "config.json").read_text())
+    made = TransformerConfig.preset(settings["model"]["preset"], **{
+        **settings["model"]["config_overrides"], "vocab_size": config["vocab_size"],
+        "max_length": config["max_length"]})
+    assert made.to_dict() == config  # config.json is the preset the run names
+    # The training lines: the steps.
+    steps_shown = printed(r"\btrain_steps[=:'\" ]+(\d+)", log) + [
+        shown.replace(",", "") for shown in printed(r"steps [\d,]+ -> ([\d,]+)", log)]
+    assert all(int(shown) == last_checkpoint_step(model_dir) for shown in steps_shown)
+    # evaluate's and export's lines: the beam, alpha and precision of their records.
+    decoding = r"beam (\d+), alpha ([\d.]+), extra length (\d+)"
+    for beam_shown, alpha_shown, extra_shown, precision in printed(
+            rf"evaluate: {decoding}, stop rule \w+, max input length \w+, (\w+), XLA", log):
+        record = newest_eval_record(model_dir)["decoding"]
+        assert (record["beam_size"], record["alpha"], record["extra_length"],
+                record["precision"]) == (int(beam_shown), float(alpha_shown), int(extra_shown),
+                                         precision)
+    exports = printed(rf"export: wrote (\S+) \(.*default {decoding}, max input length \d+, "
+                      rf"(\w+)\)", log)
+    assert exports, "the run exported"
+    for path, beam_shown, alpha_shown, extra_shown, precision in exports:
+        record = json.loads((pathlib.Path(path) / "assets.extra" / "export.json").read_text()
+                            )["decoding"]
+        assert (record["beam_size"], record["alpha"], record["extra_length"],
+                record["precision"]) == (int(beam_shown), float(alpha_shown), int(extra_shown),
+                                         precision)
+    # The path's own values.
+    if steps is not None:
+        assert last_checkpoint_step(model_dir) == steps and steps_shown
+    assert vocab is None or pieces == vocab
+    assert preset is None or settings["model"]["preset"] == preset
+    assert beam is None or {int(shown[1]) for shown in exports} == {beam}
+    assert alpha is None or {float(shown[2]) for shown in exports} == {alpha}
+
+
+@pytest.fixture(scope="module")
+def default_job(tmp_path_factory, shared_data):
+    """The default job (`python pipelines/run.py`), tiny: its 1,000 steps, 8,000 pieces."""
+    model_dir = tmp_path_factory.mktemp("default") / "model"
+    log = run([f"--model_dir={model_dir}", *SMALL, "--steps_per_execution=50"], shared_data)
+    return model_dir, log
+
+
+def test_the_default_job(default_job):
+    model_dir, log = default_job
+    check(log, model_dir, vocab=8000, steps=1000, preset="multi30k_small", beam=4, alpha=0.6)
+
+
+def test_a_rerun_that_decodes_differently(default_job, shared_data):
+    """`--override_saved --beam_size 8`: evaluate and export say beam 8 and use it; the
+    model dir keeps its beam 4."""
+    model_dir, _ = default_job
+    log = run([f"--model_dir={model_dir}", "--mode=evaluate,export", "--override_saved",
+               "--beam_size=8", "--eval_sentences=8", "--nocheck_ops"], shared_data)
+    check(log, model_dir, beam=8, alpha=0.6)
+    assert "evaluate: beam 8," in log
+    assert json.loads((model_dir / "settings.json").read_text())["decoding"]["beam_size"] == 4
+
+
+@pytest.fixture(scope="module")
+def small_vocabulary(tmp_path_factory, shared_data):
+    """`--vocab_size 1000 --train_steps 20`."""
+    model_dir = tmp_path_factory.mktemp("vocab") / "model"
+    log = run([f"--model_dir={model_dir}", "--vocab_size=1000", "--train_steps=20", *SMALL,
+               "--checkpoint_every=10"], shared_data)
+    return model_dir, log
+
+
+def test_a_smaller_vocabulary_and_fewer_steps(small_vocabulary):
+    model_dir, log = small_vocabulary
+    assert "vocab 1,000," in log and "train_steps=20" in log
+    check(log, model_dir, vocab=1000, steps=20, preset="multi30k_small", beam=4, alpha=0.6)
+
+
+def test_a_fine_tune_with_init_from(small_vocabulary, tmp_path, shared_data):
+    """The README's fine-tune: the source's vocabulary and preset, this run's steps."""
+    source, _ = small_vocabulary
+    for lang in ("en", "de"):
+        lines = (shared_data / "multi30k" / f"val.{lang}").read_text(encoding="utf-8")
+        (tmp_path / f"in_domain.{lang}").write_text(lines, encoding="utf-8")
+    model_dir = tmp_path / "tuned"
+    log = run([f"--init_from={source}", f"--model_dir={model_dir}", "--task=text",
+               f"--train_src={tmp_path / 'in_domain.en'}",
+               f"--train_tgt={tmp_path / 'in_domain.de'}", "--warmup_steps=50",
+               "--lr_scale=0.1", "--train_steps=5", "--batch_tokens=512", "--nocheck_ops"],
+              shared_data)
+    assert "vocab 1,000," in log and "preset multi30k_small" in log
+    check(log, model_dir, vocab=1000, steps=5, preset="multi30k_small", beam=4, alpha=0.6)
+
+
+def test_the_quality_preset(tmp_path, shared_data):
+    """`--config multi30k_quality`: its recipe's 4,000 steps, not its task's 1,000."""
+    model_dir = tmp_path / "model"
+    log = run([f"--model_dir={model_dir}", "--config=multi30k_quality", *SMALL,
+               "--checkpoint_every=2000", "--steps_per_execution=50"], shared_data)
+    check(log, model_dir, vocab=8000, steps=4000, preset="multi30k_quality", beam=4, alpha=0.6)
+
+
+def test_the_parser_preset(tmp_path, shared_data):
+    """`--task ptb_parsing --config parsing_wsj_sample`: the preset's 4,000 pieces, 6,400
+    steps and beam 4, the task's alpha 0.3 and extra length 300."""
+    trees = shared_data / "ptb_sample"
+    model_dir = tmp_path / "model"
+    log = run([f"--model_dir={model_dir}", "--task=ptb_parsing", "--config=parsing_wsj_sample",
+               f"--train_trees={trees / 'train.mrg'}", f"--dev_trees={trees / 'dev.mrg'}",
+               *SMALL, "--checkpoint_every=3200", "--dev_metric_every=3200",
+               "--dev_metric_sentences=4", "--steps_per_execution=50"], shared_data)
+    assert "preset parsing_wsj_sample, beam 4, alpha 0.3, extra length 300" in log
+    check(log, model_dir, vocab=4000, steps=6400, preset="parsing_wsj_sample", beam=4,
+          alpha=0.3)
