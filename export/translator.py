@@ -329,15 +329,12 @@ class Translator:
             return (out.ids[:, :, :width], out.scores, out.token_log_probs[:, :, :width],
                     out.alignment[:, :, :width])
 
-        def search_either():  # the request's temperature chooses the strategy
-            return tf.cond(sample.temperature > 0.0, lambda: search(sample),
-                           lambda: search(beam))
-
         def empty():
             return (tf.zeros([0, num_results, 0], tf.int32), tf.zeros([0, num_results]),
                     tf.zeros([0, num_results, 0]), tf.zeros([0, num_results, 0], tf.int32))
 
-        return tf.cond(tf.shape(source_ids)[0] > 0, search_either, empty)
+        return tf.cond(tf.shape(source_ids)[0] > 0, lambda: tf.cond(  # the temperature chooses
+            sample.temperature > 0.0, lambda: search(sample), lambda: search(beam)), empty)
 
     def _translate_with_options(self, source, beam_size, alpha, num_results, max_extra_length,
                                 target_prefix):

@@ -110,21 +110,16 @@ class TransformerConfig:
         return cls.from_dict(json.loads(text))
 
 
-TRAINING_FIELDS = ("label_smoothing", "train_steps")
-"""Fields of older config.json files that are training settings, not the architecture."""
+TRAINING_FIELDS = ("label_smoothing", "train_steps")  # older config.json files' training fields
 
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """A named model, declared once: its architecture and its recipe.
-
-    Attributes:
-        model: the `TransformerConfig` fields it sets (the rest are the base model's).
-        recipe: how it is trained and decoded, by `pipelines/run.py`'s flag names
-            (train_steps, label_smoothing, batch_tokens, beam_size, ...): above a task's
-            recipe and below the model directory and the flags in precedence. What a
-            preset leaves out is the task's, else the paper's.
-    """
+    """A named model, declared once: its architecture (`model`: the `TransformerConfig`
+    fields it sets, the rest being base's) and its `recipe`, how it is trained and decoded,
+    by `pipelines/run.py`'s flag names (train_steps, label_smoothing, beam_size, ...): above
+    a task's recipe, below the model directory and the flags; the rest is the task's, else
+    the paper's."""
 
     model: dict = dataclasses.field(default_factory=dict)
     recipe: dict = dataclasses.field(default_factory=dict)
@@ -162,8 +157,7 @@ PRESETS: dict[str, Preset] = {
     "D4": _model({"label_smoothing": 0.2}),
     "E": _model(positional="learned"),
     # Not from Table 3: a model that trains in minutes on a 2-core CPU and fits the 29k-pair
-    # Multi30k corpus (small corpora want narrower models and more dropout); its training
-    # length is the multi30k_ende task's recipe.
+    # Multi30k corpus (narrower, more dropout); the multi30k_ende task's recipe trains it.
     "multi30k_small": _model(vocab_size=8000, num_layers=3, d_model=256, d_ff=1024,
                              num_heads=4, dropout=0.1, max_length=256),
     # The same model regularised for a 2-hour CPU run over ~20 epochs of Multi30k's 29,000
@@ -190,10 +184,4 @@ PRESETS: dict[str, Preset] = {
          "eval_split": "dev"},
         vocab_size=4000, num_layers=4, d_model=256, d_ff=1024, num_heads=4, dropout=0.3,
         max_length=1024),
-}
-
-# The number of parameters Table 3 reports for each row (millions), for the preset table.
-PAPER_PARAMS_M = {
-    "base": 65, "big": 213, "B1": 58, "B2": 60, "C1": 36, "C2": 50, "C3": 80, "C4": 28,
-    "C5": 168, "C6": 53, "C7": 90,
 }

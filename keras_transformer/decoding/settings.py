@@ -11,16 +11,32 @@ MAX_BEAM_SIZE = 16
 *_with_options functions accept."""
 
 
-def _python(value) -> bool:
-    """Whether `value` is a Python value this module checks, not a tensor."""
-    return isinstance(value, (int, float, str))
+def _integer(at_least: int, below: float = math.inf):
+    return lambda v: not isinstance(v, bool) and isinstance(v, int) and at_least <= v < below
 
 
-def _integer(value, at_least: int) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int) and value >= at_least
+def _number(accept):
+    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and accept(v)
 
 
-def _check(problems: list[str]) -> None:
+RULES = {"beam_size": (_integer(1), "an integer >= 1"),
+         "extra_length": (_integer(0), "an integer >= 0"),
+         "alpha": (_number(lambda v: v >= 0), "a number >= 0"),
+         "stop_rule": (lambda v: v in STOP_RULES, f"one of {STOP_RULES}"),
+         "topk": (_integer(0), "an integer >= 0"),
+         "topp": (_number(lambda v: 0 < v <= 1), "in (0, 1]"),
+         "temperature": (_number(lambda v: 0 < v < math.inf), "a number > 0"),
+         "seed": (_integer(-2 ** 63, 2 ** 63), "a 64-bit integer")}
+"""Each field's rule and how a refusal says it."""
+
+
+def _check(strategy) -> None:
+    """ValueError naming every field whose Python value breaks its rule (a tensor is the
+    graph's to check)."""
+    problems = [f"{f.name} must be {RULES[f.name][1]}, got {value!r}"
+                for f in dataclasses.fields(strategy)
+                if isinstance(value := getattr(strategy, f.name), (int, float, str))
+                and not RULES[f.name][0](value)]
     if problems:
         raise ValueError("; ".join(problems))
 
@@ -45,13 +61,7 @@ class BeamSearch:
     stop_rule: str = "exact"
 
     def __post_init__(self):
-        problems = []
-        if _python(self.beam_size) and not _integer(self.beam_size, 1):
-            problems.append(f"beam_size must be an integer >= 1, got {self.beam_size!r}")
-        problems += _length_problems(self)
-        if self.stop_rule not in STOP_RULES:
-            problems.append(f"stop_rule must be one of {STOP_RULES}, got {self.stop_rule!r}")
-        _check(problems)
+        _check(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,25 +86,4 @@ class Sampling:
     extra_length: int = BeamSearch.extra_length
 
     def __post_init__(self):
-        problems = _length_problems(self)
-        if _python(self.topk) and not _integer(self.topk, 0):
-            problems.append(f"topk must be an integer >= 0, got {self.topk!r}")
-        if _python(self.topp) and (isinstance(self.topp, str) or not 0 < self.topp <= 1):
-            problems.append(f"topp must be in (0, 1], got {self.topp!r}")
-        if _python(self.temperature) and (isinstance(self.temperature, str) or not (
-                self.temperature > 0 and math.isfinite(self.temperature))):
-            problems.append(f"temperature must be a number > 0, got {self.temperature!r}")
-        if _python(self.seed) and not (_integer(self.seed, -2 ** 63) and self.seed < 2 ** 63):
-            problems.append(f"seed must be a 64-bit integer, got {self.seed!r}")
-        _check(problems)
-
-
-def _length_problems(search) -> list[str]:
-    """The checks both strategies share: alpha and extra_length."""
-    problems = []
-    if _python(search.alpha) and (isinstance(search.alpha, (bool, str))
-                                  or not search.alpha >= 0):
-        problems.append(f"alpha must be a number >= 0, got {search.alpha!r}")
-    if _python(search.extra_length) and not _integer(search.extra_length, 0):
-        problems.append(f"extra_length must be an integer >= 0, got {search.extra_length!r}")
-    return problems
+        _check(self)

@@ -63,15 +63,13 @@ class InitFrom:
         return {"model_dir": self.model_dir, "weights_sha256": self.weights_sha256,
                 "optimizer": self.optimizer, "step": self.step}
 
-    def model_default(self, name: str):
-        """The source's value of the model flag `name` ("config", "config_override",
-        "vocab_size"), the resolver's default before settings.json has one; None once
-        the model dir is trained (settings.json has them then)."""
-        if not self.pending:
-            return None
+    def model_layer(self) -> dict[str, Any]:
+        """The source's model settings (config, config_override, vocab_size, max_length):
+        the recipe's layer below the model dir's own; empty once it is trained."""
         model = self.source_settings.get("model") or {}
         return {"config": model.get("preset"), "config_override": model.get("config_overrides"),
-                "vocab_size": self.config.vocab_size}[name]
+                "vocab_size": self.config.vocab_size,
+                "max_length": self.config.max_length} if self.pending else {}
 
 
 def file_sha256(path: os.PathLike | str) -> str:
@@ -148,8 +146,7 @@ def _check_source(given: Mapping[str, Any], model_dir: str, source: str,
                             f"(sha256 {digest[:12]}, recorded {recorded['weights_sha256'][:12]}); "
                             f"restore it, or give a new --model_dir to start from these weights")
     init = InitFrom(source, digest, optimizer, 0, config, dict(settings))
-    for name in ("config", "config_override", "vocab_size"):
-        value = init.model_default(name)
+    for name, value in init.model_layer().items():
         if given.get(name) is not None and value is not None and given[name] != value:
             raise ConfigError(f"--{name} {given[name]!r} differs from {value!r}, the model of "
                               f"--init_from {source}: a fine-tuned model keeps its source's "

@@ -37,17 +37,15 @@ def describe_device(options: Recipe, device: device_policy.Device) -> str:
 
 def describe_decoding(options: Recipe) -> str:
     """The recipe's decoding, as evaluate and the dev metric run it."""
-    d = options.decoding
-    b = d.beam
+    d, b = options.decoding, options.decoding.beam
     return (f"beam {b.beam_size}, alpha {b.alpha}, extra length {b.extra_length}, stop rule "
             f"{b.stop_rule}, max input length {d.max_input_length}, {d.precision}")
 
 
 def describe_task(options: Recipe, task: Task) -> str:
-    """One log line: the task, its direction and lengths, and the recipe's vocabulary,
-    preset and decoding."""
-    beam = options.decoding.beam
+    """One log line: the task, its direction and lengths, the recipe's vocabulary, preset
+    and decoding."""
     return (f"task {task.name}: {task.source_lang}->{task.target_lang}, vocab "
             f"{options.data.vocab_size:,}, max length {task.max_source_length}/"
-            f"{task.max_target_length}, preset {options.model.preset}, beam {beam.beam_size}, "
-            f"alpha {beam.alpha}, extra length {beam.extra_length}")
+            f"{task.max_target_length}, preset {options.model.preset}, "
+            f"{describe_decoding(options)}")

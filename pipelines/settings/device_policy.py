@@ -26,22 +26,8 @@ no tensor cores, and float32 is as fast."""
 
 CPU_XLA_MIN_D_MODEL = 512
 """On a CPU training in float32, the step is compiled with XLA from this d_model up; in
-mixed_bfloat16 never (XLA's CPU backend does not use the bfloat16 hardware).
-
-Target tokens per second while training, `benchmarks/compare_peers.py` (one core each):
-
-    CPU (2 cores)                       model                     XLA off   XLA on
-    float32 (issue 26's machine)        d_model 256, 3 layers       2,235    1,994
-                                        d_model 512, 6 layers (base)  157      297
-    AVX-512 with AVX512_BF16, float32   base                          399      387
-    same, mixed_bfloat16                base                          572      372
-
-XLA's fusion paid on the base model where float32 was all the CPU had; on the small model
-its compiled step is slower than TensorFlow's own kernels, and where bfloat16 is native
-TensorFlow's oneDNN kernels use it and XLA's do not. The same holds under JAX, whose every
-step XLA compiles: on the AVX512_BF16 machine, multi30k_small at 64 x 24 tokens, float32
-2,115-2,154 target tokens/s, mixed_bfloat16 1,954-1,956; so under JAX a CPU trains in
-float32.
+mixed_bfloat16 never (XLA's CPU backend does not use the bfloat16 hardware); under JAX a
+CPU trains in float32. The measurements behind these rules: docs/training.md#precision-and-xla.
 """
 
 

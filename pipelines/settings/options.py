@@ -26,7 +26,6 @@ SETTINGS_FORMAT = 2
 TASK_OPTIONS = tuple(name for name, row in table.saved_rows().items()
                      if row.saved[0] == "task_options")
 """The settings that become task options (where its data is, and what it is)."""
-PRECISIONS = table.TABLE["decode_precision"].choices
 SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
 """Any of these makes translate sample (`keras_transformer.decoding.sampling`) instead of
 beam search."""
@@ -54,24 +53,13 @@ class ModelOptions:
 @dataclasses.dataclass(frozen=True)
 class DecodingOptions:
     """How evaluate, translate, the dev metric and the export decode: the strategy (the
-    library's `BeamSearch`, or `Sampling` for translate) and what the application adds."""
+    library's `BeamSearch`, or `Sampling` for translate) and what the application adds
+    (precision and max_input_length: the table's bounds and choices check them)."""
 
     beam: BeamSearch
     precision: str                # the model's weights and compute: float32 or bfloat16
     max_input_length: int | None  # longest source, EOS included; None: the model's
     sampling: Sampling | None     # translate samples with these (None: beam search)
-
-    def __post_init__(self):
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
-        if self.max_input_length is not None and self.max_input_length < 1:
-            raise ValueError(f"max_input_length must be an integer >= 1, got "
-                             f"{self.max_input_length!r}")
-
-    @property
-    def search(self) -> BeamSearch | Sampling:
-        """The strategy translate decodes with."""
-        return self.sampling or self.beam
 
     def input_length(self, model_max_length: int) -> int:
         """The source truncation length for a model of `model_max_length` positions."""
@@ -92,7 +80,7 @@ table, and the Keras dtype policy that --mixed_precision means on this device.""
 
 @dataclasses.dataclass(frozen=True)
 class EvalOptions:
-    """What the evaluate stage scores and how it compiles the search (the table's rows)."""
+    """What the evaluate stage scores and how it compiles the search."""
 
     split: str
     sentences: int            # 0: the whole split
@@ -115,8 +103,7 @@ class ExportOptions:
 
 @dataclasses.dataclass(frozen=True)
 class IOOptions:
-    """The translate and score stages' files (None: stdin/stdout) and outputs (the table's
-    rows: --n_best, --with_scores, ...)."""
+    """The translate and score stages' files (None: stdin/stdout) and outputs."""
 
     input: str | None
     output: str | None

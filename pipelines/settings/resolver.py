@@ -57,7 +57,8 @@ def resolve(given: Mapping[str, Any], *,
     saved = md.load_settings(model_dir)
     md.check_vocabulary(model_dir, saved.get("spm_sha256"))
     init = init_lib.resolve(given, model_dir, saved)
-    upper = [("init_from", _init_layer(init)), (md.CONFIG_FILE, _config_layer(model_dir)),
+    upper = [("init_from", init.model_layer() if init else {}),
+             (md.CONFIG_FILE, _config_layer(model_dir)),
              (md.SETTINGS_FILE, _saved_layer(saved)), ("flag", _flag_layer(given))]
     top, top_origins = merge([("default", _paper_layer()), *upper])
     check_against_saved(top, top_origins, saved, model_dir, top["override_saved"])
@@ -123,19 +124,10 @@ def _preset_layer(name: str) -> dict[str, Any]:
             **PRESETS[name].recipe}
 
 
-def _init_layer(init: init_lib.InitFrom | None) -> dict[str, Any]:
-    """A fine-tuned dir's model, from its `--init_from` source until it has weights."""
-    if init is None or not init.pending:
-        return {}
-    return {"config": init.model_default("config"),
-            "config_override": init.model_default("config_override"),
-            "vocab_size": init.config.vocab_size, "max_length": init.config.max_length}
-
-
 def _config_layer(model_dir: str) -> dict[str, Any]:
     """A trained model's positions, from its config.json."""
-    trained = (md.has_weights(model_dir)
-               and os.path.isfile(os.path.join(model_dir, md.CONFIG_FILE)))
+    trained = md.has_weights(model_dir) and os.path.isfile(os.path.join(model_dir,
+                                                                       md.CONFIG_FILE))
     return {"max_length": md.load_config(model_dir).max_length} if trained else {}
 
 
@@ -168,9 +160,8 @@ def _default(values: dict, origins: dict, name: str, origin: str, value) -> None
 
 
 def _derive(values: dict, origins: dict, task: Task, device: device_policy.Device) -> None:
-    """The settings that follow from others where no layer gave them: the model's
-    positions (the task's longest sentence and output), the device's precision and XLA
-    choices, and decoding's precision and compilation."""
+    """Where no layer gave them, the settings that follow from others: the model's positions
+    (the task's longest sentence and output), the device's choices, decoding's precision."""
     _default(values, origins, "max_length", f"task {task.name}", max(
         task.max_length, task.max_source_length + values["extra_length"] + 1))
     policy, why = device_policy.precision(device)
@@ -213,15 +204,12 @@ def _sampling(given: Mapping[str, Any], values: Mapping[str, Any]) -> Sampling |
     """The translate stage's sampling when a `SAMPLING_FLAGS` flag is given (the others at
     `Sampling`'s defaults), seeded by --seed, with the run's alpha and extra length; None
     otherwise (beam search)."""
-    if all(given.get(name) is None for name in SAMPLING_FLAGS):
-        return None
-    seed = values["seed"]
-    if not -2 ** 63 <= seed < 2 ** 63:
-        raise ConfigError(f"--seed {seed}: sampling needs a 64-bit seed")
     chosen = {name.removeprefix("sampling_"): given[name] for name in SAMPLING_FLAGS
               if given.get(name) is not None}
-    return Sampling(**chosen, seed=seed, alpha=values["alpha"],
-                    extra_length=values["extra_length"])
+    if chosen and not -2 ** 63 <= values["seed"] < 2 ** 63:
+        raise ConfigError(f"--seed {values['seed']}: sampling needs a 64-bit seed")
+    return Sampling(**chosen, seed=values["seed"], alpha=values["alpha"],
+                    extra_length=values["extra_length"]) if chosen else None
 
 
 def _lookup(saved: Mapping[str, Any], path: tuple[str, ...]):
@@ -242,11 +230,8 @@ def check_against_saved(values: Mapping[str, Any], origins: Mapping[str, str],
                         saved: Mapping[str, Any], model_dir: str,
                         override_saved: bool = False) -> None:
     """The binding rules: ConfigError for the first flag that contradicts settings.json
-    (FIXED rows; DECODING rows without --override_saved).
-
-    The model and training settings bind once a checkpoint exists: until then (a first run
-    stopped by the memory check, say) they may still change.
-    """
+    (FIXED rows; DECODING rows without --override_saved). Model and training settings bind
+    once a checkpoint exists (a first run stopped by the memory check may still change them)."""
     trained = md.has_weights(model_dir)
     for name, row in table.saved_rows().items():
         if origins.get(name) != "flag" or row.binding == table.FREE:

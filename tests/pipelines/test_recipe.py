@@ -4,9 +4,18 @@ import ast
 import dataclasses
 import inspect
 
-from keras_transformer import PRESETS, BeamSearch, Sampling, TransformerConfig
+from keras_transformer import (PRESETS, BeamSearch, LabelSmoothedCrossEntropy, NoamSchedule,
+                               Sampling, TransformerConfig)
+from keras_transformer.data.buckets import DEFAULT_BATCH_TOKENS
 from pipelines.settings import options, resolver, table
 from pipelines.tasks import TASKS, Task, get_task
+from pipelines.training.train import compile_model
+
+
+def _keyword_defaults(function) -> dict:
+    return {name: p.default for name, p in inspect.signature(function).parameters.items()
+            if p.default is not inspect.Parameter.empty}
+
 
 PAPER_SOURCES = {
     "the settings table": {row.name: row.default for row in table.SETTINGS
@@ -14,6 +23,10 @@ PAPER_SOURCES = {
     "BeamSearch": dataclasses.asdict(BeamSearch()),
     "Sampling": dataclasses.asdict(Sampling()),
     "TransformerConfig": dataclasses.asdict(TransformerConfig()),
+    "the library's API": {"warmup_steps": _keyword_defaults(NoamSchedule)["warmup_steps"],
+                          "label_smoothing": LabelSmoothedCrossEntropy().label_smoothing,
+                          "batch_tokens": DEFAULT_BATCH_TOKENS},
+    "compile_model": _keyword_defaults(compile_model),
     **{f"{cls.__name__}": {f.name: f.default for f in dataclasses.fields(cls)
                            if f.default is not dataclasses.MISSING and f.default is not None}
        for cls in (options.DataOptions, options.ModelOptions, options.DecodingOptions,

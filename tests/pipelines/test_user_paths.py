@@ -56,7 +56,7 @@ def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alp
     saved = settings["decoding"]
     for vocab_shown, preset_shown, beam_shown, alpha_shown, extra_shown in printed(
             r"task \w+: \S+, vocab ([\d,]+), max length \d+/\d+, preset (\w+), beam (\d+), "
-            r"alpha ([\d.]+), extra length (\d+)$", log):
+            r"alpha ([\d.]+), extra length (\d+), ", log):
         assert (int(vocab_shown.replace(",", "")), preset_shown) == (
             pieces, settings["model"]["preset"])
         assert (int(beam_shown), float(alpha_shown), int(extra_shown)) == (
