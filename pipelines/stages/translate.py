@@ -18,6 +18,7 @@ from pipelines.data.text_io import iter_lines
 from pipelines.errors import ConfigError, DataError
 from pipelines.model_dir import layout as md
 from pipelines.model_dir.files import atomic_files
+from pipelines.settings import describe
 from pipelines.settings.options import Recipe
 from pipelines.stages.export import make_translator
 
@@ -98,8 +99,10 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
     With the recipe's `Sampling`, translations are sampled (`keras_transformer.decoding.sampling`;
     chunk seeds from `chunk_seed`) instead of found by beam search."""
     translator = make_translator(options, options.make_task(), log)
-    if options.decoding.sampling is not None:
-        log(f"translate: sampling instead of beam search, {options.decoding.sampling}")
+    widened = options.io.n_best > options.decoding.beam.beam_size  # see _translate_lines
+    log(f"translate: sampling instead of beam search, {options.decoding.sampling}"
+        if options.decoding.sampling else f"translate: {describe.describe_decoding(options)}"
+        + (f" (beam widened to {options.io.n_best} for --n_best)" if widened else ""))
     lines = (line for _, line in iter_lines(options.io.input))
     # Files read line by line with the input: (path, lines, what one line holds).
     beside = {name: (path, (line for _, line in iter_lines(path)), what)

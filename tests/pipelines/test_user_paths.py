@@ -11,6 +11,7 @@ paths keep their own vocabulary, steps, preset and decoding.
 import json
 import pathlib
 import re
+import shutil
 
 import pytest
 
@@ -70,7 +71,7 @@ def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alp
     made = TransformerConfig.preset(settings["model"]["preset"], **{
         **settings["model"]["config_overrides"], "vocab_size": config["vocab_size"],
         "max_length": config["max_length"]})
-    assert made.to_dict() == config  # config.json is the preset the run names
+    assert made == TransformerConfig.from_dict(config)  # config.json: the preset named
     # The training lines: the steps.
     steps_shown = printed(r"\btrain_steps[=:'\" ]+(\d+)", log) + [
         shown.replace(",", "") for shown in printed(r"steps [\d,]+ -> ([\d,]+)", log)]
@@ -154,6 +155,30 @@ def test_a_fine_tune_with_init_from(small_vocabulary, tmp_path, shared_data):
               shared_data)
     assert "vocab 1,000," in log and "preset multi30k_small" in log
     check(log, model_dir, vocab=1000, steps=5, preset="multi30k_small", beam=4, alpha=0.6)
+
+
+def test_a_model_dir_of_the_previous_release(small_vocabulary, tmp_path, shared_data):
+    """A model dir as the release before the recipe wrote it (config.json with train_steps
+    and label_smoothing, settings.json without a label smoothing) evaluates and exports, and
+    reads its training settings back as they were."""
+    from pipelines.settings import resolver
+
+    source, _ = small_vocabulary
+    model_dir = tmp_path / "older"
+    shutil.copytree(source, model_dir, ignore=shutil.ignore_patterns("eval", "export",
+                                                                     "made_from"))
+    config = json.loads((model_dir / "config.json").read_text())
+    (model_dir / "config.json").write_text(json.dumps(
+        {**config, "label_smoothing": 0.1, "train_steps": 6000}))
+    settings = json.loads((model_dir / "settings.json").read_text())
+    del settings["training"]["label_smoothing"]
+    (model_dir / "settings.json").write_text(json.dumps(settings))
+    log = run([f"--model_dir={model_dir}", "--mode=evaluate,export", "--eval_sentences=8",
+               "--nocheck_ops"], shared_data)
+    check(log, model_dir, beam=4, alpha=0.6)
+    recipe = resolver.resolve({"model_dir": str(model_dir)})
+    assert (recipe.training.train_steps, recipe.training.label_smoothing) == (20, 0.1)
+    assert recipe.origins["label_smoothing"] == "default"
 
 
 def test_the_quality_preset(tmp_path, shared_data):
