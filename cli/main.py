@@ -12,7 +12,7 @@ import os
 import pathlib
 import sys
 
-from absl import app, logging
+from absl import app
 
 from cli import flags as cli_flags
 from cli import startup
@@ -73,14 +73,13 @@ def run_export() -> int:
                             f"pipelines/run.py, or check the path)")
     options = resolver.resolve(cli_flags.given(EXPORT))
     with stages.model_dir_lock(["export"], options), contextlib.redirect_stdout(sys.stderr):
-        path = stages.run_export(options, log=log)
+        path = stages.run_export(options, log=log, ops_table=FLAGS.verbose)
     print(path)
     return 0
 
 
 def run_stages() -> int:
     """pipelines/run.py: the stages of --mode, in order."""
-    logging.set_verbosity(logging.WARNING)  # keep TensorFlow's checkpoint chatter out
     from pipelines.training import train as train_lib
 
     backend = FLAGS.backend
@@ -121,6 +120,8 @@ def run_stages() -> int:
                 if not train_lib.is_chief(strategy):
                     log("train: done; the chief runs the later stages")
                     return 0
+            elif stage == "export":
+                stages.run_export(options, log=log, ops_table=FLAGS.verbose)
             elif stage in ("evaluate", "translate", "score"):
                 getattr(stages, f"run_{stage}")(options, log=log, out=results)
             else:

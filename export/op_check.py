@@ -95,6 +95,16 @@ class OpReport:
     def ok(self) -> bool:
         return not self.problems
 
+    def summary(self) -> str:
+        """The verdict in one line (a run prints this unless --verbose asks for the table)."""
+        if not self.ok:
+            return self.format().splitlines()[-1]
+        text = sum(where == TENSORFLOW_TEXT for where in self.ops.values())
+        return (f"{self.saved_model_dir}: {len(self.ops)} op types, {text} of them "
+                f"tensorflow-text's (TensorFlow {self.versions.get('tensorflow')}, "
+                f"tensorflow-text {self.versions.get('tensorflow_text')}). "
+                f"{self.format().splitlines()[-1]}")
+
     def format(self) -> str:
         """A table of the ops, then the verdict."""
         lines = [f"{self.saved_model_dir}: {len(self.ops)} op types (TensorFlow "

@@ -45,8 +45,9 @@ class OpCheckError(RuntimeError):
     """The exported graph uses an op stock TensorFlow Serving does not register."""
 
 
-def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
-    """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md)."""
+def run_export(options: RunOptions, log: Log = print, ops_table: bool = False) -> pathlib.Path:
+    """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md); logs the
+    op check's verdict in one line, its table of ops with `ops_table` or when it fails."""
     from export.op_check import check_ops
     from export.saved_model import write_translator
     from export.translator import ExportError
@@ -72,7 +73,7 @@ def run_export(options: RunOptions, log: Log = print) -> pathlib.Path:
                             overwrite=export.overwrite, log=log)
     if export.check_ops:
         report = check_ops(path)
-        log(report.format())
+        log(report.format() if ops_table or not report.ok else report.summary())
         if not report.ok:
             raise OpCheckError(f"{path}: uses ops stock TensorFlow Serving lacks (above)")
     made_from.record(options, "export", inputs, path)
