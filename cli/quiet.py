@@ -16,6 +16,7 @@ import threading
 LIBRARY_LINE = re.compile(
     rb"^([IWEF]\d{4} [\d:.]+ +\d+ [\w.+/-]+:\d+\] "  # glog / absl C++ logging
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    rb"|To enable the following instructions: .* rebuild TensorFlow"  # cpu_feature_guard's 2nd
     rb"|[\w.+-]+\.cc\(\d+\) LOG\((INFO|WARNING)\) )")  # SentencePiece's own logging
 """The start of a line a library wrote, not the project."""
 LINE_END = re.compile(rb"(?<=[\r\n])")
