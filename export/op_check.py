@@ -208,11 +208,29 @@ def check_ops(saved_model_dir, python=None) -> OpReport:
                               "tensorflow_text": probe["tensorflow_text"]})
 
 
+def _import_tensorflow_quietly() -> None:
+    """The script's TensorFlow import without its C++ start-up lines (oneDNN, CUDA, CPU
+    features), which ignore TF_CPP_MIN_LOG_LEVEL; a level the user set keeps them."""
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(f"usage: python export/op_check.py SAVED_MODEL_DIR\n\n{__doc__}", file=sys.stderr)
         return 2
+    _import_tensorflow_quietly()
     try:
         report = check_ops(argv[0])
     except (FileNotFoundError, RuntimeError) as e:

@@ -26,12 +26,11 @@ from pipelines import Log
 from pipelines.data import prepare
 from pipelines.data import vocab as vocab_lib
 from pipelines.errors import ConfigError, ModelDirError
-from pipelines.evaluation import evaluate
+from pipelines.evaluation import evaluate, results
 from pipelines.model_dir import checkpoints
 from pipelines.model_dir import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.model_dir import made_from
-from pipelines.model_dir.files import input_identity
 from pipelines.settings.options import RunOptions, config_for
 from pipelines.stages.export import (OpCheckError, make_translator, run_export,  # noqa: F401
                                      run_export_ctranslate2)
@@ -210,7 +209,7 @@ def _eval_inputs(options: RunOptions, task: Task, split: str, max_length: int, c
 
 def run_average(options: RunOptions, log: Log = print):
     t, state = options.training, md.checkpoint_dir(options.model_dir)
-    inputs = {"checkpoints": input_identity(
+    inputs = {"checkpoints": made_from.content_identity(options,
         [p for p in (state / "checkpoint", state / checkpoints.METRIC_LOG) if p.exists()]),
         "average_last": t.average_last, "keep_best_by": t.keep_best_by}
     final = md.final_weights(options.model_dir)
@@ -234,7 +233,9 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
               "decoding": dataclasses.asdict(decoding),
               "split": split, "sentences": options.evaluation.sentences, "jit_compile": jit,
               "data": json.loads(json.dumps(dataclasses.asdict(options.data), default=str))}
-    done = made_from.up_to_date(options, f"evaluate_{split}", inputs)
+    name = results.result_name(split, inputs["decoding"],
+                               md.load_settings(options.model_dir).get("decoding"))
+    done = made_from.up_to_date(options, f"evaluate_{name}", inputs)
     if done:
         log(f"evaluate: {done['product']} is up to date (the same weights and decoding "
             f"settings); its scores:")
@@ -254,7 +255,7 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
                         work_dir=options.model_dir)
     extra = {"split": split, "sentences": len(hypotheses), "decode_seconds": round(seconds, 2),
              "decoding": dataclasses.asdict(decoding)}
-    written = evaluate.write_results(options.model_dir, split, hypotheses, scores, extra)
+    written = evaluate.write_results(options.model_dir, name, hypotheses, scores, extra)
     printed = []
     for name, value in scores.items():
         if not name.endswith("signature"):
@@ -263,9 +264,12 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
             printed.append(f"{split} {name}: {shown}" + (f"  ({signature})" if signature else "")
                            + "\n")
     print("".join(printed), end="", file=out or sys.stdout, flush=True)
-    made_from.record(options, f"evaluate_{split}", inputs, written / f"{split}.json",
-                     scores=scores, printed=printed)
-    log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote {written}")
+    index = results.update_index(options.model_dir, name, {
+        k: v for k, v in extra.items() if k != "decode_seconds"} | {"scores": scores})
+    made_from.record(options, f"evaluate_{name}", inputs, written / f"{name}.json",
+                     scores=scores, printed=printed)  # last: marks the result complete
+    log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote "
+        f"{written / name}.json and .hyp (every result: {index})")
     return scores
 
 

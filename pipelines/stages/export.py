@@ -4,6 +4,7 @@ CTranslate2 model."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import pathlib
 from typing import TYPE_CHECKING
 
@@ -62,8 +63,12 @@ def run_export(options: RunOptions, log: Log = print, ops_table: bool = False) -
                           f"--overwrite_export to replace it, or leave the version unset")
     inputs = {"weights": made_from.weights_identity(options), "decoding": dataclasses.asdict(
         options.decoding), "quantize": export.quantize, "jit_compile": export.jit_compile,
-        "export_dir": str(export_dir.resolve())}
-    done = made_from.up_to_date(options, "export", inputs) if export.version is None else None
+        "export_dir": made_from.relative(options, export_dir)}
+    # One record per export dir: exporting elsewhere (export/run.py --export_dir X) leaves the
+    # model dir's own export/ up to date.
+    record = "export" if inputs["export_dir"] == md.EXPORT_DIR else \
+        f"export-{hashlib.sha256(inputs['export_dir'].encode()).hexdigest()[:12]}"
+    done = made_from.up_to_date(options, record, inputs) if export.version is None else None
     if done:
         log(f"export: {done['product']} is up to date (the same weights and decoding "
             f"settings); --export_version N writes another version")
@@ -76,7 +81,7 @@ def run_export(options: RunOptions, log: Log = print, ops_table: bool = False) -
         log(report.format() if ops_table or not report.ok else report.summary())
         if not report.ok:
             raise OpCheckError(f"{path}: uses ops stock TensorFlow Serving lacks (above)")
-    made_from.record(options, "export", inputs, path)
+    made_from.record(options, record, inputs, path)
     return path
 
 
