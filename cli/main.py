@@ -135,5 +135,6 @@ def run_stages() -> int:
             f"{options.model_dir}")
     results.flush()
     metric = options.make_task().metric_name if "evaluate" in done else None
-    log("\n".join(summary.lines(options.model_dir, done, metric, options.evaluation.split)))
+    log("\n".join(summary.lines(options.model_dir, done, metric, options.evaluation.split,
+                                output=options.io.output)))
     return 0

@@ -30,8 +30,10 @@ def score_line(split: str, scores: dict, metric: str | None) -> str:
     return f"{split}: {', '.join(parts)}{count}"
 
 
-def lines(model_dir, results: dict, metric: str | None = None, split: str = "test") -> list[str]:
-    """The summary of a run whose stages returned `results` (stage -> what it returned)."""
+def lines(model_dir, results: dict, metric: str | None = None, split: str = "test",
+          output=None) -> list[str]:
+    """The summary of a run whose stages returned `results` (stage -> what it returned);
+    `output`: the file translate or score wrote (None: stdout)."""
     wall = time.monotonic() - STARTED
     out = [f"== done in {wall:,.1f} s ({cpu_seconds():,.1f} s CPU): {', '.join(results)}"]
     if model_dir:
@@ -47,5 +49,5 @@ def lines(model_dir, results: dict, metric: str | None = None, split: str = "tes
         out.append(f"export: {path}{version}")
     for stage in ("translate", "score"):
         if isinstance(results.get(stage), int):
-            out.append(f"{stage}: {results[stage]:,} lines")
+            out.append(f"{stage}: {results[stage]:,} lines" + (f" -> {output}" if output else ""))
     return out[:MAX_LINES]
