@@ -233,9 +233,9 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
               "decoding": dataclasses.asdict(decoding),
               "split": split, "sentences": options.evaluation.sentences, "jit_compile": jit,
               "data": json.loads(json.dumps(dataclasses.asdict(options.data), default=str))}
-    name = results.result_name(split, inputs["decoding"],
-                               md.load_settings(options.model_dir).get("decoding"))
-    done = made_from.up_to_date(options, f"evaluate_{name}", inputs)
+    result = results.result_name(split, inputs["decoding"],
+                                 md.load_settings(options.model_dir).get("decoding"))
+    done = made_from.up_to_date(options, f"evaluate_{result}", inputs)
     if done:
         log(f"evaluate: {done['product']} is up to date (the same weights and decoding "
             f"settings); its scores:")
@@ -255,7 +255,7 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
                         work_dir=options.model_dir)
     extra = {"split": split, "sentences": len(hypotheses), "decode_seconds": round(seconds, 2),
              "decoding": dataclasses.asdict(decoding)}
-    written = evaluate.write_results(options.model_dir, name, hypotheses, scores, extra)
+    written = evaluate.write_results(options.model_dir, result, hypotheses, scores, extra)
     printed = []
     for name, value in scores.items():
         if not name.endswith("signature"):
@@ -264,12 +264,12 @@ def run_evaluate(options: RunOptions, log: Log = print, out: TextIO | None = Non
             printed.append(f"{split} {name}: {shown}" + (f"  ({signature})" if signature else "")
                            + "\n")
     print("".join(printed), end="", file=out or sys.stdout, flush=True)
-    index = results.update_index(options.model_dir, name, {
+    index = results.update_index(options.model_dir, result, {
         k: v for k, v in extra.items() if k != "decode_seconds"} | {"scores": scores})
-    made_from.record(options, f"evaluate_{name}", inputs, written / f"{name}.json",
+    made_from.record(options, f"evaluate_{result}", inputs, written / f"{result}.json",
                      scores=scores, printed=printed)  # last: marks the result complete
     log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote "
-        f"{written / name}.json and .hyp (every result: {index})")
+        f"{written / result}.json and .hyp (every result: {index})")
     return scores
 
 
