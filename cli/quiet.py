@@ -40,9 +40,9 @@ def filter_stderr() -> None:
                 os.fdopen(target, "wb", buffering=0) as out:
             for chunk in iter(lambda: pipe.read(65536), b""):
                 *lines, pending = LINE_END.split(pending + chunk)
-                out.write(b"".join(line for line in lines if not LIBRARY_LINE.match(line)))
+                _write(out, b"".join(line for line in lines if not LIBRARY_LINE.match(line)))
             if pending and not LIBRARY_LINE.match(pending):
-                out.write(pending)
+                _write(out, pending)
 
     saved = os.dup(target)
     thread = threading.Thread(target=forward, name="stderr-filter", daemon=True)
@@ -55,3 +55,12 @@ def filter_stderr() -> None:
         thread.join(timeout=5)
 
     atexit.register(close)
+
+
+def _write(out, data: bytes) -> None:
+    """Writes to the real stderr; if that is gone (`2>&1 | head`), the pipe is still
+    drained, so that no writer ever blocks on it."""
+    try:
+        out.write(data)
+    except OSError:
+        pass
