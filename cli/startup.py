@@ -77,7 +77,7 @@ def parse_flags(argv: list[str]) -> list[str]:
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        fail(f"{' '.join(str(error).split())} (--helpfull lists every flag)")
+        fail(f"{' '.join(str(error).split())} (--help lists every flag)")
 
 
 def import_tensorflow(verbose: bool) -> None:

@@ -11,7 +11,7 @@ r"""The command line: prepare, train, average, evaluate and export a Transformer
     python pipelines/run.py --backend jax --model_dir runs/m30_jax   # ... average, evaluate
     python pipelines/run.py --mode export --model_dir runs/m30_jax   # TensorFlow
 
-A front of the command line (`cli.main`); `--helpfull` lists every flag, each a row of
+A front of the command line (`cli.main`); `--help` lists every flag, each a row of
 `pipelines.settings.table`.
 """
 import pathlib
