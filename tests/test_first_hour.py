@@ -231,8 +231,9 @@ def test_a_job_prints_no_library_log_line_and_ends_with_its_result(finished):
     assert not noise, noise[:5]
     assert "normalizer.cc" not in result.stderr
     last = result.stderr.strip().splitlines()[-8:]
-    assert last[0].startswith("== done in ") and "CPU" in last[0], last
-    text = "\n".join(last)
+    summary = last[[line.startswith("== done in ") for line in last].index(True):]
+    assert "CPU" in summary[0], summary
+    text = "\n".join(summary)
     assert re.search(r"^test: sacrebleu \d+\.\d\d \(nrefs:1\|case:mixed\|", text, re.M), text
     assert f"export: {model_dir / 'export' / '1'} (version 1)" in text, text
     assert f"final weights: {model_dir / 'final.weights.h5'}" in text
