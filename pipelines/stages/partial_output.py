@@ -2,8 +2,9 @@
 `.F.partial` beside it, a chunk at a time, and renames it to F when every line is done;
 after each chunk `.F.partial.json` records what the lines are made from (the input, the
 model's weights, the settings) and how far they go (input lines, bytes). Stopped (Ctrl-C, a
-crash), the same command again keeps the recorded chunks and goes on from the next input
-line; anything else made them, and it starts afresh. F itself is never half-written."""
+kill), the same command again keeps the recorded chunks and goes on from the next input
+line; anything else made them, and it starts afresh. An error (bad input) removes them. F
+itself is never half-written."""
 from __future__ import annotations
 
 import contextlib
@@ -45,9 +46,12 @@ def resumable(path, made_from: dict | None) -> Iterator[tuple[Callable, int]]:
 
         try:
             yield write, done
-        except BaseException:
-            if made_from is None:  # nothing could resume it
+        except BaseException as e:
+            # Kept for the rerun after Ctrl-C (or a kill, which runs nothing here); an error
+            # (bad input) leaves nothing behind, as the atomic writers do.
+            if made_from is None or not isinstance(e, KeyboardInterrupt):
                 partial.unlink(missing_ok=True)
+                record.unlink(missing_ok=True)
             raise
     os.replace(partial, path)
     record.unlink(missing_ok=True)
