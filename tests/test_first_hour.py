@@ -307,6 +307,10 @@ def test_translating_a_file_resumes_after_ctrl_c(finished, shared_data, tmp_path
             "--sampling_temperature=2", "--seed=3"]
     whole = job([*args, f"--output={tmp_path / 'whole.de'}"], shared_data)
     assert whole.returncode == 0, whole.stderr[-3000:]
+    assert not [line for line in whole.stderr.splitlines()
+                if LIBRARY_LINE.match(line.encode())], whole.stderr[-2000:]  # SentencePiece's
+    last = whole.stderr.strip().splitlines()[-1]
+    assert last == f"translate: 2,014 lines -> {tmp_path / 'whole.de'}", last  # the summary
     output = tmp_path / "out.de"
     record = tmp_path / ".out.de.partial.json"
     process = job([*args, f"--output={output}"], shared_data, wait=False)
