@@ -83,6 +83,10 @@ def main():
     parser.add_argument("--ct2_python", default=None,
                         help="a Python with ctranslate2 and sentencepiece (none: no CTranslate2)")
     args = parser.parse_args()
+    if args.ct2_python and not shutil.which(args.ct2_python):
+        parser.error(f"--ct2_python {args.ct2_python}: no such program; make it with "
+                     f"`python -m venv /tmp/venvs/ct2 && /tmp/venvs/ct2/bin/pip install "
+                     f"ctranslate2 sentencepiece numpy`, or leave the flag out")
 
     work = pathlib.Path(args.work).resolve()
     shutil.rmtree(work, ignore_errors=True)

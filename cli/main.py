@@ -12,10 +12,10 @@ import os
 import pathlib
 import sys
 
-from absl import app, logging
+from absl import app
 
 from cli import flags as cli_flags
-from cli import startup
+from cli import startup, summary
 from pipelines.settings.table import EXPORT, RUN
 
 FLAGS = cli_flags.FLAGS
@@ -73,14 +73,14 @@ def run_export() -> int:
                             f"pipelines/run.py, or check the path)")
     options = resolver.resolve(cli_flags.given(EXPORT))
     with stages.model_dir_lock(["export"], options), contextlib.redirect_stdout(sys.stderr):
-        path = stages.run_export(options, log=log)
-    print(path)
+        path = stages.run_export(options, log=log, ops_table=FLAGS.verbose)
+    print(path, flush=True)
+    log("\n".join(summary.lines(options.model_dir, {"export": path})))
     return 0
 
 
 def run_stages() -> int:
     """pipelines/run.py: the stages of --mode, in order."""
-    logging.set_verbosity(logging.WARNING)  # keep TensorFlow's checkpoint chatter out
     from pipelines.training import train as train_lib
 
     backend = FLAGS.backend
@@ -103,6 +103,7 @@ def run_stages() -> int:
     # writes it; the other workers only train, into <model_dir>/workers/.
     chief = train_lib.is_chief()
     # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
+    done = {}  # stage -> what it returned, for the summary
     with stages.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
         for stage in modes:
             if not chief and stage != "train":
@@ -118,15 +119,22 @@ def run_stages() -> int:
             if stage == "train":
                 strategy = train_lib.make_strategy(options.training.jit_compile)
                 stages.run_train(options, strategy, log=log)
+                done[stage] = None
                 if not train_lib.is_chief(strategy):
                     log("train: done; the chief runs the later stages")
                     return 0
+            elif stage == "export":
+                done[stage] = stages.run_export(options, log=log, ops_table=FLAGS.verbose)
             elif stage in ("evaluate", "translate", "score"):
-                getattr(stages, f"run_{stage}")(options, log=log, out=results)
+                done[stage] = getattr(stages, f"run_{stage}")(options, log=log, out=results)
             else:
-                getattr(stages, f"run_{stage}")(options, log=log)
+                done[stage] = getattr(stages, f"run_{stage}")(options, log=log)
     if modes != FLAGS.mode:
         log(f"export under TensorFlow: python pipelines/run.py --mode "
             f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "
             f"{options.model_dir}")
+    results.flush()
+    metric = options.make_task().metric_name if "evaluate" in done else None
+    log("\n".join(summary.lines(options.model_dir, done, metric, options.evaluation.split,
+                                output=options.io.output)))
     return 0

@@ -77,18 +77,29 @@ def parse_flags(argv: list[str]) -> list[str]:
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        fail(f"{' '.join(str(error).split())} (--helpfull lists every flag)")
+        fail(f"{' '.join(str(error).split())} (--help lists every flag)")
 
 
 def import_tensorflow(verbose: bool) -> None:
-    """Imports TensorFlow. Unless `verbose` or the user set TF_CPP_MIN_LOG_LEVEL, its C++
-    log level becomes 3 (its errors still reach the user as Python exceptions) and what it
-    writes to stderr while loading, before its logging reads that level (oneDNN, CUDA stub
-    lines), is dropped."""
+    """Imports TensorFlow. Unless `verbose`, absl's and TensorFlow's Python logging show
+    errors only and, unless the user set TF_CPP_MIN_LOG_LEVEL too, TensorFlow's C++ log
+    level becomes 3 (its errors still reach the user as Python exceptions), what it writes
+    to stderr while loading is dropped, and the libraries' log lines are filtered out of
+    stderr from then on, child processes included (`cli.quiet`)."""
+    if not verbose:  # absl's and TensorFlow's Python loggers (retracing warnings, TFDS)
+        import logging as python_logging
+
+        from absl import logging
+
+        logging.set_verbosity(logging.ERROR)
+        python_logging.getLogger("tensorflow").setLevel(python_logging.ERROR)
     if verbose or USER_LOG_LEVEL is not None:
         import tensorflow  # noqa: F401
         return
+    from cli import quiet
+
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    quiet.filter_stderr()
     sys.stderr.flush()
     saved = os.dup(2)
     null = os.open(os.devnull, os.O_WRONLY)

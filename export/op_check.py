@@ -95,6 +95,16 @@ class OpReport:
     def ok(self) -> bool:
         return not self.problems
 
+    def summary(self) -> str:
+        """The verdict in one line (a run prints this unless --verbose asks for the table)."""
+        if not self.ok:
+            return self.format().splitlines()[-1]
+        text = sum(where == TENSORFLOW_TEXT for where in self.ops.values())
+        return (f"{self.saved_model_dir}: {len(self.ops)} op types, {text} of them "
+                f"tensorflow-text's (TensorFlow {self.versions.get('tensorflow')}, "
+                f"tensorflow-text {self.versions.get('tensorflow_text')}). "
+                f"{self.format().splitlines()[-1]}")
+
     def format(self) -> str:
         """A table of the ops, then the verdict."""
         lines = [f"{self.saved_model_dir}: {len(self.ops)} op types (TensorFlow "
@@ -198,11 +208,29 @@ def check_ops(saved_model_dir, python=None) -> OpReport:
                               "tensorflow_text": probe["tensorflow_text"]})
 
 
+def _import_tensorflow_quietly() -> None:
+    """The script's TensorFlow import without its C++ start-up lines (oneDNN, CUDA, CPU
+    features), which ignore TF_CPP_MIN_LOG_LEVEL; a level the user set keeps them."""
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        import tensorflow  # noqa: F401
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(f"usage: python export/op_check.py SAVED_MODEL_DIR\n\n{__doc__}", file=sys.stderr)
         return 2
+    _import_tensorflow_quietly()
     try:
         report = check_ops(argv[0])
     except (FileNotFoundError, RuntimeError) as e:

@@ -14,7 +14,12 @@ export/README.md lists the signatures and how to serve them. A front of the comm
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+# The checkout's root replaces this script's own folder on sys.path: that folder's
+# modules would shadow packages of the same name (export/ctranslate2.py hid the
+# `ctranslate2` package from `--format ctranslate2`).
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent)] + [p for p in sys.path
+                                    if pathlib.Path(p or ".").resolve() != HERE]
 
 from cli import main  # noqa: E402
 

@@ -11,13 +11,18 @@ r"""The command line: prepare, train, average, evaluate and export a Transformer
     python pipelines/run.py --backend jax --model_dir runs/m30_jax   # ... average, evaluate
     python pipelines/run.py --mode export --model_dir runs/m30_jax   # TensorFlow
 
-A front of the command line (`cli.main`); `--helpfull` lists every flag, each a row of
+A front of the command line (`cli.main`); `--help` lists every flag, each a row of
 `pipelines.settings.table`.
 """
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+# The checkout's root replaces this script's own folder on sys.path: that folder's
+# modules would shadow packages of the same name (export/ctranslate2.py hid the
+# `ctranslate2` package from `--format ctranslate2`).
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent)] + [p for p in sys.path
+                                    if pathlib.Path(p or ".").resolve() != HERE]
 
 from cli import main  # noqa: E402
 

@@ -3,6 +3,7 @@ no TensorFlow C++ log lines unless asked, a readable options line, a distributio
 our own; files others can read, logs without redraws, reruns that redo nothing, long lines
 reported, the fine-tuning command of README.md and docs/training.md, Ctrl-C in one line
 (issue: the first hour)."""
+import json
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ import time
 
 import pytest
 
+from cli.quiet import LIBRARY_LINE
 from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL
 
 EXPORT = ROOT / "export" / "run.py"
@@ -162,7 +164,8 @@ def test_a_line_longer_than_the_model_reads_is_reported(finished, shared_data):
     assert len(result.stdout.splitlines()) == 3
     warnings = [line for line in result.stderr.splitlines() if "the model reads" in line]
     assert len(warnings) == 1 and warnings[0].startswith("translate: line 2: ")
-    assert "1 cut to the first" in result.stderr.strip().splitlines()[-1]
+    assert any(line.startswith("translate: 3 lines; 1 cut to the first")
+               for line in result.stderr.splitlines()), result.stderr[-2000:]
 
 
 def fine_tuning_command(doc):
@@ -216,3 +219,110 @@ def test_ctrl_c_stops_training_in_one_line_and_the_rerun_resumes(shared_data, tm
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "train: resumed from" in resumed.stderr
     assert (tmp_path / "model" / "checkpoints" / "ckpt-400.index").exists()
+
+
+# ------------------------------------------------ quiet, with its result at the end (issue 43)
+def test_a_job_prints_no_library_log_line_and_ends_with_its_result(finished):
+    """TF_CPP_MIN_LOG_LEVEL unset: prepare, train, average, evaluate and export (op check
+    subprocess included) print only the project's lines; the last 8 lines name the test
+    score with its signature and the export's path and version."""
+    model_dir, result = finished
+    noise = [line for line in result.stderr.splitlines() if LIBRARY_LINE.match(line.encode())]
+    assert not noise, noise[:5]
+    assert "normalizer.cc" not in result.stderr
+    last = result.stderr.strip().splitlines()[-8:]
+    summary = last[[line.startswith("== done in ") for line in last].index(True):]
+    assert "CPU" in summary[0], summary
+    text = "\n".join(summary)
+    assert re.search(r"^test: sacrebleu \d+\.\d\d \(nrefs:1\|case:mixed\|", text, re.M), text
+    assert f"export: {model_dir / 'export' / '1'} (version 1)" in text, text
+    assert f"final weights: {model_dir / 'final.weights.h5'}" in text
+    # The op check is one line; its table of ops only with --verbose.
+    assert "AddV2" not in result.stderr
+    assert sum("OK: every op is registered" in line for line in result.stderr.splitlines()) == 1
+
+
+def test_a_copied_model_dir_rerun_writes_no_second_version(finished, shared_data, tmp_path):
+    """Judged by the content of the weights and the settings, not by paths: a `cp -r` copy
+    (new paths, new modification times) rerun with the same command re-averages, re-evaluates
+    and re-exports nothing; an export elsewhere leaves the model dir's export/ up to date."""
+    model_dir, _ = finished
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(model_dir), str(copy)], check=True)
+    versions = sorted(p.name for p in (copy / "export").iterdir())
+    again = job([f"--model_dir={copy}", *TINY_JOB], shared_data)
+    assert again.returncode == 0, again.stderr[-3000:]
+    for stage in ("average", "evaluate", "export"):
+        assert any(line.startswith(f"{stage}: ") and ("nothing to do" in line or "up to date"
+                                                       in line)
+                   for line in again.stderr.splitlines()), (stage, again.stderr[-2000:])
+    assert sorted(p.name for p in (copy / "export").iterdir()) == versions
+    record = (copy / "made_from" / "export.json").read_text()
+    assert str(model_dir) not in record and str(copy) not in record  # relative paths
+    elsewhere = tmp_path / "served"
+    export = run(["--model_dir", str(copy), "--export_dir", str(elsewhere)], script=EXPORT,
+                 KT_DATA_DIR=str(shared_data))
+    assert export.returncode == 0, export.stderr[-3000:]
+    assert export.stdout.strip().splitlines() == [str(elsewhere / "1")]
+    assert not [line for line in export.stderr.splitlines()
+                if LIBRARY_LINE.match(line.encode())], export.stderr[-2000:]
+    assert export.stderr.strip().splitlines()[-1] == f"export: {elsewhere / '1'} (version 1)"
+    default = job([f"--model_dir={copy}", "--mode=export"], shared_data)
+    assert default.returncode == 0, default.stderr[-3000:]
+    assert sorted(p.name for p in (copy / "export").iterdir()) == versions
+
+
+def test_evaluate_with_other_settings_keeps_the_saved_result(finished, shared_data):
+    """--override_saved --beam_size 2 leaves eval/test.json (the saved settings' result)
+    byte-identical, writes its own result beside it, named by the setting that differs,
+    and eval/index.json lists both."""
+    model_dir, _ = finished
+    saved = {name: (model_dir / "eval" / name).read_bytes() for name in ("test.json", "test.hyp")}
+    other = job([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20",
+                 "--override_saved", "--beam_size=2"], shared_data)
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert other.stdout.startswith("test sacrebleu: ")
+    for name, data in saved.items():
+        assert (model_dir / "eval" / name).read_bytes() == data, name
+    result = json.loads((model_dir / "eval" / "test.beam_size2.json").read_text())
+    assert result["decoding"]["beam_size"] == 2
+    assert (model_dir / "eval" / "test.beam_size2.hyp").is_file()
+    index = json.loads((model_dir / "eval" / "index.json").read_text())
+    assert index["test"]["file"] == "test.json" and index["test"]["decoding"]["beam_size"] == 4
+    assert index["test.beam_size2"]["file"] == "test.beam_size2.json"
+    assert index["test.beam_size2"]["scores"]["sacrebleu"] == result["sacrebleu"]
+    again = job([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20"],
+                shared_data)
+    assert "is up to date" in again.stderr, again.stderr[-2000:]  # the saved one, not redone
+
+
+def test_translating_a_file_resumes_after_ctrl_c(finished, shared_data, tmp_path):
+    """SIGINT while --output is written, then the same command: the file equals an
+    uninterrupted run's (sampled, so that the chunks' seeds must line up too)."""
+    model_dir, _ = finished
+    source = tmp_path / "in.en"
+    source.write_text("".join((shared_data / "multi30k" / name).read_text(encoding="utf-8")
+                              for name in ("val.en", "test_2016_flickr.en")), encoding="utf-8")
+    args = [f"--model_dir={model_dir}", "--mode=translate", f"--input={source}",
+            "--sampling_temperature=2", "--seed=3"]
+    whole = job([*args, f"--output={tmp_path / 'whole.de'}"], shared_data)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert not [line for line in whole.stderr.splitlines()
+                if LIBRARY_LINE.match(line.encode())], whole.stderr[-2000:]  # SentencePiece's
+    last = whole.stderr.strip().splitlines()[-1]
+    assert last == f"translate: 2,014 lines -> {tmp_path / 'whole.de'}", last  # the summary
+    output = tmp_path / "out.de"
+    record = tmp_path / ".out.de.partial.json"
+    process = job([*args, f"--output={output}"], shared_data, wait=False)
+    while not record.exists() and process.poll() is None:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].endswith("run the same command to resume")
+    assert not output.exists() and (tmp_path / ".out.de.partial").exists()
+    resumed = job([*args, f"--output={output}"], shared_data)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert re.search(r"translate: resuming .* after its first [\d,]+ lines", resumed.stderr)
+    assert output.read_bytes() == (tmp_path / "whole.de").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.en", "out.de", "whole.de"]

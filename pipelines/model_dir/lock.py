@@ -61,16 +61,19 @@ def hold(model_dir: os.PathLike | str, *, create: bool = True) -> Iterator[pathl
         ModelDirLocked: another process holds the lock (the message names its pid and host).
     """
     directory = pathlib.Path(model_dir)
-    if not directory.is_dir():
+    created = not directory.is_dir()
+    if created:
         if not create:
             yield None
             return
         directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    locked = False
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = True
         except OSError as e:
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
@@ -87,4 +90,10 @@ def hold(model_dir: os.PathLike | str, *, create: bool = True) -> Iterator[pathl
         os.pwrite(fd, (json.dumps(record) + "\n").encode("utf-8"), 0)
         yield path
     finally:
+        if created and locked and [p.name for p in directory.iterdir()] == [LOCK_FILE]:
+            # A run that made the directory and wrote nothing in it (a failed one) leaves
+            # no directory holding only its lock.
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                directory.rmdir()
         os.close(fd)  # releases the lock

@@ -1,18 +1,22 @@
 """What a stage's product was made from: `<model_dir>/made_from/<stage>.json`.
 
-average, evaluate and export record their inputs (files by path, size and modification time,
-settings by value) beside what they wrote; rerun with the same inputs, a stage finds its
-record (`up_to_date`) and does not do its work again.
+average, evaluate and export record their inputs (files by their path relative to the model
+dir and a digest of their content, settings by value) beside what they wrote, and the
+product's path relative to the model dir; rerun with the same inputs, a stage finds its
+record (`up_to_date`) and does not do its work again. Neither paths outside the model dir's
+own names nor modification times count, so a `cp -r` copy of a finished model dir, rerun,
+redoes nothing.
 """
 from __future__ import annotations
 
+import hashlib
 import pathlib
 
 from pipelines.model_dir import layout as md
-from pipelines.model_dir.files import input_identity, read_manifest, write_json_atomic
+from pipelines.model_dir.files import read_manifest, write_json_atomic
 from pipelines.settings.options import Recipe
 
-VERSION = 1
+VERSION = 2
 """Format of the records."""
 
 
@@ -20,16 +24,38 @@ def _path(options: Recipe, name: str) -> pathlib.Path:
     return pathlib.Path(options.model_dir) / "made_from" / f"{name}.json"
 
 
+def relative(options: Recipe, path) -> str:
+    """`path` relative to the model dir when it lies inside it, else resolved."""
+    path, root = pathlib.Path(path).resolve(), pathlib.Path(options.model_dir).resolve()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def content_identity(options: Recipe, paths) -> list[list]:
+    """Each file as [path relative to the model dir, size, sha256 of its bytes]."""
+    rows = []
+    for path in map(pathlib.Path, paths):
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        rows.append([relative(options, path), path.stat().st_size, digest.hexdigest()])
+    return rows
+
+
 def up_to_date(options: Recipe, name: str, inputs: dict) -> dict | None:
     """The record of stage `name`'s last product if it was made from `inputs` and still
-    exists: a rerun with nothing changed then does not do the work again."""
+    exists (its "product" resolved against the model dir): a rerun with nothing changed
+    then does not do the work again."""
     found = read_manifest(_path(options, name), VERSION, inputs)
-    return found if found is not None and pathlib.Path(found["product"]).exists() else None
+    if found is None:
+        return None
+    product = pathlib.Path(options.model_dir) / found["product"]
+    return dict(found, product=str(product)) if product.exists() else None
 
 
 def record(options: Recipe, name: str, inputs: dict, product, **extra) -> None:
     write_json_atomic(_path(options, name), {"version": VERSION, "inputs": inputs,
-                                                    "product": str(product), **extra})
+                                             "product": relative(options, product), **extra})
 
 
 def weights_identity(options: Recipe) -> list:
@@ -37,4 +63,4 @@ def weights_identity(options: Recipe) -> list:
     and the checkpoint state (a newer checkpoint may be used where no final weights are)."""
     name, state = options.evaluation.checkpoint, md.checkpoint_dir(options.model_dir)
     weights = md.final_weights(options.model_dir) if name is None else state / f"{name}.index"
-    return input_identity([p for p in (weights, state / "checkpoint") if p.exists()])
+    return content_identity(options, [p for p in (weights, state / "checkpoint") if p.exists()])

@@ -119,7 +119,9 @@ SETTINGS = (
             choices=("tags", "xx", "words", "read_tags", "read_xx"),
             saved=("task_options", "target_form"), binding=FIXED),
     # The model.
-    _s("config", "string", "Preset name (keras_transformer/config.py).",
+    _s("config", "string", "Preset name (keras_transformer/config.py): base, big, the "
+       "paper's Table 3 rows A1-A4, B1-B2, C1-C7, D1-D4, E; multi30k_small, multi30k_quality, "
+       "multi30k_tiny, parsing_wsj, parsing_wsj_sample.",
        decided_by="the task's", saved=("model", "preset"), binding=FIXED),
     _s("config_override", "multi_string", "key=value overriding a config field; repeatable, "
        "e.g. --config_override dropout=0.3.", saved=("model", "config_overrides"),

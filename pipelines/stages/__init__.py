@@ -26,12 +26,11 @@ from pipelines import Log
 from pipelines.data import prepare
 from pipelines.data import vocab as vocab_lib
 from pipelines.errors import ConfigError, ModelDirError
-from pipelines.evaluation import evaluate
+from pipelines.evaluation import evaluate, results
 from pipelines.model_dir import checkpoints
 from pipelines.model_dir import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.model_dir import made_from
-from pipelines.model_dir.files import input_identity
 from pipelines.settings import describe
 from pipelines.settings.options import Recipe, config_for
 from pipelines.stages.export import (OpCheckError, make_translator, run_export,  # noqa: F401
@@ -212,7 +211,7 @@ def _eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count
 
 def run_average(options: Recipe, log: Log = print):
     t, state = options.training, md.checkpoint_dir(options.model_dir)
-    inputs = {"checkpoints": input_identity(
+    inputs = {"checkpoints": made_from.content_identity(options,
         [p for p in (state / "checkpoint", state / checkpoints.METRIC_LOG) if p.exists()]),
         "average_last": t.average_last, "keep_best_by": t.keep_best_by}
     final = md.final_weights(options.model_dir)
@@ -233,9 +232,12 @@ def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -
     # Under another backend the search is always compiled (jax.jit).
     jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
     inputs = {"weights": made_from.weights_identity(options),
-              "decoding": decoding.record(), "split": split, "sentences": options.evaluation.sentences, "jit_compile": jit,
+              "decoding": decoding.record(), "split": split,
+              "sentences": options.evaluation.sentences, "jit_compile": jit,
               "data": json.loads(json.dumps(dataclasses.asdict(options.data), default=str))}
-    done = made_from.up_to_date(options, f"evaluate_{split}", inputs)
+    result = results.result_name(split, inputs["decoding"],
+                                 md.load_settings(options.model_dir).get("decoding"))
+    done = made_from.up_to_date(options, f"evaluate_{result}", inputs)
     if done:
         log(f"evaluate: {done['product']} is up to date (the same weights and decoding "
             f"settings); its scores:")
@@ -256,7 +258,7 @@ def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -
                         work_dir=options.model_dir)
     extra = {"split": split, "sentences": len(hypotheses), "decode_seconds": round(seconds, 2),
              "decoding": decoding.record()}
-    written = evaluate.write_results(options.model_dir, split, hypotheses, scores, extra)
+    written = evaluate.write_results(options.model_dir, result, hypotheses, scores, extra)
     printed = []
     for name, value in scores.items():
         if not name.endswith("signature"):
@@ -265,9 +267,12 @@ def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -
             printed.append(f"{split} {name}: {shown}" + (f"  ({signature})" if signature else "")
                            + "\n")
     print("".join(printed), end="", file=out or sys.stdout, flush=True)
-    made_from.record(options, f"evaluate_{split}", inputs, written / f"{split}.json",
-                     scores=scores, printed=printed)
-    log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote {written}")
+    index = results.update_index(options.model_dir, result, {
+        k: v for k, v in extra.items() if k != "decode_seconds"} | {"scores": scores})
+    made_from.record(options, f"evaluate_{result}", inputs, written / f"{result}.json",
+                     scores=scores, printed=printed)  # last: marks the result complete
+    log(f"evaluate: {len(hypotheses):,} sentences in {seconds:.1f}s; wrote "
+        f"{written / result}.json and .hyp (every result: {index})")
     return scores
 
 

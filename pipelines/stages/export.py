@@ -3,6 +3,7 @@ also what the translate stage runs), written as a SavedModel with its op check, 
 CTranslate2 model."""
 from __future__ import annotations
 
+import hashlib
 import pathlib
 from typing import TYPE_CHECKING
 
@@ -46,8 +47,9 @@ class OpCheckError(RuntimeError):
     """The exported graph uses an op stock TensorFlow Serving does not register."""
 
 
-def run_export(options: Recipe, log: Log = print) -> pathlib.Path:
-    """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md)."""
+def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pathlib.Path:
+    """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md); logs the
+    op check's verdict in one line, its table of ops with `ops_table` or when it fails."""
     from export.op_check import check_ops
     from export.saved_model import write_translator
     from export.translator import ExportError
@@ -61,9 +63,14 @@ def run_export(options: Recipe, log: Log = print) -> pathlib.Path:
         raise ExportError(f"{export_dir / str(export.version)} already exists: pass "
                           f"--overwrite_export to replace it, or leave the version unset")
     inputs = {"weights": made_from.weights_identity(options),
-              "decoding": options.decoding.record(), "quantize": export.quantize, "jit_compile": export.jit_compile,
-        "export_dir": str(export_dir.resolve())}
-    done = made_from.up_to_date(options, "export", inputs) if export.version is None else None
+              "decoding": options.decoding.record(), "quantize": export.quantize,
+              "jit_compile": export.jit_compile,
+              "export_dir": made_from.relative(options, export_dir)}
+    # One record per export dir: exporting elsewhere (export/run.py --export_dir X) leaves the
+    # model dir's own export/ up to date.
+    record = "export" if inputs["export_dir"] == md.EXPORT_DIR else \
+        f"export-{hashlib.sha256(inputs['export_dir'].encode()).hexdigest()[:12]}"
+    done = made_from.up_to_date(options, record, inputs) if export.version is None else None
     if done:
         log(f"export: {done['product']} is up to date (the same weights and decoding "
             f"settings); --export_version N writes another version")
@@ -73,10 +80,10 @@ def run_export(options: Recipe, log: Log = print) -> pathlib.Path:
                             overwrite=export.overwrite, log=log)
     if export.check_ops:
         report = check_ops(path)
-        log(report.format())
+        log(report.format() if ops_table or not report.ok else report.summary())
         if not report.ok:
             raise OpCheckError(f"{path}: uses ops stock TensorFlow Serving lacks (above)")
-    made_from.record(options, "export", inputs, path)
+    made_from.record(options, record, inputs, path)
     return path
 
 

@@ -2,6 +2,8 @@
 through the serving functions the export writes (`pipelines.stages.export.make_translator`)."""
 from __future__ import annotations
 
+import collections
+import dataclasses
 import itertools
 import json
 import sys
@@ -17,10 +19,12 @@ from pipelines.data.progress import Progress
 from pipelines.data.text_io import iter_lines
 from pipelines.errors import ConfigError, DataError
 from pipelines.model_dir import layout as md
-from pipelines.model_dir.files import atomic_files
+from pipelines.model_dir import made_from
+from pipelines.model_dir.files import input_identity
 from pipelines.settings import describe
 from pipelines.settings.options import Recipe
 from pipelines.stages.export import make_translator
+from pipelines.stages.partial_output import resumable
 
 if TYPE_CHECKING:
     from export.translator import Translator
@@ -91,6 +95,21 @@ def _translate_lines(translator: Translator, options: Recipe, chunk: list[str],
     return lines
 
 
+def _resume_key(options: Recipe) -> dict | None:
+    """What a --output file's lines are made from (`partial_output.resumable`): the input
+    and line files by identity, the weights, and every setting that changes a line; None
+    when the input is stdin (nothing to resume from)."""
+    io = options.io
+    if io.input is None or io.input == "-":
+        return None
+    files = [p for p in (io.input, io.prefix_file, io.terms_file) if p is not None]
+    return json.loads(json.dumps({
+        "files": input_identity(files), "weights": made_from.weights_identity(options),
+        "decoding": dataclasses.asdict(options.decoding), "io": dataclasses.asdict(io),
+        "quantize": options.export.quantize,
+        "checkpoint": options.evaluation.checkpoint}, default=str))
+
+
 def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:
     """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
     one output line per input line, streamed in chunks, exactly as the exported model
@@ -144,19 +163,24 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
             warn_if_cut(chunk)
             count += len(chunk)
             index = (count - len(chunk)) // TRANSLATE_CHUNK
-            for line in _translate_lines(translator, options, chunk, chunk_prefixes, index,
-                                         chunk_terms):
-                yield line + "\n"
+            yield [line + "\n" for line in _translate_lines(
+                translator, options, chunk, chunk_prefixes, index, chunk_terms)]
             progress.update(count)
 
     if options.io.output:
-        with atomic_files(options.io.output) as (tmp,):
-            with open(tmp, "w", encoding="utf-8", newline="\n") as file:
-                file.writelines(translations())
+        with resumable(options.io.output, _resume_key(options)) as (write, done):
+            if done:
+                log(f"translate: resuming {options.io.output} after its first {done:,} lines")
+                count, first = done, next(lines, None)  # the done lines: read, not translated
+                collections.deque(itertools.islice(lines, done - 1), maxlen=0)
+                for _, source, _ in beside.values():
+                    collections.deque(itertools.islice(source, done), maxlen=0)
+            for chunk in translations():
+                write(chunk, count)
     else:
         out = out or sys.stdout
-        for line in translations():
-            out.write(line)
+        for chunk in translations():
+            out.writelines(chunk)
             out.flush()
     log(f"translate: {count:,} lines" + (f"; {cut:,} cut to the first "
                                          f"{translator.max_length - 1} pieces" if cut else ""))

@@ -48,6 +48,26 @@ class StopAtStep(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class StepProgbar(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar, counting the batches each epoch will run: an epoch is
+    `checkpoint_every` updates, but training stops at `train_steps` (StopAtStep), so a run
+    of 100 steps with checkpoints every 1,000 shows 100, not 1,000. `fit` uses it instead of
+    its own when it is among the callbacks."""
+
+    def __init__(self, train_steps, accumulate_steps=1):
+        super().__init__()
+        self.train_steps, self.accumulate_steps = int(train_steps), int(accumulate_steps)
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.steps_per_epoch = params["steps"]
+
+    def on_epoch_begin(self, epoch, logs=None):
+        left = self.train_steps - int(self.model.optimizer.iterations.numpy())
+        self.target = min(self.steps_per_epoch, left * self.accumulate_steps)
+        super().on_epoch_begin(epoch, logs)
+
+
 class Throughput(keras.callbacks.Callback):
     """Adds target tokens/s and the learning rate to the logs (progress bar, TensorBoard).
 

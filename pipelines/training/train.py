@@ -261,6 +261,7 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
         f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "
         f"steps {step:,} -> {train_steps:,}")
     callbacks = [cb.StopAtStep(train_steps), cb.Throughput(),
+                 cb.StepProgbar(train_steps, accumulate_steps),
                  cb.StepCheckpoint(manager, checkpoint_every, start_step=step)]
     if dev_metric_fn is not None and t.dev_metric_every:
         callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=dev_every_epochs,

@@ -49,6 +49,22 @@ def test_a_second_writer_is_refused_and_a_released_lock_is_taken(tmp_path):
     assert not (tmp_path / "missing").exists()
 
 
+def test_a_failed_run_leaves_no_directory_holding_only_its_lock(tmp_path):
+    """The directory the run made goes with its lock when nothing else was written in it;
+    one that existed before, or that got files, stays."""
+    with pytest.raises(RuntimeError):
+        with lock.hold(tmp_path / "new"):
+            raise RuntimeError("the run failed")
+    assert not (tmp_path / "new").exists()
+    with lock.hold(tmp_path / "kept"):
+        (tmp_path / "kept" / "config.json").write_text("{}")
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == [".lock", "config.json"]
+    (tmp_path / "old").mkdir()
+    with lock.hold(tmp_path / "old"):
+        pass
+    assert [p.name for p in (tmp_path / "old").iterdir()] == [".lock"]
+
+
 def _error_line(result):
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     return result.stderr.strip().splitlines()[-1]

@@ -92,3 +92,15 @@ def test_a_preset_brings_its_recipe(short, long, tmp_path, shared_data):
     assert brought.origins["train_steps"] == f"preset {short['config']}"
     flag = resolve({**short, "train_steps": 7})
     assert flag.training.train_steps == 7 and flag.origins["train_steps"] == "flag"
+
+
+def test_the_config_help_lists_every_preset():
+    """--help names the presets (the table is read before Keras loads, so the list is
+    written out: this test keeps it whole)."""
+    from keras_transformer.config import PRESETS
+
+    help_text = table.TABLE["config"].help
+    named = set(re.findall(r"\b[\w]+\b", help_text))
+    for run in re.findall(r"\b([A-E])(\d)-\1(\d)\b", help_text):
+        named.update(f"{run[0]}{i}" for i in range(int(run[1]), int(run[2]) + 1))
+    assert set(PRESETS) <= named, sorted(set(PRESETS) - named)
