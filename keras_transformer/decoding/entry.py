@@ -1,6 +1,7 @@
 """The one entry point: `decode` runs the strategy it is given (`BeamSearch`, with required
-phrases where a request has them, or `Sampling`) with the driver (fixed slots, or TensorFlow's growing cache with
-sentences leaving) from the backend, runs it over a `Transformer`, and returns `Decoded`.
+phrases where a request has them, or `Sampling`) over a `Transformer` with the backend's
+driver (fixed slots, or TensorFlow's growing cache with sentences leaving) and returns
+`Decoded`.
 
 Evaluate, translate, score, the export's signatures, the dev metric, the attention plot and
 the Keras API (`translate`, `make_translate_function`) all decode through here, each with
@@ -201,8 +202,8 @@ def make_translate_function(model, search=PAPER, *, jit_compile=False, **options
       the program, and one compilation serves every batch of one shape.
     * Other backends: `decode` as it is.
 
-    Args: `search` and `options` as `decode` takes them. Keep the returned function for many batches:
-    each call of `make_translate_function` compiles anew.
+    Args: `search` and `options` as `decode` takes them. Keep the returned function for many
+    batches: each call of `make_translate_function` compiles anew.
     """
     if not model.built:
         model.build()

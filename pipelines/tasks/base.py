@@ -2,8 +2,9 @@
 
 A task turns its data into plain UTF-8 parallel text files per split ("train", "dev",
 "test") and carries its defaults (shared vocabulary size, length limits, model preset,
-decoding settings, a recipe): the task layer of the run's `Recipe`. Everything downstream (vocabulary, tf.data, evaluation, export) sees
-only those files and these hooks, so a new corpus is one `Task` subclass and one factory in
+decoding settings, a recipe): the task layer of the run's `Recipe`. Everything downstream
+(vocabulary, tf.data, evaluation, export) sees only those files and these hooks, so a new
+corpus is one `Task` subclass and one factory in
 `pipelines.tasks.registry.TASKS`. Stages ask the task, never test what kind it is: a task
 whose output is not plain text (parsing) overrides the hooks below.
 """

@@ -85,7 +85,8 @@ def test_model_settings_bind_only_once_weights_exist(tmp_path):
 
 def test_decoding_flags_need_override_saved(tmp_path):
     _trained(tmp_path)
-    assert resolver.resolve({"model_dir": str(tmp_path), "beam_size": 3}).decoding.beam.beam_size == 3
+    run = resolver.resolve({"model_dir": str(tmp_path), "beam_size": 3})
+    assert run.decoding.beam.beam_size == 3
     with pytest.raises(ConfigError, match="--beam_size 5 differs from 3.*--override_saved"):
         resolver.resolve({"model_dir": str(tmp_path), "beam_size": 5})
     run = resolver.resolve({"model_dir": str(tmp_path), "beam_size": 5, "alpha": 0.0,
@@ -106,7 +107,8 @@ def test_settings_of_earlier_versions_are_read(tmp_path):
         {"task": "multi30k_ende", "beam_size": 2, "alpha": 1.0, "extra_length": 5,
          "training": {"accumulate_steps": 4}}))
     run = resolver.resolve({"model_dir": str(tmp_path)})
-    assert (run.decoding.beam.beam_size, run.decoding.beam.alpha, run.decoding.beam.extra_length) == (2, 1.0, 5)
+    beam = run.decoding.beam
+    assert (beam.beam_size, beam.alpha, beam.extra_length) == (2, 1.0, 5)
 
 
 def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):
