@@ -39,12 +39,6 @@ def last_checkpoint_step(model_dir) -> int:
     return int(re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', state, re.M).group(1))
 
 
-def newest_eval_record(model_dir) -> dict:
-    """The eval result the last evaluate wrote."""
-    paths = [p for p in (model_dir / "eval").glob("*.json") if "sentences" in p.read_text()]
-    return json.loads(max(paths, key=lambda p: p.stat().st_mtime_ns).read_text())
-
-
 def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alpha=None):
     """Asserts that every value `log` prints equals the one the run used, and that those are
     the path's own (`vocab`, `steps`, ... where given)."""
@@ -78,9 +72,12 @@ def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alp
     assert all(int(shown) == last_checkpoint_step(model_dir) for shown in steps_shown)
     # evaluate's and export's lines: the beam, alpha and precision of their records.
     decoding = r"beam (\d+), alpha ([\d.]+), extra length (\d+)"
-    for beam_shown, alpha_shown, extra_shown, precision in printed(
-            rf"evaluate: {decoding}, stop rule \w+, max input length \w+, (\w+), XLA", log):
-        record = newest_eval_record(model_dir)["decoding"]
+    shown = printed(rf"evaluate: {decoding}, stop rule \w+, max input length \w+, (\w+), XLA",
+                    log)
+    written = printed(r"evaluate: [\d,]+ sentences in \S+; wrote (\S+\.json)", log)
+    assert len(shown) == len(written)
+    for (beam_shown, alpha_shown, extra_shown, precision), path in zip(shown, written):
+        record = json.loads(pathlib.Path(path).read_text())["decoding"]
         assert (record["beam_size"], record["alpha"], record["extra_length"],
                 record["precision"]) == (int(beam_shown), float(alpha_shown), int(extra_shown),
                                          precision)
