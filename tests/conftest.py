@@ -28,3 +28,13 @@ def _seed():
 
     keras.utils.set_random_seed(1234)
     yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The quick tier's mark, and the xdist groups and order (tests/tiers.py); before
+    xdist reads the groups."""
+    from tests import tiers
+
+    tiers.mark_quick(items)
+    tiers.group_and_order(config, items)
