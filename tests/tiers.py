@@ -174,7 +174,9 @@ def group_and_order(config, items) -> None:
     """Under `--dist loadgroup`: puts the tests that share a module fixture into one xdist
     group (their module's path) and the slow modules first. Runs before xdist reads the
     groups (on each worker; the order is the same on all of them)."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
+    # xdist's workers (whose collections it schedules) see `loadgroup`, its controller `dist`.
+    if not (getattr(config.option, "loadgroup", False)
+            or getattr(config.option, "dist", "no") == "loadgroup"):
         return
     for item in items:
         if _module_scoped(item) and not any(item.iter_markers("xdist_group")):
