@@ -7,8 +7,9 @@ quick test or an entry names no test, so a new module is added here with one of 
 
 Under xdist (`-n auto --dist loadgroup`, pytest.ini), the tests of a module that share a
 module-scoped fixture (a model trained once, a reference run) go to one worker as one group,
-so the fixture is built once; the other tests are handed out one by one. Groups known to be
-slow are handed out first (`SLOW_FIRST`), so that no worker starts a long module at the end.
+so the fixture is built once, and so do all the export tests (`SHARED_GROUPS`: their session
+fixtures train and export a model); the other tests are handed out one by one. Modules known
+to be slow are handed out first (`SLOW_FIRST`), so that no worker starts one at the end.
 """
 from __future__ import annotations
 
@@ -154,9 +155,34 @@ def mark_quick(items) -> None:
             item.add_marker(pytest.mark.quick)
 
 
-# Modules whose groups take longest (module fixtures that train or run many subprocesses),
-# slowest first: scheduled before everything else. Measured on the 2-core machine.
-SLOW_FIRST: list[str] = []
+SHARED_GROUPS = ("tests/export/",)
+"""Folders whose tests share session fixtures worth building once (tests/export/conftest.py
+trains a model and exports it): one xdist group each."""
+
+SLOW_FIRST = [
+    "tests/pipelines/test_kill_consistency.py",
+    "tests/test_backends.py",
+    "tests/test_first_hour.py",
+    "tests/pipelines/test_backend_training.py",
+    "tests/export/",
+    "tests/pipelines/test_multi_worker.py",
+    "tests/pipelines/parsing/test_run_parsing.py",
+    "tests/pipelines/test_cli_errors.py",
+    "tests/pipelines/test_run.py",
+    "tests/pipelines/test_init_from.py",
+    "tests/test_readme.py",
+    "tests/pipelines/test_packing.py",
+    "tests/pipelines/test_lock.py",
+    "tests/test_model.py",
+    "tests/test_distribute.py",
+]
+"""Modules (or folders) whose tests take longest, slowest first (`--durations` on the
+2-core machine): handed out before the rest, so that no worker starts one at the end."""
+
+
+def _rank(nodeid: str) -> int:
+    return next((i for i, prefix in enumerate(SLOW_FIRST) if nodeid.startswith(prefix)),
+                len(SLOW_FIRST))
 
 
 def _module_scoped(item) -> bool:
@@ -179,7 +205,11 @@ def group_and_order(config, items) -> None:
             or getattr(config.option, "dist", "no") == "loadgroup"):
         return
     for item in items:
-        if _module_scoped(item) and not any(item.iter_markers("xdist_group")):
+        if any(item.iter_markers("xdist_group")):
+            continue
+        shared = [folder for folder in SHARED_GROUPS if item.nodeid.startswith(folder)]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(shared[0].rstrip("/")))
+        elif _module_scoped(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+    items.sort(key=lambda item: _rank(item.nodeid))
