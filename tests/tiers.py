@@ -155,9 +155,11 @@ def mark_quick(items) -> None:
             item.add_marker(pytest.mark.quick)
 
 
-SHARED_GROUPS = ("tests/export/",)
-"""Folders whose tests share session fixtures worth building once (tests/export/conftest.py
-trains a model and exports it): one xdist group each."""
+SHARED_GROUPS = ("tests/export/", "tests/pipelines/test_multi_worker.py")
+"""Folders and modules whose tests run on one worker, one after another: tests/export/'s
+share session fixtures worth building once (tests/export/conftest.py trains a model and
+exports it); test_multi_worker's each take two free ports (bound, then released for the
+cluster's workers: two such tests at once could take each other's)."""
 
 SLOW_FIRST = [
     "tests/pipelines/test_kill_consistency.py",
