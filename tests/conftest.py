@@ -22,9 +22,41 @@ def shared_data() -> pathlib.Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def prepared(tmp_path_factory, shared_data):
+    """A model dir after `--mode prepare` with the tiny test settings (copy it to use it).
+
+    Prepared with the README's form, `--data_dir` naming the folder that holds multi30k/;
+    once for the whole run, whichever xdist worker asks first (`tests.once`).
+    """
+    from tests.once import build_once
+    from tests.pipelines.run_helpers import TINY_MODEL, run_command
+
+    def prepare(folder):
+        model_dir = folder / "model"
+        result = run_command(["--mode=prepare", f"--model_dir={model_dir}",
+                              f"--data_dir={shared_data}", *TINY_MODEL], shared_data,
+                             env_data_dir=False)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert "padding" in result.stderr  # the bucket table, a log
+        assert result.stdout == ""  # prepare has no results
+
+    return build_once(tmp_path_factory, "prepared", prepare) / "model"
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     import keras
 
     keras.utils.set_random_seed(1234)
     yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The quick tier's mark, and the xdist groups and order (tests/tiers.py); before
+    xdist reads the groups."""
+    from tests import tiers
+
+    tiers.mark_quick(items)
+    tiers.group_and_order(config, items)

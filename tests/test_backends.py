@@ -70,7 +70,8 @@ def test_the_library_under_jax(tmp_path):
     reference = tmp_path / "tensorflow.npz"
     write_reference(reference)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *JAX_TESTS],
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-n", "0",
+         *JAX_TESTS],
         env=backend_env("jax", **{REFERENCE_FILE: str(reference)}), cwd=ROOT,
         capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]

@@ -6,6 +6,7 @@ reported, the fine-tuning command of README.md and docs/training.md, Ctrl-C in o
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -198,8 +199,13 @@ def test_the_readme_fine_tuning_command_runs(finished, shared_data, tmp_path):
     assert (tmp_path / "tuned" / "export" / "1" / "saved_model.pb").is_file()
 
 
-def test_ctrl_c_stops_training_in_one_line_and_the_rerun_resumes(shared_data, tmp_path):
-    args = [f"--model_dir={tmp_path / 'model'}", *TINY_MODEL, "--train_steps=400",
+def test_ctrl_c_stops_training_in_one_line_and_the_rerun_resumes(prepared, shared_data,
+                                                                tmp_path):
+    """The same command's prepare stage finds the vocabulary and token caches of the
+    session's prepared copy up to date (preparing is tested above, in the finished job)."""
+    shutil.copytree(prepared, tmp_path / "model")
+    # 120 steps: Ctrl-C comes within 0.5 s of ckpt-20, 100 steps before the end.
+    args = [f"--model_dir={tmp_path / 'model'}", *TINY_MODEL, "--train_steps=120",
             "--checkpoint_every=10", "--mode=prepare,train"]
     process = job(args, shared_data, wait=False)
     checkpoint = tmp_path / "model" / "checkpoints" / "ckpt-20.index"
@@ -218,7 +224,7 @@ def test_ctrl_c_stops_training_in_one_line_and_the_rerun_resumes(shared_data, tm
     resumed = job(args, shared_data)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "train: resumed from" in resumed.stderr
-    assert (tmp_path / "model" / "checkpoints" / "ckpt-400.index").exists()
+    assert (tmp_path / "model" / "checkpoints" / "ckpt-120.index").exists()
 
 
 # ------------------------------------------------ quiet, with its result at the end (issue 43)

@@ -78,6 +78,24 @@ def _ids_all_inputs(source_ids, beam_size, alpha, num_results, max_extra_length,
             **_sampling_inputs(**sampling)}
 
 
+def test_the_requests_here_send_every_input_of_their_signature():
+    """What the tests below send is, name for name, what each options signature takes
+    (`export.translator`'s input specs): a renamed or added input fails here first."""
+    from export.translator import OPTION_SPECS, SAMPLING_SPECS, TERMS_IDS_SPEC, TERMS_SPEC
+
+    options = [spec.name for spec in OPTION_SPECS]
+    sampling = [spec.name for spec in SAMPLING_SPECS]
+    assert list(_inputs(["a"], 1, 0.0, 1, 0)) == ["source", *options, "target_prefix"]
+    assert list(_ids_inputs([[5, 3]], 1, 0.0, 1, 0, [[0]])) == [
+        "source_ids", *options, "target_prefix_ids"]
+    assert sorted(_all_inputs(["a"], 1, 0.0, 1, 0)) == sorted(
+        ["source", *options, "target_prefix", *sampling, TERMS_SPEC.name])
+    assert sorted(_ids_all_inputs([[5, 3]], 1, 0.0, 1, 0, [[0]])) == sorted(
+        ["source_ids", *options, "target_prefix_ids", *sampling, TERMS_IDS_SPEC.name])
+    # Beam search's sampling values by default: temperature 0 (no sampling).
+    assert _sampling_inputs()["sampling_temperature"]["value"] == BEAM_SEARCH[2] == 0.0
+
+
 # (call id, options overrides, expected message fragment); all on the text signature.
 BAD_OPTIONS = [
     ("beam_0", dict(beam_size=0), "beam_size must be in"),

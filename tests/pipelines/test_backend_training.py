@@ -1,6 +1,7 @@
 """`pipelines/run.py --backend jax` (issue 25): the same tf.data pipeline trains the model
 under JAX, into checkpoints and final weights that TensorFlow resumes, evaluates and exports
 with the same translations."""
+import os
 import re
 
 import numpy as np
@@ -40,6 +41,25 @@ def train(model_dir, shared_data, *flags, backend="tensorflow"):
                           "--mode=train", *flags], shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result
+
+
+def test_jax_with_several_cpu_devices_asks_xla_for_them(monkeypatch):
+    """`--backend jax --num_cpu_devices 2` (as in the last test below) sets the Keras backend
+    and XLA's host device count before anything imports JAX (`cli.startup`, in-process);
+    TensorFlow's run gets neither, and a flag given as two words counts the same."""
+    from cli import startup
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert startup.select_backend(["run.py", "--num_cpu_devices=2"]) == "tensorflow"
+    assert os.environ["KERAS_BACKEND"] == "tensorflow" and "XLA_FLAGS" not in os.environ
+    assert startup.select_backend(["run.py", "--backend", "jax", "--num_cpu_devices",
+                                   "2"]) == "jax"
+    assert os.environ["KERAS_BACKEND"] == "jax"
+    assert os.environ["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_thunk_runtime=false")
+    startup.select_backend(["run.py", "--backend=jax", "--num_cpu_devices=1"])
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_thunk_runtime=false"  # 1: left alone
 
 
 @pytest.fixture(scope="module")

@@ -506,6 +506,58 @@ def kill_chain(reference: Reference, stage: str, plan: Callable, tally: Tally,
     return work
 
 
+# ------------------------------------------------------------------------ the checks themselves
+def test_a_kill_check_sees_torn_lost_and_mixed_files(tmp_path):
+    """The checks every kill below relies on, on hand-made folders (no run): a folder where
+    each output is the earlier or the finished one, with a writer's temporaries left, passes;
+    a torn file, a lost one, a checkpoint named before its files exist and an export version
+    mixed from two each get their line; `compare_trees` names what is missing, unexpected or
+    different."""
+    def folder(name, files):
+        root = tmp_path / name
+        for rel, data in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+        return root
+
+    index = b'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n'
+    old = {"model/final.weights.h5": b"old weights",
+           "model/export/1/assets.extra/export.json": b'{"created": 1, "v": "old"}',
+           "model/export/1/assets/a.txt": b"old a"}
+    new = {"model/final.weights.h5": b"new weights",
+           "model/export/1/assets.extra/export.json": b'{"created": 2, "v": "new"}',
+           "model/export/1/assets/a.txt": b"new a",
+           "model/checkpoints/checkpoint": index,
+           "model/checkpoints/ckpt-1.index": b"i",
+           "model/checkpoints/ckpt-1.data-00000-of-00001": b"d"}
+    before, after = tree(folder("before", old)), tree(folder("after", new))
+    assert "model/export/1/assets.extra/export.json" in after  # compared without "created"
+
+    good = folder("good", {**old, "model/final.weights.h5": new["model/final.weights.h5"],
+                           "model/.final.weights.h5.tmp1": b"half",
+                           "model/checkpoints/ckpt-2_temp/part": b"half"})
+    assert temporaries(good) == ["model/.final.weights.h5.tmp1", "model/checkpoints/ckpt-2_temp"]
+    assert check_after_kill(good, before, after) == []
+    assert check_after_kill(folder("torn", {**old, "model/final.weights.h5": b"new wei"}),
+                            before, after) == [
+        "neither the earlier nor the finished file: model/final.weights.h5"]
+    lost = {k: v for k, v in old.items() if k != "model/final.weights.h5"}
+    assert check_after_kill(folder("lost", lost), before, after) == [
+        "lost: model/final.weights.h5"]
+    early = {**old, "model/checkpoints/checkpoint": index,
+             "model/checkpoints/ckpt-1.index": b"i"}
+    assert check_after_kill(folder("early", early), before, after) == [
+        "checkpoints/checkpoint names ckpt-1, but "
+        "model/checkpoints/ckpt-1.data-00000-of-00001 is missing"]
+    mixed = {**old, "model/export/1/assets/a.txt": b"new a"}
+    assert check_after_kill(folder("mixed", mixed), before, after) == [
+        "model/export/1 is neither the earlier version nor the new one"]
+    assert compare_trees(tree(folder("other", {**new, "model/extra": b"x",
+                                               "model/final.weights.h5": b"x"})),
+                         {**after, "model/gone": "x"}) == [
+        "missing: model/gone", "unexpected: model/extra", "differs: model/final.weights.h5"]
+
+
 # -------------------------------------------------------------------------------- the stages
 def test_prepare(reference, tally, tmp_path):
     """Killed before the vocabulary is written, while the train token cache is written, then

@@ -11,6 +11,21 @@ from tests.export import serving_check
 from tests.pipelines.run_helpers import TINY_MODEL, run_command
 
 
+def test_an_unknown_target_form_is_one_line_naming_the_forms(tmp_path, shared_data):
+    """A parsing run's --target_form is checked with the flags, before any work: one line,
+    exit 2, the forms that exist, no model dir made."""
+    sample = shared_data / "ptb_sample"
+    result = run_command(["--task=ptb_parsing", "--target_form=bogus",
+                          f"--train_trees={sample / 'train.mrg'}",
+                          f"--model_dir={tmp_path / 'parser'}", "--mode=prepare"],
+                         shared_data, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "run.py: error: flag --target_form=bogus: value should be one of "
+        "<tags|xx|words|read_tags|read_xx> (--helpfull lists every flag)")
+    assert not (tmp_path / "parser").exists()
+
+
 def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_data):
     sample = shared_data / "ptb_sample"
     model_dir = tmp_path / "parser"
