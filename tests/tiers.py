@@ -106,6 +106,8 @@ QUICK = [
     "tests/pipelines/test_options.py::test_decoding_flags_need_override_saved",
     "tests/pipelines/test_options.py::test_corrupt_settings_and_bad_numbers_are_user_errors",
     "tests/pipelines/test_settings_table.py::test_each_default_is_written_once",
+    "tests/pipelines/test_recipe.py",
+    "tests/pipelines/test_user_paths.py::test_the_check_catches_a_printed_value_the_run_did_not_use",
     "tests/pipelines/test_settings_table.py::test_the_bounds_are_the_table_s",
     "tests/pipelines/test_device_policy.py::test_each_device_s_precision",
     "tests/pipelines/test_device_policy.py::test_cpu_flags_are_read_as_whole_words",
@@ -123,6 +125,9 @@ QUICK = [
     "tests/pipelines/test_kill_consistency.py::test_a_kill_check_sees_torn_lost_and_mixed_files",
     "tests/pipelines/parsing/test_run_parsing.py::test_an_unknown_target_form_is_one_line_naming_the_forms",
     "tests/test_house.py",
+    "tests/test_quiet.py",
+    "tests/test_doc_commands.py::test_the_doc_blocks_are_found",
+    "tests/pipelines/test_progress_bar.py",
     "tests/test_tiers.py",
     "tests/test_readme.py::test_readme_is_at_most_200_lines",
     "tests/test_readme.py::test_every_relative_link_in_readme_and_docs_points_at_a_file",
@@ -138,6 +143,7 @@ QUICK = [
     "tests/export/test_ctranslate2_layout.py::test_names_and_shapes",
     "tests/export/test_serve_options.py::test_the_requests_here_send_every_input_of_their_signature",
     "tests/export/test_beam_quality.py::test_beam_four_scores_at_least_greedy_on_most_validation_sentences",
+    "tests/export/test_decoding_callers.py::test_the_keras_api",
 ]
 
 
@@ -162,6 +168,8 @@ exports it); test_multi_worker's each take two free ports (bound, then released 
 cluster's workers: two such tests at once could take each other's)."""
 
 SLOW_FIRST = [
+    "tests/test_doc_commands.py",
+    "tests/pipelines/test_user_paths.py",
     "tests/pipelines/test_kill_consistency.py",
     "tests/test_backends.py",
     "tests/test_first_hour.py",

@@ -99,6 +99,38 @@ def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alp
     assert alpha is None or {float(shown[2]) for shown in exports} == {alpha}
 
 
+def test_the_check_catches_a_printed_value_the_run_did_not_use(tmp_path):
+    """`check` fails where a line says another vocabulary, preset or step count than the
+    model dir's (what the release before the recipe printed), and passes where they agree."""
+    from keras_transformer import TransformerConfig
+    from pipelines.data import vocab
+    from pipelines.model_dir import layout as md
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a dog runs in the snow\ntwo men play football\n" * 50)
+    vocab.build_vocab([corpus], tmp_path, 300, log=lambda _: None)
+    md.save_config(tmp_path, TransformerConfig.preset("multi30k_small", vocab_size=300))
+    md.save_settings(tmp_path, {"model": {"preset": "multi30k_small", "config_overrides": {}},
+                                "decoding": {"beam_size": 4, "alpha": 0.6, "extra_length": 50}})
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n')
+    export = tmp_path / "export" / "1" / "assets.extra"
+    export.mkdir(parents=True)
+    export.joinpath("export.json").write_text(json.dumps({"decoding": {
+        "beam_size": 4, "alpha": 0.6, "extra_length": 50, "precision": "float32"}}))
+    task = ("task multi30k_ende: en->de, vocab {}, max length 128/128, preset {}, beam 4, "
+            "alpha 0.6, extra length 50, stop rule exact, max input length 128, float32")
+    lines = ["train: TrainingOptions(train_steps={}, batch_tokens=512)",
+             f"export: wrote {export.parent} (signatures x; default beam 4, alpha 0.6, extra "
+             f"length 50, max input length 128, float32)"]
+    good = "\n".join([task.format(300, "multi30k_small"), *lines]).format(20)
+    check(good, tmp_path, vocab=300, steps=20, preset="multi30k_small", beam=4, alpha=0.6)
+    for lie in (task.format("8,000", "multi30k_small"), task.format(300, "base"),
+                lines[0].format(6000)):
+        with pytest.raises(AssertionError):
+            check("\n".join([good, lie]), tmp_path)
+
+
 @pytest.fixture(scope="module")
 def default_job(tmp_path_factory, shared_data):
     """The default job (`python pipelines/run.py`), tiny: its 1,000 steps, 8,000 pieces."""
