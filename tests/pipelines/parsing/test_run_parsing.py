@@ -22,7 +22,7 @@ def test_an_unknown_target_form_is_one_line_naming_the_forms(tmp_path, shared_da
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1].endswith(
         "run.py: error: flag --target_form=bogus: value should be one of "
-        "<tags|xx|words|read_tags|read_xx> (--helpfull lists every flag)")
+        "<tags|xx|words|read_tags|read_xx> (--help lists every flag)")
     assert not (tmp_path / "parser").exists()
 
 
