@@ -97,16 +97,7 @@ def import_tensorflow(verbose: bool) -> None:
         import tensorflow  # noqa: F401
         return
     from cli import quiet
+    from export.op_check import import_tensorflow_quietly
 
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     quiet.filter_stderr()
-    sys.stderr.flush()
-    saved = os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)
-        import tensorflow  # noqa: F401
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
+    import_tensorflow_quietly()  # sets TF_CPP_MIN_LOG_LEVEL=3 (the user set none)

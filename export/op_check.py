@@ -208,7 +208,7 @@ def check_ops(saved_model_dir, python=None) -> OpReport:
                               "tensorflow_text": probe["tensorflow_text"]})
 
 
-def _import_tensorflow_quietly() -> None:
+def import_tensorflow_quietly() -> None:
     """The script's TensorFlow import without its C++ start-up lines (oneDNN, CUDA, CPU
     features), which ignore TF_CPP_MIN_LOG_LEVEL; a level the user set keeps them."""
     if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
@@ -230,7 +230,7 @@ def main(argv=None) -> int:
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(f"usage: python export/op_check.py SAVED_MODEL_DIR\n\n{__doc__}", file=sys.stderr)
         return 2
-    _import_tensorflow_quietly()
+    import_tensorflow_quietly()
     try:
         report = check_ops(argv[0])
     except (FileNotFoundError, RuntimeError) as e:
