@@ -30,14 +30,9 @@ The layout mapping (keras_transformer -> CTranslate2):
     post-norm without final norms, or pre-norm with the stacks' final norms.
   * Sources end with EOS (`add_source_eos`), targets start with "<s>" (our BOS id 2).
 
-Decoding: our search ranks finished hypotheses by log-probability / ((5 + length) / 6) **
-alpha (GNMT) and stops a sentence when no live hypothesis can still win; CTranslate2 divides
-by length ** length_penalty and stops a sentence when its best beam has ended (penalty 0),
-or once beam_size * patience hypotheses have. Both keep the same live beams, so `translate`
-lets CTranslate2 collect beam_size * patience finished hypotheses under a penalty close to
-ours (`ct2_length_penalty`) and re-ranks them by ours. It differs from ours where ours
-searches on after those, and at the maximum length, which CTranslate2 sets per batch and
-where ours forces an end token (how often: export/README.md).
+Decoding: CTranslate2 ranks and stops differently from our search (export/README.md), so
+`translate` lets it collect beam_size * patience finished hypotheses under its length penalty
+closest to ours (`ct2_length_penalty`) and re-ranks them by ours.
 """
 from __future__ import annotations
 
@@ -64,10 +59,8 @@ agrees with ours almost as often as 2, and is faster (figures: docs/serving.md).
 
 def ct2_length_penalty(alpha: float) -> float:
     """CTranslate2's length_penalty closest to our alpha: length ** (2 alpha / 3) has the
-    slope of ((5 + length) / 6) ** alpha at 10 tokens, a typical sentence. `translate` needs
-    it non-zero (CTranslate2 then waits for beam_size * patience finished hypotheses; with
-    0 it stops when its best beam ends) and close to ours (CTranslate2 keeps only the
-    num_hypotheses best by its own score before `translate` re-ranks them by ours)."""
+    slope of ((5 + length) / 6) ** alpha at 10 tokens, a typical sentence. Never 0: with 0
+    CTranslate2 stops when its best beam ends instead of waiting for beam_size * patience."""
     return max(alpha * 2 / 3, 1e-3)
 
 

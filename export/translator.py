@@ -87,13 +87,9 @@ class Translator:
     registers these very functions as its signatures, so calling them here and calling the
     loaded SavedModel give the same results. `translate` and `translate_ids` decode with
     `search`. The options functions check their inputs in the graph, before any decoding
-    (InvalidArgumentError): beam_size in [1, MAX_BEAM_SIZE], num_results in [1, beam_size]
-    (sampling: [1, MAX_BEAM_SIZE]), alpha and sampling_temperature finite and >= 0,
-    max_extra_length >= 0, sampling_topk >= 0, sampling_topp in (0, 1], top-k/top-p only with
-    a temperature, prefix and terms rows matching the sources, ids inside the vocabulary
-    (terms: neither BOS nor EOS), terms neither with sampling nor with a decoding constraint,
-    and room for them in the output cap. Every translation of a source contains each of its
-    terms; a temperature > 0 samples `num_results` translations per source, best first.
+    (InvalidArgumentError: `_check_options`, and `decode` for terms that do not fit the
+    output cap). Every translation of a source contains each of its terms; a temperature > 0
+    samples `num_results` translations per source, best first.
 
     Example:
         >>> translator = Translator(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6))
