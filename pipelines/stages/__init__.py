@@ -152,12 +152,9 @@ def run_train(options: Recipe, strategy, log: Log = print):
     proto = prepare.ensure_vocab(task, options.model_dir, options.data.vocab_size, log=log)
     if md.has_weights(options.model_dir):  # resuming: the config the weights were made with
         config = md.load_config(options.model_dir)
-    elif init is not None:  # fine-tuning: the source's model, exactly
-        config = init.config
-        if chief:
-            md.save_config(options.model_dir, config)
-    else:
-        config = config_for(options, task, vocab_lib.vocab_size_of(proto))
+    else:  # fine-tuning: the source's model, exactly; else the recipe's
+        config = (init.config if init is not None
+                  else config_for(options, task, vocab_lib.vocab_size_of(proto)))
         if chief:
             md.save_config(options.model_dir, config)
     if chief:
