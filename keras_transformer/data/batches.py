@@ -36,17 +36,9 @@ def to_model_example(source: tf.Tensor, target: tf.Tensor):
     return (tf.concat([source, eos], 0), tf.concat([bos, target], 0)), tf.concat([target, eos], 0)
 
 
-def training_examples(
-    pairs: tf.data.Dataset,
-    *,
-    max_source_length: int,
-    max_target_length: int,
-    shuffle: bool = True,
-    shuffle_buffer: int = 100_000,
-    seed: int = 0,
-    repeat: bool = True,
-    teacher_inputs=None,
-) -> tf.data.Dataset:
+def training_examples(pairs: tf.data.Dataset, *, max_source_length: int, max_target_length: int,
+                      shuffle: bool = True, shuffle_buffer: int = 100_000, seed: int = 0,
+                      repeat: bool = True, teacher_inputs=None) -> tf.data.Dataset:
     """Unbatched ``((source, target_in), target_out)`` of the pairs within the length limits,
     shuffled and repeated: what ``training_batches`` buckets and ``pipelines.data.packing`` packs.
 
@@ -54,9 +46,8 @@ def training_examples(
     """
 
     def within_limits(source, target):
-        return tf.logical_and(
-            tf.size(source) + 1 <= max_source_length, tf.size(target) + 1 <= max_target_length
-        )
+        return tf.logical_and(tf.size(source) + 1 <= max_source_length,
+                              tf.size(target) + 1 <= max_target_length)
 
     ds = pairs.filter(within_limits)
     if shuffle:
@@ -71,22 +62,12 @@ def training_examples(
     return ds
 
 
-def training_batches(
-    pairs: tf.data.Dataset,
-    *,
-    max_source_length: int,
-    max_target_length: int,
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
-    boundaries: Sequence[int] | None = None,
-    batch_multiple: int = 1,
-    shuffle: bool = True,
-    shuffle_buffer: int = 100_000,
-    seed: int = 0,
-    repeat: bool = True,
-    drop_remainder: bool | None = None,
-    pad_to_bucket: bool = True,
-    teacher_inputs=None,
-) -> tf.data.Dataset:
+def training_batches(pairs: tf.data.Dataset, *, max_source_length: int, max_target_length: int,
+                     batch_tokens: int = DEFAULT_BATCH_TOKENS,
+                     boundaries: Sequence[int] | None = None, batch_multiple: int = 1,
+                     shuffle: bool = True, shuffle_buffer: int = 100_000, seed: int = 0,
+                     repeat: bool = True, drop_remainder: bool | None = None,
+                     pad_to_bucket: bool = True, teacher_inputs=None) -> tf.data.Dataset:
     """Token-budget batches of ``((source, target_in), target_out)`` from tokenized pairs.
 
     Args:
@@ -130,13 +111,9 @@ def training_batches(
     # tf buckets are [b_{i-1}, b_i) and pad to b_i - 1: shift by one so bucket i pads to
     # boundaries[i]. The extra last bucket (> the limit) is never used after the filter.
     ds = ds.bucket_by_sequence_length(
-        example_length,
-        bucket_boundaries=[b + 1 for b in boundaries],
-        bucket_batch_sizes=sizes + [sizes[-1]],
-        padding_values=((PAD_ID, PAD_ID), PAD_ID),
-        pad_to_bucket_boundary=pad_to_bucket,
-        drop_remainder=drop_remainder,
-    )
+        example_length, bucket_boundaries=[b + 1 for b in boundaries],
+        bucket_batch_sizes=sizes + [sizes[-1]], padding_values=((PAD_ID, PAD_ID), PAD_ID),
+        pad_to_bucket_boundary=pad_to_bucket, drop_remainder=drop_remainder)
     if shuffle:
         ds = ds.shuffle(64, seed=seed + 1, reshuffle_each_iteration=True)
     return global_batches(ds).prefetch(tf.data.AUTOTUNE)
