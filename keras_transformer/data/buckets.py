@@ -12,9 +12,8 @@ from typing import Sequence
 DEFAULT_BATCH_TOKENS = 25_000
 
 
-def default_boundaries(
-    max_length: int, *, min_length: int = 8, step: int = 4, growth: float = 1.1
-) -> list[int]:
+def default_boundaries(max_length: int, *, min_length: int = 8, step: int = 4,
+                       growth: float = 1.1) -> list[int]:
     """Padded lengths of the buckets: ``step`` apart while short, then growing ``growth``x.
 
     Every boundary is a multiple of ``step`` and the last one is ``max_length``, so any
@@ -31,9 +30,8 @@ def default_boundaries(
     return boundaries
 
 
-def bucket_batch_sizes(
-    boundaries: Sequence[int], batch_tokens: int, batch_multiple: int = 1
-) -> list[int]:
+def bucket_batch_sizes(boundaries: Sequence[int], batch_tokens: int,
+                       batch_multiple: int = 1) -> list[int]:
     """Sentences per batch for each bucket: ``floor(batch_tokens / L)``, a multiple of N.
 
     Raises:
@@ -49,8 +47,7 @@ def bucket_batch_sizes(
             raise ValueError(
                 f"a batch of {batch_tokens:,} tokens cannot hold {batch_multiple} sentence(s) of "
                 f"{length} tokens (bucket {length}). Raise batch_tokens to at least "
-                f"{length * batch_multiple:,} or lower the task's max length."
-            )
+                f"{length * batch_multiple:,} or lower the task's max length.")
         sizes.append(size)
     return sizes
 
@@ -62,5 +59,4 @@ def check_boundaries(boundaries: Sequence[int], max_length: int) -> None:
     if boundaries[-1] < max_length:
         raise ValueError(
             f"the largest bucket ({boundaries[-1]}) is below the length limit ({max_length}); "
-            "add a boundary at the limit"
-        )
+            "add a boundary at the limit")

@@ -30,13 +30,9 @@ from typing import Iterable, Sequence
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 
-def train_sentencepiece(
-    sentences: Iterable[str],
-    vocab_size: int,
-    *,
-    num_threads: int | None = None,
-    user_defined_symbols: Sequence[str] = (),
-) -> bytes:
+def train_sentencepiece(sentences: Iterable[str], vocab_size: int, *,
+                        num_threads: int | None = None,
+                        user_defined_symbols: Sequence[str] = ()) -> bytes:
     """Train a BPE SentencePiece model on ``sentences``; return its serialized proto.
 
     BPE training is deterministic for a given input, so the sample fixes the model.
@@ -50,28 +46,14 @@ def train_sentencepiece(
         raise ValueError("cannot train a vocabulary on an empty corpus: no non-empty lines found")
     writer = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=writer,
-        model_type="bpe",
-        vocab_size=vocab_size,
-        character_coverage=1.0,
-        normalization_rule_name="identity",
-        remove_extra_whitespaces=False,
-        byte_fallback=True,
-        pad_id=PAD_ID,
-        unk_id=UNK_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        pad_piece="<pad>",
-        unk_piece="<unk>",
-        bos_piece="<s>",
-        eos_piece="</s>",
-        input_sentence_size=0,  # the caller already sampled
-        shuffle_input_sentence=False,
-        num_threads=num_threads or max(1, os.cpu_count() or 1),
-        minloglevel=1,
-        user_defined_symbols=list(user_defined_symbols),
-    )
+        sentence_iterator=iter(sentences), model_writer=writer, model_type="bpe",
+        vocab_size=vocab_size, character_coverage=1.0, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, byte_fallback=True,
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+        input_sentence_size=0, shuffle_input_sentence=False,  # the caller already sampled
+        num_threads=num_threads or max(1, os.cpu_count() or 1), minloglevel=1,
+        user_defined_symbols=list(user_defined_symbols))
     return writer.getvalue()
 
 
