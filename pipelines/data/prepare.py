@@ -39,23 +39,16 @@ def vocab_path(work_dir: os.PathLike | str) -> pathlib.Path:
     return pathlib.Path(work_dir) / vocab_lib.MODEL_FILENAME
 
 
-def clean_split(
-    task: Task, split: str, work_dir: os.PathLike | str, *, log: Log = print
-) -> CleanResult:
+def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
+                log: Log = print) -> CleanResult:
     """The task's text for ``split``, validated and cleaned (train drops empty pairs)."""
     src, tgt = task.split_files(split, work_dir, log=log)
     out = pathlib.Path(work_dir) / "clean" / task.name / split
     return clean_parallel(src, tgt, out, drop_empty=split == "train", log=log)
 
 
-def ensure_vocab(
-    task: Task,
-    work_dir: os.PathLike | str,
-    vocab_size: int | None = None,
-    *,
-    sample_lines: int = VOCAB_SAMPLE_LINES,
-    log: Log = print,
-) -> bytes:
+def ensure_vocab(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = None, *,
+                 sample_lines: int = VOCAB_SAMPLE_LINES, log: Log = print) -> bytes:
     """Return the model proto of ``work_dir/spm.model``, training it on the train split if absent.
 
     Raises:
@@ -68,20 +61,14 @@ def ensure_vocab(
         if vocab_size is not None and size != vocab_size:
             raise DataError(
                 f"{path} has {size:,} pieces but vocab_size={vocab_size:,} was asked for. "
-                "Delete it to train a new one (token caches are keyed by it), or drop the flag."
-            )
+                "Delete it to train a new one (token caches are keyed by it), or drop the flag.")
         log(f"vocab: reusing {path} ({size:,} pieces)")
         return proto
     clean = clean_split(task, "train", work_dir, log=log)
-    vocab_lib.build_vocab(
-        [clean.source_path, clean.target_path],
-        work_dir,
-        vocab_size or task.vocab_size,
-        max_sentences=sample_lines,
-        user_defined_symbols=task.vocab_symbols(clean.target_path),
-        total_lines=2 * clean.stats.kept,
-        log=log,
-    )
+    vocab_lib.build_vocab([clean.source_path, clean.target_path], work_dir,
+                          vocab_size or task.vocab_size, max_sentences=sample_lines,
+                          user_defined_symbols=task.vocab_symbols(clean.target_path),
+                          total_lines=2 * clean.stats.kept, log=log)
     return vocab_lib.read_model_proto(path)
 
 
@@ -94,22 +81,15 @@ class PreparedSplit:
     cache: token_cache.TokenCache
 
 
-def prepare_split(
-    task: Task,
-    split: str,
-    work_dir: os.PathLike | str,
-    proto: bytes,
-    *,
-    log: Log = print,
-) -> PreparedSplit:
+def prepare_split(task: Task, split: str, work_dir: os.PathLike | str, proto: bytes, *,
+                  log: Log = print) -> PreparedSplit:
     """Clean ``split`` and cache its token ids under a key of task, split, vocab and text
     (tokenized with ``proto`` on every core: the in-graph tokenizer's ids)."""
     clean = clean_split(task, split, work_dir, log=log)
     key = token_cache.cache_key(task.name, split, vocab_lib.model_digest(proto), clean.digest)
     cache = token_cache.load_or_build_cache(
         clean.source_path, clean.target_path, proto, pathlib.Path(work_dir) / "cache" / key,
-        log=log,
-    )
+        log=log)
     return PreparedSplit(split, clean, cache)
 
 
@@ -137,26 +117,17 @@ def split_stats(task: Task, prepared: PreparedSplit) -> dict:
 
 def _format_split(split: str, s: dict) -> str:
     skipped = ", ".join(f"{k} {v:,}" for k, v in sorted(s["skipped"].items())) or "none"
-    return (
-        f"{split:>5}: pairs read {s['pairs_read']:,}, kept {s['pairs_kept']:,} "
-        f"(skipped: {skipped}); tokens src {s['source_tokens']:,} / tgt {s['target_tokens']:,}; "
-        f"mean length {s['source_mean']:.1f} / {s['target_mean']:.1f}; "
-        f"max {s['source_max']:,} / {s['target_max']:,}"
-    )
+    return (f"{split:>5}: pairs read {s['pairs_read']:,}, kept {s['pairs_kept']:,} "
+            f"(skipped: {skipped}); tokens src {s['source_tokens']:,} / tgt "
+            f"{s['target_tokens']:,}; mean length {s['source_mean']:.1f} / "
+            f"{s['target_mean']:.1f}; max {s['source_max']:,} / {s['target_max']:,}")
 
 
-def prepare(
-    task: Task,
-    work_dir: os.PathLike | str,
-    vocab_size: int | None = None,
-    batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS,
-    *,
-    batch_multiple: int = 1,
-    boundaries: Sequence[int] | None = None,
-    vocab_sample_lines: int = VOCAB_SAMPLE_LINES,
-    splits: Sequence[str] = SPLITS,
-    log: Log = print,
-) -> dict:
+def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = None,
+            batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS, *, batch_multiple: int = 1,
+            boundaries: Sequence[int] | None = None,
+            vocab_sample_lines: int = VOCAB_SAMPLE_LINES, splits: Sequence[str] = SPLITS,
+            log: Log = print) -> dict:
     """Build vocabulary and token caches for ``splits``; print corpus stats and bucket table.
 
     Args:
@@ -179,15 +150,11 @@ def prepare(
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     splits = [split for split in splits if split == "train" or task.has_split(split)]
     proto = ensure_vocab(task, work_dir, vocab_size, sample_lines=vocab_sample_lines, log=log)
-    result: dict = {
-        "task": task.name,
-        "vocab": {
-            "path": str(vocab_path(work_dir)),
-            "size": vocab_lib.vocab_size_of(proto),
-            "sha256": vocab_lib.model_digest(proto),
-        },
-        "splits": {},
-    }
+    result: dict = {"task": task.name,
+                    "vocab": {"path": str(vocab_path(work_dir)),
+                              "size": vocab_lib.vocab_size_of(proto),
+                              "sha256": vocab_lib.model_digest(proto)},
+                    "splits": {}}
     prepared = {}
     for split in splits:
         prepared[split] = prepare_split(task, split, work_dir, proto, log=log)
@@ -225,21 +192,11 @@ class TrainingInput:
     batches_per_epoch: int
 
 
-def training_input(
-    task: Task,
-    work_dir: os.PathLike | str,
-    *,
-    split: str = "train",
-    batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS,
-    batch_multiple: int = 1,
-    boundaries: Sequence[int] | None = None,
-    shuffle: bool = True,
-    repeat: bool = True,
-    seed: int = 0,
-    pad_to_bucket: bool = True,
-    pack: bool = False,
-    log: Log = print,
-) -> TrainingInput:
+def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "train",
+                   batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS, batch_multiple: int = 1,
+                   boundaries: Sequence[int] | None = None, shuffle: bool = True,
+                   repeat: bool = True, seed: int = 0, pad_to_bucket: bool = True,
+                   pack: bool = False, log: Log = print) -> TrainingInput:
     """``((source, target_in), target_out)`` token-budget batches of ``split`` (see dataset.py).
 
     For ``model.fit`` use ``repeat=True`` with ``steps_per_epoch=batches_per_epoch``; for a
@@ -251,11 +208,10 @@ def training_input(
     prepared = prepare_split(task, split, work_dir, proto, log=log)
     lengths = prepared.cache.lengths
     counts = buckets.length_filter_counts(lengths, task.max_source_length, task.max_target_length)
-    log(
-        f"{split}: {counts['kept']:,} of {counts['pairs']:,} pairs within length limits "
+    log(f"{split}: {counts['kept']:,} of {counts['pairs']:,} pairs within length limits "
         f"{task.max_source_length}/{task.max_target_length}; dropped {counts['too_long']:,} "
-        f"(source too long {counts['too_long_source']:,}, target {counts['too_long_target']:,})"
-    )
+        f"(source too long {counts['too_long_source']:,}, target "
+        f"{counts['too_long_target']:,})")
     drop = batch_multiple > 1
     # What both layouts read: the pairs within the limits, shuffled, as the decoder reads them.
     examples = dict(max_source_length=task.max_source_length,
@@ -275,14 +231,9 @@ def training_input(
     boundaries, rows = _bucket_rows(task, lengths, boundaries, batch_tokens, batch_multiple)
     batches = sum(r["sentences"] // r["batch_size"] if drop else r["batches"] for r in rows)
     dataset = ds_lib.training_batches(
-        prepared.cache.dataset(),
-        batch_tokens=batch_tokens,
-        boundaries=boundaries,
-        batch_multiple=batch_multiple,
-        drop_remainder=drop,
-        pad_to_bucket=pad_to_bucket,
-        **examples,
-    )
+        prepared.cache.dataset(), batch_tokens=batch_tokens, boundaries=boundaries,
+        batch_multiple=batch_multiple, drop_remainder=drop, pad_to_bucket=pad_to_bucket,
+        **examples)
     return TrainingInput(dataset, batches)
 
 
@@ -295,15 +246,9 @@ class EvalInput:
     batches: list[ds_lib.EvalBatch]
 
 
-def eval_input(
-    task: Task,
-    split: str,
-    work_dir: os.PathLike | str,
-    *,
-    max_source_length: int | None = None,
-    batch_tokens: int = 4096,
-    log: Log = print,
-) -> EvalInput:
+def eval_input(task: Task, split: str, work_dir: os.PathLike | str, *,
+               max_source_length: int | None = None, batch_tokens: int = 4096,
+               log: Log = print) -> EvalInput:
     """Sources, references and id batches of ``split``; decode, then ``dataset.restore_order``.
 
     Every line is kept (no empty-pair skipping), so output i belongs to reference i. Sources
@@ -314,11 +259,7 @@ def eval_input(
     clean = clean_split(task, split, work_dir, log=log)
     sources = read_lines(clean.source_path)
     references = read_lines(clean.target_path)
-    batches = ds_lib.eval_batches(
-        sources,
-        vocab_lib.load_tokenizer(proto),
-        max_source_length=max_source_length or task.max_source_length,
-        batch_tokens=batch_tokens,
-        log=log,
-    )
+    batches = ds_lib.eval_batches(sources, vocab_lib.load_tokenizer(proto),
+                                  max_source_length=max_source_length or task.max_source_length,
+                                  batch_tokens=batch_tokens, log=log)
     return EvalInput(sources, references, batches)
