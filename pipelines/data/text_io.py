@@ -73,16 +73,12 @@ class CleanStats:
         """One line: pairs read, kept, skipped by reason, and repairs made."""
         total_skipped = sum(self.skipped.values())
         reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(self.skipped.items()))
-        line = (
-            f"pairs read {self.pairs_read:,}, kept {self.kept:,}, "
-            f"skipped {total_skipped:,}" + (f" ({reasons})" if reasons else "")
-        )
-        repairs = [
-            (self.nul_lines, "lines with NUL bytes removed"),
-            (self.crlf_lines, "CRLF endings stripped"),
-            (self.line_breaks_replaced, "inner line-break characters replaced"),
-            (self.empty_kept, "empty lines kept (evaluation split)"),
-        ]
+        line = (f"pairs read {self.pairs_read:,}, kept {self.kept:,}, "
+                f"skipped {total_skipped:,}" + (f" ({reasons})" if reasons else ""))
+        repairs = [(self.nul_lines, "lines with NUL bytes removed"),
+                   (self.crlf_lines, "CRLF endings stripped"),
+                   (self.line_breaks_replaced, "inner line-break characters replaced"),
+                   (self.empty_kept, "empty lines kept (evaluation split)")]
         extra = "; ".join(f"{n:,} {what}" for n, what in repairs if n)
         return line + (f"; {extra}" if extra else "")
 
@@ -143,11 +139,10 @@ def _decode(path: pathlib.Path, number: int, raw: bytes) -> str:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         bad = raw[e.start : e.start + 4]
-        raise DataError(
-            f"{path}:{number}: invalid UTF-8 at byte {e.start} of the line "
-            f"(bytes {bad!r}). Convert the file to UTF-8, e.g. "
-            f"`iconv -f latin1 -t utf-8 {path} > fixed.txt`, or fix that line."
-        ) from None
+        raise DataError(f"{path}:{number}: invalid UTF-8 at byte {e.start} of the line "
+                        f"(bytes {bad!r}). Convert the file to UTF-8, e.g. "
+                        f"`iconv -f latin1 -t utf-8 {path} > fixed.txt`, or fix that "
+                        "line.") from None
     if number == 1 and text.startswith("\ufeff"):
         text = text[1:]
     return text
@@ -164,15 +159,9 @@ def _load_reusable(out_dir: pathlib.Path, inputs: dict) -> CleanResult | None:
     return CleanResult(src, tgt, CleanStats(**data["stats"]), data["digest"])
 
 
-def clean_parallel(
-    source_path: os.PathLike | str,
-    target_path: os.PathLike | str,
-    out_dir: os.PathLike | str,
-    *,
-    drop_empty: bool = True,
-    log: Log = print,
-    progress_interval: float = DEFAULT_INTERVAL,
-) -> CleanResult:
+def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | str,
+                   out_dir: os.PathLike | str, *, drop_empty: bool = True, log: Log = print,
+                   progress_interval: float = DEFAULT_INTERVAL) -> CleanResult:
     """Validate a parallel corpus and write cleaned copies to ``out_dir``; reuse earlier work.
 
     Args:
@@ -207,9 +196,8 @@ def clean_parallel(
     src_out, tgt_out = out_dir / "source.txt", out_dir / "target.txt"
     (out_dir / _MANIFEST).unlink(missing_ok=True)  # never pair an old manifest with new files
     with atomic_files(src_out, tgt_out, out_dir / _MANIFEST) as (src_tmp, tgt_tmp, manifest_tmp):
-        with open(source_path, "rb") as fs, open(target_path, "rb") as ft, open(
-            src_tmp, "wb"
-        ) as out_s, open(tgt_tmp, "wb") as out_t:
+        with open(source_path, "rb") as fs, open(target_path, "rb") as ft, \
+                open(src_tmp, "wb") as out_s, open(tgt_tmp, "wb") as out_t:
             for number, (raw_s, raw_t) in enumerate(itertools.zip_longest(fs, ft), start=1):
                 if raw_s is None or raw_t is None:
                     n_src = number - 1 + (raw_s is not None) + sum(1 for _ in fs)
@@ -218,8 +206,7 @@ def clean_parallel(
                         f"{source_path} has {n_src:,} lines but {target_path} has {n_tgt:,}: "
                         "parallel files must have one line per sentence on both sides. "
                         f"The first unmatched line is {number:,}; check for a truncated "
-                        "download or embedded newlines."
-                    )
+                        "download or embedded newlines.")
                 stats.pairs_read += 1
                 read += len(raw_s) + len(raw_t)
                 if stats.pairs_read % PROGRESS_EVERY == 0:
@@ -242,17 +229,11 @@ def clean_parallel(
         if stats.kept == 0:
             raise DataError(
                 f"{source_path} and {target_path}: no usable sentence pairs "
-                f"({stats.summary()}). Check that these are the right, non-empty files."
-            )
+                f"({stats.summary()}). Check that these are the right, non-empty files.")
         result = CleanResult(src_out, tgt_out, stats, digest.hexdigest())
-        manifest = {
-            "version": _FORMAT_VERSION,
-            "inputs": inputs,
-            "source": src_out.name,
-            "target": tgt_out.name,
-            "stats": dataclasses.asdict(stats),
-            "digest": result.digest,
-        }
+        manifest = {"version": _FORMAT_VERSION, "inputs": inputs, "source": src_out.name,
+                    "target": tgt_out.name, "stats": dataclasses.asdict(stats),
+                    "digest": result.digest}
         manifest_tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     log(f"clean: {source_path.name} / {target_path.name}: {stats.summary()} "
         f"(in {format_duration(progress.elapsed())})")
