@@ -21,28 +21,18 @@ def model_lengths(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lengths[:, 0] + 1, lengths[:, 1] + 1
 
 
-def length_filter_counts(
-    lengths: np.ndarray, max_source_length: int, max_target_length: int
-) -> dict[str, int]:
+def length_filter_counts(lengths: np.ndarray, max_source_length: int,
+                         max_target_length: int) -> dict[str, int]:
     """How many pairs the length filter keeps and drops (by side), from cached lengths."""
     src, tgt = model_lengths(lengths)
     long_src, long_tgt = src > max_source_length, tgt > max_target_length
-    return {
-        "pairs": int(len(src)),
-        "kept": int(np.sum(~(long_src | long_tgt))),
-        "too_long": int(np.sum(long_src | long_tgt)),
-        "too_long_source": int(np.sum(long_src)),
-        "too_long_target": int(np.sum(long_tgt)),
-    }
+    return {"pairs": int(len(src)), "kept": int(np.sum(~(long_src | long_tgt))),
+            "too_long": int(np.sum(long_src | long_tgt)),
+            "too_long_source": int(np.sum(long_src)), "too_long_target": int(np.sum(long_tgt))}
 
 
-def bucket_table(
-    lengths: np.ndarray,
-    boundaries: Sequence[int],
-    batch_sizes: Sequence[int],
-    max_source_length: int,
-    max_target_length: int,
-) -> list[dict]:
+def bucket_table(lengths: np.ndarray, boundaries: Sequence[int], batch_sizes: Sequence[int],
+                 max_source_length: int, max_target_length: int) -> list[dict]:
     """Per bucket: boundary, batch size, batches, sentences and padding fraction (both sides).
 
     Computed from cached lengths, it predicts exactly what one pass of ``training_batches``
@@ -57,15 +47,9 @@ def bucket_table(
         in_bucket = which == i
         n = int(np.sum(in_bucket))
         real = int(np.sum(src[in_bucket]) + np.sum(tgt[in_bucket]))
-        rows.append(
-            {
-                "boundary": int(bound),
-                "batch_size": int(size),
-                "batches": int(math.ceil(n / size)),
-                "sentences": n,
-                "padding": 1.0 - real / (2 * n * bound) if n else 0.0,
-            }
-        )
+        rows.append({"boundary": int(bound), "batch_size": int(size),
+                     "batches": int(math.ceil(n / size)), "sentences": n,
+                     "padding": 1.0 - real / (2 * n * bound) if n else 0.0})
     return rows
 
 
@@ -85,22 +69,17 @@ def format_bucket_table(rows: Sequence[dict], packed: dict | None = None) -> str
     lines = [f"{'bucket':>7} {'batch':>6} {'batches':>8} {'sentences':>10} {'padding':>8}"]
     for r in rows:
         if r["sentences"]:
-            lines.append(
-                f"{r['boundary']:>7} {r['batch_size']:>6} {r['batches']:>8,} "
-                f"{r['sentences']:>10,} {r['padding']:>8.1%}"
-            )
+            lines.append(f"{r['boundary']:>7} {r['batch_size']:>6} {r['batches']:>8,} "
+                         f"{r['sentences']:>10,} {r['padding']:>8.1%}")
     total_batches = sum(r["batches"] for r in rows)
     total_sentences = sum(r["sentences"] for r in rows)
-    lines.append(
-        f"{'total':>7} {'':>6} {total_batches:>8,} {total_sentences:>10,} "
-        f"{table_padding(rows):>8.1%}"
-    )
+    lines.append(f"{'total':>7} {'':>6} {total_batches:>8,} {total_sentences:>10,} "
+                 f"{table_padding(rows):>8.1%}")
     if packed is not None:
         estimated = ", estimated on a sample" if packed["sampled"] else ""
         lines.append(
             f"{'packed':>7} {packed['rows_per_batch']:>6} {packed['batches']:>8,} "
             f"{packed['sentences']:>10,} {packed['padding']:>8.1%}  (--pack: rows of "
             f"{packed['rows'].source} source / {packed['rows'].target} target tokens, several "
-            f"pairs each{estimated})"
-        )
+            f"pairs each{estimated})")
     return "\n".join(lines)
