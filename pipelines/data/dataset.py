@@ -34,15 +34,9 @@ class EvalBatch:
     indices: np.ndarray
 
 
-def eval_batches(
-    lines: Sequence[str],
-    tokenizer,
-    *,
-    max_source_length: int,
-    batch_tokens: int = 4096,
-    boundaries: Sequence[int] | None = None,
-    log: Log = print,
-) -> list[EvalBatch]:
+def eval_batches(lines: Sequence[str], tokenizer, *, max_source_length: int,
+                 batch_tokens: int = 4096, boundaries: Sequence[int] | None = None,
+                 log: Log = print) -> list[EvalBatch]:
     """Batches of source sentences for decoding, shortest first; see ``restore_order``.
 
     Sorting by length keeps padding (and wasted decoding) low; each batch is padded to a
@@ -50,9 +44,8 @@ def eval_batches(
     become ``[EOS]``) so output i matches reference i. Sources longer than
     ``max_source_length`` are truncated to it (EOS kept) and counted in the log.
     """
-    boundaries = (
-        list(boundaries) if boundaries is not None else default_boundaries(max_source_length)
-    )
+    boundaries = (list(boundaries) if boundaries is not None
+                  else default_boundaries(max_source_length))
     check_boundaries(boundaries, max_source_length)
     sizes = bucket_batch_sizes(boundaries, batch_tokens)
     ids: list[list[int]] = []

@@ -94,17 +94,11 @@ def worker_count() -> int:
         return os.cpu_count() or 1
 
 
-def load_or_build_cache(
-    source_path: os.PathLike | str,
-    target_path: os.PathLike | str,
-    model_proto: bytes,
-    cache_dir: os.PathLike | str,
-    *,
-    shard_pairs: int = SHARD_PAIRS,
-    workers: int | None = None,
-    progress_interval: float = DEFAULT_INTERVAL,
-    log: Log = print,
-) -> TokenCache:
+def load_or_build_cache(source_path: os.PathLike | str, target_path: os.PathLike | str,
+                        model_proto: bytes, cache_dir: os.PathLike | str, *,
+                        shard_pairs: int = SHARD_PAIRS, workers: int | None = None,
+                        progress_interval: float = DEFAULT_INTERVAL,
+                        log: Log = print) -> TokenCache:
     """Return the token cache at ``cache_dir``; tokenize and save it first if absent.
 
     Args:

@@ -23,15 +23,9 @@ from pipelines.model_dir.files import write_atomic
 MODEL_FILENAME = "spm.model"
 
 
-def sample_lines(
-    paths: Sequence[os.PathLike | str],
-    num_lines: int,
-    *,
-    seed: int = 0,
-    total_lines: int | None = None,
-    log: Log = print,
-    progress_interval: float = DEFAULT_INTERVAL,
-) -> list[str]:
+def sample_lines(paths: Sequence[os.PathLike | str], num_lines: int, *, seed: int = 0,
+                 total_lines: int | None = None, log: Log = print,
+                 progress_interval: float = DEFAULT_INTERVAL) -> list[str]:
     """Uniformly sample up to ``num_lines`` non-empty lines from several files, in one pass.
 
     Reservoir sampling (seeded) keeps memory at ``num_lines`` whatever the corpus size, and
@@ -64,18 +58,10 @@ def sample_lines(
     return reservoir
 
 
-def build_vocab(
-    train_files: Sequence[os.PathLike | str],
-    model_dir: os.PathLike | str,
-    vocab_size: int,
-    *,
-    max_sentences: int = 1_000_000,
-    seed: int = 0,
-    user_defined_symbols: Sequence[str] = (),
-    total_lines: int | None = None,
-    log: Log = print,
-    progress_interval: float = DEFAULT_INTERVAL,
-) -> pathlib.Path:
+def build_vocab(train_files: Sequence[os.PathLike | str], model_dir: os.PathLike | str,
+                vocab_size: int, *, max_sentences: int = 1_000_000, seed: int = 0,
+                user_defined_symbols: Sequence[str] = (), total_lines: int | None = None,
+                log: Log = print, progress_interval: float = DEFAULT_INTERVAL) -> pathlib.Path:
     """Train the shared vocabulary on a sample of ``train_files`` and store ``<dir>/spm.model``.
 
     Args:
@@ -105,8 +91,7 @@ def build_vocab(
                 else "")
         raise DataError(
             f"SentencePiece training failed for vocab_size={vocab_size} on {len(sample):,} lines "
-            f"from {', '.join(map(str, train_files))}: {e}.{hint}"
-        ) from e
+            f"from {', '.join(map(str, train_files))}: {e}.{hint}") from e
     path = pathlib.Path(model_dir) / MODEL_FILENAME
     write_atomic(path, proto)
     log(f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 {model_digest(proto)[:12]}; "
@@ -127,10 +112,8 @@ def read_model_proto(path: os.PathLike | str) -> bytes:
     if path.is_dir():
         path = path / MODEL_FILENAME
     if not path.is_file():
-        raise DataError(
-            f"{path}: SentencePiece model not found. Build it first "
-            "(pipelines/run.py --mode prepare) or point to an existing spm.model."
-        )
+        raise DataError(f"{path}: SentencePiece model not found. Build it first "
+                        "(pipelines/run.py --mode prepare) or point to an existing spm.model.")
     proto = path.read_bytes()
     try:
         processor = spm.SentencePieceProcessor(model_proto=proto)
