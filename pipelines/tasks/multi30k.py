@@ -20,16 +20,14 @@ MULTI30K_URL = (
     "https://github.com/multi30k/dataset/raw/a3d2e0d26b56f3846f66a952536ffed4e401d05a/"
     "data/task1/raw/{name}.gz"
 )
-MULTI30K_SHA256 = types.MappingProxyType(
-    {
-        "train.en": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
-        "train.de": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
-        "val.en": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
-        "val.de": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
-        "test_2016_flickr.en": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-        "test_2016_flickr.de": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-    }
-)
+MULTI30K_SHA256 = types.MappingProxyType({
+    "train.en": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "train.de": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "val.en": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "val.de": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "test_2016_flickr.en": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+    "test_2016_flickr.de": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -44,32 +42,23 @@ class Multi30kTask(Task):
 
     data_dir: str | None = None
     file_names: tuple[tuple[str, str], ...] = (
-        ("train", "train"),
-        ("dev", "val"),
-        ("test", "test_2016_flickr"),
-    )
+        ("train", "train"), ("dev", "val"), ("test", "test_2016_flickr"))
     expected_sizes: tuple[tuple[str, int], ...] = (
-        ("train", 29_000),
-        ("dev", 1_014),
-        ("test", 1_000),
-    )
+        ("train", 29_000), ("dev", 1_014), ("test", 1_000))
     probe_timeout: float = PROBE_TIMEOUT_S
 
     def split_files(self, split, work_dir, *, log=print):
         check_split(split)
         stem = dict(self.file_names)[split]
-        paths = tuple(
-            self._plain_file(f"{stem}.{lang}", pathlib.Path(work_dir), log)
-            for lang in (self.source_lang, self.target_lang)
-        )
+        paths = tuple(self._plain_file(f"{stem}.{lang}", pathlib.Path(work_dir), log)
+                      for lang in (self.source_lang, self.target_lang))
         expected = dict(self.expected_sizes)[split]
         for path in paths:
             n = count_lines(path)
             if n != expected:
                 raise DataError(
                     f"{path} has {n:,} lines, Multi30k {stem} has {expected:,}. The file is "
-                    "truncated or not the raw task-1 file; delete it so it is fetched again."
-                )
+                    "truncated or not the raw task-1 file; delete it so it is fetched again.")
         return paths
 
     def search_dirs(self, work_dir: pathlib.Path) -> list[pathlib.Path]:
@@ -106,11 +95,8 @@ class Multi30kTask(Task):
         """Download ``name``.gz into the work_dir cache, check sha256; fail fast when offline."""
         cache = work_dir / "downloads" / "multi30k"
         url = MULTI30K_URL.format(name=name)
-        where = (
-            f"{pathlib.Path(self.data_dir).expanduser() / 'multi30k'}"
-            if self.data_dir
-            else "DIR/multi30k/ and pass --data_dir DIR (or set KT_DATA_DIR=DIR)"
-        )
+        where = (f"{pathlib.Path(self.data_dir).expanduser() / 'multi30k'}" if self.data_dir
+                 else "DIR/multi30k/ and pass --data_dir DIR (or set KT_DATA_DIR=DIR)")
         failures = unreachable([url], self.probe_timeout)
         if failures:
             reason = "; ".join(f"{h}: {r}" for h, r in failures.items())
@@ -118,8 +104,7 @@ class Multi30kTask(Task):
                 f"{self.name}: {name} not found in {', '.join(map(str, self.search_dirs(work_dir)))} "
                 f"and the download host is unreachable ({reason}). Download {url} "
                 f"(and the other Multi30k task-1 raw files) and put {name}.gz or {name} in "
-                f"{where}."
-            )
+                f"{where}.")
         log(f"{self.name}: downloading {url}")
         return download_verified(url, cache / f"{name}.gz", MULTI30K_SHA256[name], where)
 
@@ -127,16 +112,9 @@ class Multi30kTask(Task):
 def multi30k_ende(data_dir: str | None = None, **options) -> Multi30kTask:
     """Multi30k task 1 English->German: small, for quick end-to-end runs."""
     return Multi30kTask(
-        name="multi30k_ende",
-        source_lang="en",
-        target_lang="de",
-        vocab_size=8_000,
-        max_source_length=128,
-        max_target_length=128,
-        preset="multi30k_small",
+        name="multi30k_ende", source_lang="en", target_lang="de", vocab_size=8_000,
+        max_source_length=128, max_target_length=128, preset="multi30k_small",
         # Departs from the paper so that a CPU run finishes in minutes (the default job).
         recipe={"train_steps": 1000, "batch_tokens": 2048, "warmup_steps": 1000,
                 "checkpoint_every": 100},
-        data_dir=data_dir or os.environ.get("KT_DATA_DIR") or None,
-        **options,
-    )
+        data_dir=data_dir or os.environ.get("KT_DATA_DIR") or None, **options)
