@@ -27,10 +27,7 @@ class TfdsTranslationTask(Task):
     builder_name: str
     config: str
     split_names: tuple[tuple[str, str], ...] = (
-        ("train", "train"),
-        ("dev", "validation"),
-        ("test", "test"),
-    )
+        ("train", "train"), ("dev", "validation"), ("test", "test"))
     split_descriptions: tuple[tuple[str, str], ...] = ()
     expected_sizes: tuple[tuple[str, int], ...] = ()
     data_dir: str | None = None
@@ -80,8 +77,7 @@ class TfdsTranslationTask(Task):
         except ModuleNotFoundError as e:  # tfds imports it lazily and does not declare it
             raise DataError(
                 f"{self.name}: tensorflow-datasets needs the missing module {e.name!r} to "
-                f"download {self.tfds_name}; run `pip install {e.name}`."
-            ) from e
+                f"download {self.tfds_name}; run `pip install {e.name}`.") from e
         urls: list[str] = []
         for subsets in builder.subsets.values():
             for subset in subsets:
@@ -104,21 +100,15 @@ class TfdsTranslationTask(Task):
         if builder.is_prepared():
             return builder
         manual_dir = self.resolved_manual_dir(builder)
-        missing = [
-            (url, fname)
-            for url, fname in self.required_downloads(builder)
-            if not (fname and (manual_dir / fname).is_file())
-        ]
+        missing = [(url, fname) for url, fname in self.required_downloads(builder)
+                   if not (fname and (manual_dir / fname).is_file())]
         failures = unreachable([u for u, _ in missing], self.probe_timeout) if missing else {}
         if failures:
             raise DataError(self._offline_message(builder, manual_dir, missing, failures))
-        log(
-            f"{self.name}: preparing tfds {self.tfds_name} in {builder.data_dir} "
-            f"(manual_dir {manual_dir}); this downloads and converts the raw corpus once"
-        )
+        log(f"{self.name}: preparing tfds {self.tfds_name} in {builder.data_dir} "
+            f"(manual_dir {manual_dir}); this downloads and converts the raw corpus once")
         builder.download_and_prepare(
-            download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir))
-        )
+            download_config=tfds.download.DownloadConfig(manual_dir=str(manual_dir)))
         return builder
 
     def _offline_message(self, builder, manual_dir, missing, failures) -> str:
@@ -134,10 +124,8 @@ class TfdsTranslationTask(Task):
             if fname:
                 lines.append(f"       {url}  ->  {manual_dir / fname}")
             else:
-                lines.append(
-                    f"       {url}  (no checksum registered in tfds: only a networked "
-                    "tfds download can fetch it; use option 2)"
-                )
+                lines.append(f"       {url}  (no checksum registered in tfds: only a networked "
+                             "tfds download can fetch it; use option 2)")
         lines += [
             "  2. on a machine with network run `python -c \"import tensorflow_datasets as "
             f"tfds; tfds.builder('{self.tfds_name}', data_dir='DIR').download_and_prepare()\"`, "
@@ -168,8 +156,7 @@ class TfdsTranslationTask(Task):
                 raise DataError(
                     f"{self.name}: tfds {self.tfds_name} split {tfds_split} ({what}) has "
                     f"{count:,} pairs, expected {expected:,}. The prepared dataset in "
-                    f"{builder.data_dir} is not the standard one; delete it and prepare again."
-                )
+                    f"{builder.data_dir} is not the standard one; delete it and prepare again.")
         log(f"{self.name}: {split} ({what}): {count:,} pairs -> {src}, {tgt}")
 
 
@@ -180,22 +167,13 @@ def _one_line(text: bytes) -> bytes:
 
 def _wmt14(pair: str, source: str, target: str, vocab_size: int, sizes, **options) -> TfdsTranslationTask:
     return TfdsTranslationTask(
-        name=f"wmt14_{source}{target}",
-        source_lang=source,
-        target_lang=target,
-        vocab_size=vocab_size,
-        max_source_length=256,
-        max_target_length=256,
-        preset="base",
-        builder_name="wmt14_translate",
-        config=pair,
+        name=f"wmt14_{source}{target}", source_lang=source, target_lang=target,
+        vocab_size=vocab_size, max_source_length=256, max_target_length=256, preset="base",
+        builder_name="wmt14_translate", config=pair,
         split_descriptions=(("train", "WMT14 training data"), ("dev", "newstest2013"),
                             ("test", "newstest2014")),
-        expected_sizes=sizes,
-        data_dir=options.pop("data_dir", None),
-        manual_dir=options.pop("manual_dir", None),
-        **options,
-    )
+        expected_sizes=sizes, data_dir=options.pop("data_dir", None),
+        manual_dir=options.pop("manual_dir", None), **options)
 
 
 def wmt14_ende(**options) -> TfdsTranslationTask:
