@@ -107,8 +107,7 @@ def _read_records(checkpoint_dir) -> list[dict]:
                             "value": float(record["value"])})
         except (ValueError, KeyError, TypeError):
             raise ModelDirError(f"{path}:{number}: not a dev-metric record ({line[:60]!r}); "
-                                f"delete the line (that checkpoint loses its dev metric)"
-                                ) from None
+                                f"delete the line (that checkpoint loses its dev metric)") from None
     return records
 
 

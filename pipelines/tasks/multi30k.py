@@ -18,8 +18,7 @@ from pipelines.tasks.downloads import PROBE_TIMEOUT_S, download_verified, unreac
 
 MULTI30K_URL = (
     "https://github.com/multi30k/dataset/raw/a3d2e0d26b56f3846f66a952536ffed4e401d05a/"
-    "data/task1/raw/{name}.gz"
-)
+    "data/task1/raw/{name}.gz")
 MULTI30K_SHA256 = types.MappingProxyType({
     "train.en": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
     "train.de": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",

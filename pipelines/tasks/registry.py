@@ -22,15 +22,9 @@ def ptb_parsing(**options) -> Task:
     return factory(**options)
 
 
-TASKS: Mapping[str, Callable[..., Task]] = types.MappingProxyType(
-    {
-        "wmt14_ende": wmt14_ende,
-        "wmt14_enfr": wmt14_enfr,
-        "multi30k_ende": multi30k_ende,
-        "ptb_parsing": ptb_parsing,
-        "text": text,
-    }
-)
+TASKS: Mapping[str, Callable[..., Task]] = types.MappingProxyType({
+    "wmt14_ende": wmt14_ende, "wmt14_enfr": wmt14_enfr, "multi30k_ende": multi30k_ende,
+    "ptb_parsing": ptb_parsing, "text": text})
 
 _OVERRIDABLE = frozenset(f.name for f in dataclasses.fields(Task) if f.name != "name")
 

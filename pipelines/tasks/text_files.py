@@ -24,32 +24,16 @@ class TextFilesTask(Task):
                 return pathlib.Path(src), pathlib.Path(tgt)
         raise DataError(
             f"task {self.name}: no files for split {split!r}; pass --{split}_src and "
-            f"--{split}_tgt (one sentence a line, UTF-8, same number of lines)."
-        )
+            f"--{split}_tgt (one sentence a line, UTF-8, same number of lines).")
 
 
-def text(
-    train_src: str | None = None,
-    train_tgt: str | None = None,
-    dev_src: str | None = None,
-    dev_tgt: str | None = None,
-    test_src: str | None = None,
-    test_tgt: str | None = None,
-    **options,
-) -> TextFilesTask:
+def text(train_src: str | None = None, train_tgt: str | None = None,
+         dev_src: str | None = None, dev_tgt: str | None = None, test_src: str | None = None,
+         test_tgt: str | None = None, **options) -> TextFilesTask:
     """Parallel text files given by path (languages "src"/"tgt" unless overridden)."""
     return TextFilesTask(
-        name="text",
-        source_lang="src",
-        target_lang="tgt",
-        vocab_size=32_000,
-        max_source_length=256,
-        max_target_length=256,
-        preset="base",
-        files=(
-            ("train", train_src, train_tgt),
-            ("dev", dev_src, dev_tgt),
-            ("test", test_src, test_tgt),
-        ),
-        **options,
-    )
+        name="text", source_lang="src", target_lang="tgt", vocab_size=32_000,
+        max_source_length=256, max_target_length=256, preset="base",
+        files=(("train", train_src, train_tgt), ("dev", dev_src, dev_tgt),
+               ("test", test_src, test_tgt)),
+        **options)

@@ -101,8 +101,7 @@ def score_sentence(gold: nltk.Tree, test: nltk.Tree) -> SentenceScore:
     if [word for word, _ in gold_words] != test_words:
         raise ValueError(
             f"the test tree's words differ from the gold tree's: "
-            f"{' '.join(test_words)!r} vs {' '.join(word for word, _ in gold_words)!r}"
-        )
+            f"{' '.join(test_words)!r} vs {' '.join(word for word, _ in gold_words)!r}")
     deleted = {index for index, (_, tag) in enumerate(gold_words) if tag in PUNCTUATION_TAGS}
     gold_brackets = brackets(gold, deleted)
     test_brackets = brackets(test, deleted)
@@ -133,8 +132,7 @@ def score_corpus(
     if len(gold_trees) != len(test_trees):
         raise ValueError(
             f"{len(gold_trees)} gold trees but {len(test_trees)} test trees; "
-            f"score one prediction per gold sentence"
-        )
+            f"score one prediction per gold sentence")
     matched = gold = test = sentences = exact = skipped = 0
     for index, (gold_tree, test_tree) in enumerate(zip(gold_trees, test_trees)):
         length = len(tagged_words(gold_tree))
@@ -164,5 +162,4 @@ def format_scores(scores: dict) -> str:
     """One line for logs: `F1 91.23 (P 91.50, R 90.96; 2416 sentences, 1050 exact)`."""
     return (
         f"F1 {scores['f1']:.2f} (P {scores['precision']:.2f}, R {scores['recall']:.2f}; "
-        f"{scores['sentences']} sentences, {scores['exact']} exact)"
-    )
+        f"{scores['sentences']} sentences, {scores['exact']} exact)")

@@ -57,8 +57,7 @@ def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], li
             continue
         if not isinstance(item, nltk.Tree):
             raise ValueError(
-                f"word {item!r} is not under a POS tag; preprocess the tree before linearizing"
-            )
+                f"word {item!r} is not under a POS tag; preprocess the tree before linearizing")
         if is_preterminal(item):
             symbol = {"xx": PLACEHOLDER, "words": item[0]}.get(target_form, item.label())
             if not is_word_symbol(symbol):
@@ -73,8 +72,7 @@ def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], li
         if len(item) == 0 or any(not isinstance(child, nltk.Tree) for child in item):
             raise ValueError(
                 f"({label} ...) has no words or mixes words and constituents; "
-                f"preprocess the tree"
-            )
+                f"preprocess the tree")
         symbols.append(OPEN + label)
         stack.append(("leave", label))
         stack.extend(("enter", child) for child in reversed(item))
@@ -86,8 +84,7 @@ def _valid_label(label: object) -> bool:
     return (
         isinstance(label, str)
         and bool(label)
-        and not any(char.isspace() or char in "()" for char in label)
-    )
+        and not any(char.isspace() or char in "()" for char in label))
 
 
 def is_word_symbol(symbol: object) -> bool:

@@ -63,8 +63,7 @@ class EvalbScoring:
         raise DataError(
             f"task {self.name}: cannot find the gold trees of the {len(sources):,} sentences "
             f"being scored ({'; '.join(reasons)}). Score a split of this task in corpus order, "
-            f"or pass gold_trees."
-        )
+            f"or pass gold_trees.")
 
     def score(
         self,
@@ -94,8 +93,7 @@ class EvalbScoring:
         if not len(sources) == len(hypotheses) == len(references):
             raise ValueError(
                 f"{len(sources)} sources, {len(hypotheses)} hypotheses and {len(references)} "
-                f"references; score one hypothesis per sentence"
-            )
+                f"references; score one hypothesis per sentence")
         if gold_trees is None:
             gold_trees = self.find_gold_trees(sources, references, split=split,
                                               work_dir=work_dir)
@@ -104,8 +102,7 @@ class EvalbScoring:
             if mismatch is not None or len(gold_trees) != len(sources):
                 raise DataError(
                     f"task {self.name}: the gold trees do not match the sentences scored: "
-                    f"{mismatch or f'{len(gold_trees)} trees for {len(sources)} sentences'}"
-                )
+                    f"{mismatch or f'{len(gold_trees)} trees for {len(sources)} sentences'}")
         test_trees = []
         repaired = 0
         for source, hypothesis in zip(sources, hypotheses):

@@ -65,13 +65,11 @@ class TreebankSplits:
             except FileNotFoundError as error:
                 raise DataError(
                     f"task {self.name}: {error}. Or give the {split} trees with "
-                    f"--{split}_trees FILE."
-                ) from None
+                    f"--{split}_trees FILE.") from None
         raise DataError(
             f"task {self.name}: no trees for the {split} split. Pass --data_dir WSJ_DIR (the "
             f"folder holding the WSJ sections 00-24, e.g. treebank_3/parsed/mrg/wsj of "
-            f"LDC99T42) or --{split}_trees FILE (a bracketed .mrg file or a directory of them)."
-        )
+            f"LDC99T42) or --{split}_trees FILE (a bracketed .mrg file or a directory of them).")
 
     def has_split(self, split: str) -> bool:
         return bool(dict(self.tree_files).get(split) or self.data_dir)
@@ -93,8 +91,7 @@ class TreebankSplits:
             f"task {self.name}: no WSJ section folders (02, ..., 23 holding wsj_*.mrg) in any "
             f"of {', '.join(str(c) for c in candidates)}. Point --data_dir at the WSJ folder "
             f"of the Penn Treebank, or give the trees with --train_trees, --dev_trees and "
-            f"--test_trees."
-        )
+            f"--test_trees.")
 
     def read_split(self, split: str, *, log: Log | None = None) -> list[nltk.Tree]:
         """The preprocessed trees of `split`, read from its input files.
@@ -191,8 +188,7 @@ class TreebankSplits:
                 except ValueError as error:
                     raise DataError(
                         f"{path}: line {number}: not a bracketed tree ({error}); delete "
-                        f"{path.parent} so the split is written again"
-                    ) from None
+                        f"{path.parent} so the split is written again") from None
         return trees
 
 
@@ -211,5 +207,4 @@ def _explicit_files(path: pathlib.Path, split: str) -> list[pathlib.Path]:
         raise DataError(f"{path}: no .mrg files below this directory (--{split}_trees)")
     raise DataError(
         f"{path}: no such treebank file or directory (--{split}_trees); give a bracketed "
-        f".mrg file or a directory of them"
-    )
+        f".mrg file or a directory of them")

@@ -44,13 +44,9 @@ class PtbParsingTask(TreebankSplits, ParsingHooks, EvalbScoring, Task):
         return {"target_form": self.target_form}
 
 
-def ptb_parsing(
-    data_dir: str | None = None,
-    train_trees: str | None = None,
-    dev_trees: str | None = None,
-    test_trees: str | None = None,
-    **options,
-) -> PtbParsingTask:
+def ptb_parsing(data_dir: str | None = None, train_trees: str | None = None,
+                dev_trees: str | None = None, test_trees: str | None = None,
+                **options) -> PtbParsingTask:
     """WSJ constituency parsing with the paper's settings (Section 6.3): 16,000 shared BPE
     pieces (its WSJ-only vocabulary), preset `parsing_wsj` (4 layers, d_model 1024), beam 21,
     alpha 0.3, output up to input length + 300. Length limits: 128 source pieces, 512 target
@@ -59,15 +55,8 @@ def ptb_parsing(
     each form's dev F1, and what the vocabulary and the limits give on the WSJ sample.
     """
     return PtbParsingTask(
-        name="ptb_parsing",
-        source_lang="en",
-        target_lang="tree",
-        vocab_size=16_000,
-        max_source_length=128,
-        max_target_length=512,
-        preset="parsing_wsj",
-        decoding=BeamSearch(beam_size=21, alpha=0.3, extra_length=300),
-        data_dir=data_dir,
+        name="ptb_parsing", source_lang="en", target_lang="tree", vocab_size=16_000,
+        max_source_length=128, max_target_length=512, preset="parsing_wsj",
+        decoding=BeamSearch(beam_size=21, alpha=0.3, extra_length=300), data_dir=data_dir,
         tree_files=(("train", train_trees), ("dev", dev_trees), ("test", test_trees)),
-        **options,
-    )
+        **options)

@@ -35,16 +35,14 @@ _ROOT_ALIASES = ("", "TOP", "ROOT")
 PHRASE_LABELS = (
     "ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN", "PRT", "QP",
     "RRC", "S", "SBAR", "SBARQ", "SINV", "SQ", "UCP", "VP", "WHADJP", "WHADVP", "WHNP", "WHPP",
-    "X",
-)
+    "X")
 """The Penn Treebank's clause and phrase labels (Bies et al. 1995, after `strip_label`)."""
 
 POS_TAGS = (
     "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NN", "NNS", "NNP",
     "NNPS", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB",
     "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
-    "#", "$", ".", ",", ":", "-LRB-", "-RRB-", "``", "''",
-)
+    "#", "$", ".", ",", ":", "-LRB-", "-RRB-", "``", "''")
 """The 45 Penn Treebank POS tags (Santorini 1990): 36 word tags and 9 punctuation tags. With
 `PHRASE_LABELS`, the standard label inventory, which the vocabulary keeps as pieces so that a
 label the training trees lack can still be predicted (`hooks.ParsingHooks.vocab_symbols`)."""
@@ -77,8 +75,7 @@ def _top_level_spans(text: str, source: str) -> Iterator[tuple[int, int, int]]:
             if depth == 0:
                 raise TreebankFormatError(
                     f"{source}: line {line}: ')' without a matching '(' after tree {count}; "
-                    f"remove it or add the missing '('"
-                )
+                    f"remove it or add the missing '('")
             depth -= 1
             if depth == 0:
                 count += 1
@@ -86,13 +83,11 @@ def _top_level_spans(text: str, source: str) -> Iterator[tuple[int, int, int]]:
         elif depth == 0 and not char.isspace():
             raise TreebankFormatError(
                 f"{source}: line {line}: text {char!r} outside any bracketed tree, after tree "
-                f"{count}; a treebank file holds only bracketed trees"
-            )
+                f"{count}; a treebank file holds only bracketed trees")
     if depth:
         raise TreebankFormatError(
             f"{source}: tree {count + 1} (line {start_line}): not closed, {depth} ')' missing "
-            f"at the end of the file"
-        )
+            f"at the end of the file")
 
 
 def _check_structure(tree: nltk.Tree) -> None:
@@ -109,8 +104,7 @@ def _check_structure(tree: nltk.Tree) -> None:
         if words and len(children) != 1:
             raise ValueError(
                 f"({node.label()} ...) mixes words and constituents or holds several words: "
-                f"{_short(node)}"
-            )
+                f"{_short(node)}")
         if words and is_root:
             raise ValueError(f"the tree is a bare word, not a constituent: {_short(node)}")
         stack.extend((child, False) for child in children if isinstance(child, nltk.Tree))
@@ -138,8 +132,7 @@ def parse_trees(text: str, source: str = "<string>") -> list[nltk.Tree]:
         except ValueError as error:
             detail = " ".join(str(error).split())
             raise TreebankFormatError(
-                f"{source}: tree {number} (line {line}): {detail}; fix that tree"
-            ) from None
+                f"{source}: tree {number} (line {line}): {detail}; fix that tree") from None
         trees.append(tree)
     return trees
 
@@ -167,8 +160,7 @@ def read_trees(path: PathLike, *, preprocessed: bool = False) -> list[nltk.Tree]
             text = file.read_text(encoding="utf-8")
         except UnicodeDecodeError as error:
             raise TreebankFormatError(
-                f"{file}: not UTF-8 text (byte {error.start}); convert the file to UTF-8"
-            ) from None
+                f"{file}: not UTF-8 text (byte {error.start}); convert the file to UTF-8") from None
         trees.extend(parse_trees(text, source=str(file)))
     if preprocessed:
         trees = [preprocess(tree) for tree in trees]
@@ -192,8 +184,7 @@ def wsj_split_files(data_dir: PathLike, split: str) -> list[pathlib.Path]:
         if not folder.is_dir():
             raise FileNotFoundError(
                 f"{folder}: WSJ section {section:02d} of the {split} split is missing; "
-                f"point data_dir at the folder holding sections 00-24"
-            )
+                f"point data_dir at the folder holding sections 00-24")
         section_files = sorted(folder.glob("wsj_*.mrg"))
         if not section_files:
             raise FileNotFoundError(f"{folder}: no wsj_*.mrg files in this section")
