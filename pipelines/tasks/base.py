@@ -57,9 +57,8 @@ class Task(abc.ABC):
         return max(self.max_source_length, self.max_target_length)
 
     @abc.abstractmethod
-    def split_files(
-        self, split: str, work_dir: os.PathLike | str, *, log: Log = print
-    ) -> tuple[pathlib.Path, pathlib.Path]:
+    def split_files(self, split: str, work_dir: os.PathLike | str, *,
+                    log: Log = print) -> tuple[pathlib.Path, pathlib.Path]:
         """Return ``(source_path, target_path)``: parallel UTF-8 text for ``split``.
 
         Files are materialized under ``work_dir`` when the corpus is not plain text already;
@@ -80,15 +79,9 @@ class Task(abc.ABC):
         """Where this task materializes its text files inside ``work_dir``."""
         return pathlib.Path(work_dir) / "data" / self.name
 
-    def score(
-        self,
-        sources: Sequence[str],
-        hypotheses: Sequence[str],
-        references: Sequence[str],
-        *,
-        split: str | None = None,
-        work_dir: os.PathLike | str | None = None,
-    ) -> dict:
+    def score(self, sources: Sequence[str], hypotheses: Sequence[str],
+              references: Sequence[str], *, split: str | None = None,
+              work_dir: os.PathLike | str | None = None) -> dict:
         """Scores of `hypotheses` (the first `len(hypotheses)` sentences of `split`).
 
         Translation: every BLEU variant we report

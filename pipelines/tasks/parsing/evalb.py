@@ -55,9 +55,8 @@ def tagged_words(tree: nltk.Tree) -> list[tuple[str, str]]:
     return [(word, tag) for word, tag in tree.pos() if tag != EMPTY_ELEMENT_TAG]
 
 
-def brackets(
-    tree: nltk.Tree, deleted: Collection[int] = frozenset()
-) -> collections.Counter[Bracket]:
+def brackets(tree: nltk.Tree,
+             deleted: Collection[int] = frozenset()) -> collections.Counter[Bracket]:
     """The multiset of labelled brackets `(label, start, end)` of a tree, EVALB style: spans
     over the words left after deleting the positions `deleted` (0-based among the non-`-NONE-`
     words; usually the gold punctuation), `end` exclusive, labels as `evalb_label`; root labels
@@ -109,12 +108,8 @@ def score_sentence(gold: nltk.Tree, test: nltk.Tree) -> SentenceScore:
     return SentenceScore(matched, sum(gold_brackets.values()), sum(test_brackets.values()))
 
 
-def score_corpus(
-    gold_trees: Sequence[nltk.Tree],
-    test_trees: Sequence[nltk.Tree],
-    *,
-    max_length: int | None = None,
-) -> dict:
+def score_corpus(gold_trees: Sequence[nltk.Tree], test_trees: Sequence[nltk.Tree], *,
+                 max_length: int | None = None) -> dict:
     """Corpus-level scores, as EVALB's summary with COLLINS.prm, of `test_trees` (predicted,
     over the same words in the same order; their POS tags are not used) against `gold_trees`
     (raw or preprocessed). `max_length`: score only sentences of at most this many words

@@ -102,14 +102,10 @@ def from_target_string(text: str) -> list[str]:
     return text.split()
 
 
-def delinearize(
-    target_symbols: Sequence[str],
-    source_words: Sequence[str],
-    *,
-    labels: Collection[str] | None = None,
-    word_symbols: Collection[str] | None = None,
-    word_label: str | None = None,
-) -> tuple[nltk.Tree, int]:
+def delinearize(target_symbols: Sequence[str], source_words: Sequence[str], *,
+                labels: Collection[str] | None = None,
+                word_symbols: Collection[str] | None = None,
+                word_label: str | None = None) -> tuple[nltk.Tree, int]:
     """Rebuild a tree from target symbols and the sentence, repairing whatever is ill-formed.
 
     The result always has a `TOP` root and exactly `source_words` in order, each under the
@@ -182,12 +178,8 @@ def delinearize(
     return root, repairs
 
 
-def is_well_formed(
-    tree: nltk.Tree,
-    source_words: Sequence[str],
-    *,
-    word_symbols: Collection[str] | None = None,
-) -> bool:
+def is_well_formed(tree: nltk.Tree, source_words: Sequence[str], *,
+                   word_symbols: Collection[str] | None = None) -> bool:
     """True if `tree` is what `delinearize` promises: a `TOP` root, every other constituent
     labelled and over at least one word, every word alone under a word symbol (one of
     `word_symbols` when given), the words in order."""

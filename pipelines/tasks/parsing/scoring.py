@@ -28,14 +28,9 @@ class EvalbScoring:
     word symbols of `ParsingHooks` (`word_symbols`, `word_label`).
     """
 
-    def find_gold_trees(
-        self,
-        sources: Sequence[str],
-        references: Sequence[str],
-        *,
-        split: str | None = None,
-        work_dir: os.PathLike | str | None = None,
-    ) -> list[nltk.Tree]:
+    def find_gold_trees(self, sources: Sequence[str], references: Sequence[str], *,
+                        split: str | None = None,
+                        work_dir: os.PathLike | str | None = None) -> list[nltk.Tree]:
         """The gold trees of `sources`/`references`: the first `len(sources)` of `split` (from
         `work_dir`'s `.trees` when given, else the input files), or else of the first of
         `SCORE_SPLITS` whose trees linearize to exactly them (the evaluate stage scores a
@@ -65,16 +60,10 @@ class EvalbScoring:
             f"being scored ({'; '.join(reasons)}). Score a split of this task in corpus order, "
             f"or pass gold_trees.")
 
-    def score(
-        self,
-        sources: Sequence[str],
-        hypotheses: Sequence[str],
-        references: Sequence[str],
-        *,
-        split: str | None = None,
-        work_dir: os.PathLike | str | None = None,
-        gold_trees: Sequence[nltk.Tree] | None = None,
-    ) -> dict:
+    def score(self, sources: Sequence[str], hypotheses: Sequence[str],
+              references: Sequence[str], *, split: str | None = None,
+              work_dir: os.PathLike | str | None = None,
+              gold_trees: Sequence[nltk.Tree] | None = None) -> dict:
         """EVALB (COLLINS.prm) scores of decoded target strings against the gold trees.
 
         Any hypothesis is scored, after `delinearize` repairs it over its source's words.
@@ -116,10 +105,8 @@ class EvalbScoring:
         return {key: scores[key] for key in kept} | {"repaired": repaired}
 
 
-def _first_mismatch(
-    trees: Sequence[nltk.Tree], sources: Sequence[str], references: Sequence[str],
-    target_form: str,
-) -> str | None:
+def _first_mismatch(trees: Sequence[nltk.Tree], sources: Sequence[str],
+                    references: Sequence[str], target_form: str) -> str | None:
     """None if `trees` start with the trees of `sources`/`references`, else what differs."""
     if len(trees) < len(sources):
         return f"{len(trees):,} gold trees for {len(sources):,} sentences"

@@ -101,9 +101,8 @@ class TreebankSplits:
         """
         return [tree for _, _, tree in self._read(split, self.input_files(split), log)]
 
-    def _read(
-        self, split: str, files: Sequence[pathlib.Path], log: Log | None
-    ) -> list[tuple[pathlib.Path, int, nltk.Tree]]:
+    def _read(self, split: str, files: Sequence[pathlib.Path],
+              log: Log | None) -> list[tuple[pathlib.Path, int, nltk.Tree]]:
         """`(file, 1-based tree number in the file, preprocessed tree)` of every tree."""
         rows: list[tuple[pathlib.Path, int, nltk.Tree]] = []
         next_report = PROGRESS_EVERY
@@ -171,9 +170,8 @@ class TreebankSplits:
         log(f"{self.name}: {split}: {len(rows):,} trees from {len(files):,} file(s){note} -> "
             f"{paths['src']}, {paths['tgt']}, {paths['trees']}")
 
-    def gold_trees(
-        self, split: str, work_dir: os.PathLike | str, *, log: Log = print
-    ) -> list[nltk.Tree]:
+    def gold_trees(self, split: str, work_dir: os.PathLike | str, *,
+                   log: Log = print) -> list[nltk.Tree]:
         """The preprocessed gold trees of `split`, line by line with `split_files`' text.
 
         Writes the split's files first if they are missing or stale.
