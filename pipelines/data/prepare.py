@@ -101,18 +101,14 @@ def split_stats(task: Task, prepared: PreparedSplit) -> dict:
     skipped = dict(clean.skipped)
     if prepared.split == "train" and limits["too_long"]:
         skipped["over length limit"] = limits["too_long"]
-    return {
-        "pairs_read": clean.pairs_read,
-        "pairs_kept": limits["kept"] if prepared.split == "train" else clean.kept,
-        "skipped": skipped,
-        "over_length_limit": limits["too_long"],
-        "source_tokens": int(lengths[:, 0].sum()),
-        "target_tokens": int(lengths[:, 1].sum()),
-        "source_mean": float(lengths[:, 0].mean()) if len(lengths) else 0.0,
-        "target_mean": float(lengths[:, 1].mean()) if len(lengths) else 0.0,
-        "source_max": int(lengths[:, 0].max()) if len(lengths) else 0,
-        "target_max": int(lengths[:, 1].max()) if len(lengths) else 0,
-    }
+    return {"pairs_read": clean.pairs_read,
+            "pairs_kept": limits["kept"] if prepared.split == "train" else clean.kept,
+            "skipped": skipped, "over_length_limit": limits["too_long"],
+            "source_tokens": int(lengths[:, 0].sum()), "target_tokens": int(lengths[:, 1].sum()),
+            "source_mean": float(lengths[:, 0].mean()) if len(lengths) else 0.0,
+            "target_mean": float(lengths[:, 1].mean()) if len(lengths) else 0.0,
+            "source_max": int(lengths[:, 0].max()) if len(lengths) else 0,
+            "target_max": int(lengths[:, 1].max()) if len(lengths) else 0}
 
 
 def _format_split(split: str, s: dict) -> str:

@@ -126,9 +126,8 @@ class TreebankSplits:
         """`{"src", "tgt", "trees", "manifest"}` paths of `split` inside `work_dir`."""
         check_split(split)
         out = self.data_dir_for(work_dir)
-        return {kind: out / f"{split}.{kind}" for kind in ("src", "tgt", "trees")} | {
-            "manifest": out / f"{split}.manifest.json"
-        }
+        return ({kind: out / f"{split}.{kind}" for kind in ("src", "tgt", "trees")}
+                | {"manifest": out / f"{split}.manifest.json"})
 
     def split_files(self, split, work_dir, *, log=print):
         """Write (or reuse) `<split>.src`, `.tgt` and `.trees`; return the first two.
@@ -157,9 +156,8 @@ class TreebankSplits:
                     try:
                         words, symbols = linearize.linearize(tree, self.target_form)
                     except ValueError as error:
-                        raise DataError(
-                            f"task {self.name}: {path}: tree {number}: {error}; fix that tree"
-                        ) from None
+                        raise DataError(f"task {self.name}: {path}: tree {number}: {error}; "
+                                        "fix that tree") from None
                     empty += not words
                     src.write(" ".join(words) + "\n")
                     tgt.write(linearize.to_target_string(symbols) + "\n")
