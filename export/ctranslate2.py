@@ -34,7 +34,6 @@ Decoding: CTranslate2 ranks and stops differently from our search (export/README
 `translate` lets it collect beam_size * patience finished hypotheses under its length penalty
 closest to ours (`ct2_length_penalty`) and re-ranks them by ours.
 """
-from __future__ import annotations
 
 import importlib.util
 import json

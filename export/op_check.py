@@ -21,7 +21,6 @@ The registry is probed in a child process, so whatever the calling process has i
 
     python export/op_check.py EXPORT_DIR/1        # prints the ops; exit status 1 on failure
 """
-from __future__ import annotations
 
 import dataclasses
 import json

@@ -17,7 +17,6 @@ Example:
     >>> with weights.scope():                        # inside a traced function
     ...     logits = model((source_ids, target_in_ids))
 """
-from __future__ import annotations
 
 import keras
 import numpy as np

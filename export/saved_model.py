@@ -17,7 +17,6 @@ atomically: into a hidden temporary directory beside it (which the server ignore
 not being a number), then renamed into place; an overwritten version is moved aside first
 and put back if the rename fails, so the version never goes missing.
 """
-from __future__ import annotations
 
 import datetime
 import hashlib

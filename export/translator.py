@@ -30,7 +30,6 @@ functions build their search with a Python beam size (static shapes).
 This module depends on the library only; what a task adds (a decoding constraint, in-graph
 pre- and post-processing) comes in as arguments.
 """
-from __future__ import annotations
 
 import contextlib
 import dataclasses

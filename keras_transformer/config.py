@@ -6,7 +6,6 @@ parsing model of Section 6.3 and a CPU-sized parser for the 10% WSJ sample. Each
 changes only what the paper lists for it; everything else is "base". A preset declares its
 architecture and, beside it, its recipe (`Preset`).
 """
-from __future__ import annotations
 
 import dataclasses
 import json

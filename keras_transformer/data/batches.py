@@ -4,7 +4,6 @@
 (`keras_transformer.data.buckets`). ``training_examples`` is the part shared with packed
 batches (``pipelines.data.packing``).
 """
-from __future__ import annotations
 
 from typing import Sequence
 

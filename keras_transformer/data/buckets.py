@@ -4,7 +4,6 @@ The paper batches by tokens (Section 5.1: about 25,000 source and 25,000 target 
 batch): pairs are grouped into length buckets of boundary ``L`` holding ``floor(budget / L)``
 sentences, so ``batch_size * L <= budget`` on each side.
 """
-from __future__ import annotations
 
 import math
 from typing import Sequence

@@ -20,7 +20,6 @@ The serialized model proto is what goes into ``tensorflow_text.SentencepieceToke
 and into the exported SavedModel, so training, evaluation and serving tokenize with the very
 same bytes.
 """
-from __future__ import annotations
 
 import io
 import os

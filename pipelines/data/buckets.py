@@ -4,7 +4,6 @@ from per-pair token counts (``lengths [N, 2]`` without EOS/BOS), with no pass ov
 The rules themselves (boundaries, sentences per bucket) are the library's,
 `keras_transformer.data.buckets`, re-exported here.
 """
-from __future__ import annotations
 
 import math
 from typing import Sequence

@@ -2,7 +2,6 @@
 exported model's rule (``export.text.sentences_to_ids``), and the library's training batches
 (`keras_transformer.data.batches`), re-exported here.
 """
-from __future__ import annotations
 
 import dataclasses
 from typing import Sequence

@@ -17,7 +17,6 @@ each time with the pair that still fits on both sides and fills the most of them
 as a fraction of its row length), less how unevenly it leaves the two sides; a row is closed
 when no pair of the window fits. Every pair is kept exactly once.
 """
-from __future__ import annotations
 
 import dataclasses
 import math

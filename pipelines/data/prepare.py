@@ -11,7 +11,6 @@ Layout inside ``work_dir``::
     cache/<task>-<split>-<hash>/       tokenized pairs (shards) + lengths.npy (token_cache)
     downloads/                         raw downloads (Multi30k)
 """
-from __future__ import annotations
 
 import dataclasses
 import os

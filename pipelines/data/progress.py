@@ -5,7 +5,6 @@ A pass that says nothing for minutes looks hung. ``Progress`` logs one line at m
 ``interval`` seconds while work is reported (``update``); ``heartbeat`` logs elapsed time for
 work that cannot report its own progress (SentencePiece training).
 """
-from __future__ import annotations
 
 import contextlib
 import threading

@@ -26,7 +26,6 @@ What happens to bad input (each case has a test in tests/pipelines/test_text_io.
 One summary line reports pairs read, kept and skipped by reason; a long pass also logs
 progress lines.
 """
-from __future__ import annotations
 
 import contextlib
 import dataclasses

@@ -13,7 +13,6 @@ sees a complete cache or none. One worker process per usable CPU tokenizes shard
 written atomically, so a build killed mid-way (even with SIGKILL) resumes from the finished
 ones. ``lengths.npy`` gives length-filter counts and the bucket table without another pass.
 """
-from __future__ import annotations
 
 import concurrent.futures
 import dataclasses

@@ -13,7 +13,6 @@ in one file of little-endian int32::
 which ``tf.io.decode_raw`` reads back in-graph (``token_cache.TokenCache.dataset``). Each
 shard is written under a temporary name and renamed, so a shard file is always whole.
 """
-from __future__ import annotations
 
 import dataclasses
 import itertools

@@ -2,7 +2,6 @@
 on it (`keras_transformer.data.tokenizer`, where its settings are explained) stored as
 ``<model_dir>/spm.model``, read back with clear errors, and checked.
 """
-from __future__ import annotations
 
 import hashlib
 import os

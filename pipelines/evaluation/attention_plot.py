@@ -1,5 +1,4 @@
 """The encoder-decoder attention heat map of one translation (the picture of Figure 3-5)."""
-from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf

@@ -6,7 +6,6 @@ every score. The paper's En-De numbers were "tokenized BLEU with compound splitt
 ` ##AT##-##AT## `, multi-bleu.perl); `tokenized_bleu` computes that with sacreBLEU's 13a
 tokenizer standing in for Moses' tokenizer.perl, scored on the pre-tokenized text.
 """
-from __future__ import annotations
 
 import re
 

@@ -4,7 +4,6 @@ The evaluate stage, the dev metric during training and the benchmarks decode thr
 with the exported SavedModel's rules: `export.text` for ids and text, and
 `keras_transformer.decoding`'s search, on every Keras backend.
 """
-from __future__ import annotations
 
 import dataclasses
 import json

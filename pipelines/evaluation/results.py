@@ -3,7 +3,6 @@ saved one: `eval/<split>.json` (and `.hyp`) is the result of the model dir's sav
 settings (settings.json); a run with other settings (`--override_saved --beam_size 2`)
 writes `eval/<split>.beam_size2.json` beside it, named by the settings that differ; and
 `eval/index.json` lists every result with its settings and scores."""
-from __future__ import annotations
 
 import json
 import pathlib

@@ -11,7 +11,6 @@ Beside them, `METRIC_LOG` records the dev metric of each evaluated checkpoint, s
 `--keep_best_by dev_metric` and `--early_stop_patience` see the same history in a resumed run
 and in a later `--mode average`. Every task's metric (BLEU, F1) is better when higher.
 """
-from __future__ import annotations
 
 import json
 import pathlib

@@ -5,7 +5,6 @@ Every file the pipeline writes goes through here: `write_atomic` for one file,
 renamed, the last one marking completion). A manifest records what a derived file was made from (path, size,
 mtime of each input) so that it is reused exactly while its inputs are unchanged.
 """
-from __future__ import annotations
 
 import contextlib
 import json

@@ -14,7 +14,6 @@ from the source's step (no second warm-up once that is past --warmup_steps).
 settings.json records the origin under `RECORD`. Until NEW has a checkpoint of its own every
 run checks the source again (it must still hold those weights); after, the record is history.
 """
-from __future__ import annotations
 
 import dataclasses
 import hashlib

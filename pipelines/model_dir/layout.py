@@ -14,7 +14,6 @@
 This module is the one place that knows the layout; it reads and writes these files and
 builds the model from them.
 """
-from __future__ import annotations
 
 import hashlib
 import json

@@ -11,7 +11,6 @@ to the file's inode, and renaming a new file over it would hand a second run a f
 unlocked inode. Readers therefore tolerate a record being written (they retry briefly).
 flock works on local file systems and on NFS (Linux emulates it with byte-range locks).
 """
-from __future__ import annotations
 
 import contextlib
 import datetime

@@ -7,7 +7,6 @@ record (`up_to_date`) and does not do its work again. Neither paths outside the 
 own names nor modification times count, so a `cp -r` copy of a finished model dir, rerun,
 redoes nothing.
 """
-from __future__ import annotations
 
 import hashlib
 import pathlib

@@ -5,7 +5,6 @@ description, so that tests state any device and the resolver (`pipelines.setting
 stays free of hardware queries. Each rule returns its choice with a short reason, which the
 run log shows beside the value (`--mixed_precision` and `--jit_compile` still force either).
 """
-from __future__ import annotations
 
 import dataclasses
 import pathlib

@@ -10,7 +10,6 @@ run (`ConfigError`); decoding settings may differ with `--override_saved`, never
 back. settings.json (format 2) is laid out by the table's `saved` paths; docs/training.md
 says more.
 """
-from __future__ import annotations
 
 import dataclasses
 from typing import Any

@@ -2,7 +2,6 @@
 precedence (`pipelines.settings.options`), each value with its origin; then the settings that
 follow from others (the device's choices), and the refusals of flags that contradict the
 model dir."""
-from __future__ import annotations
 
 import dataclasses
 import os

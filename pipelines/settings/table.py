@@ -10,7 +10,6 @@ preset's recipe, the device, the model dir; the paper's decoding defaults are
 `keras_transformer.BeamSearch`'s); the library's classes (`BeamSearch`, `TransformerConfig`)
 keep their own invariants.
 """
-from __future__ import annotations
 
 import dataclasses
 from typing import Any, Mapping

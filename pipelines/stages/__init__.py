@@ -11,7 +11,6 @@ and are here; export (`pipelines.stages.export`), translate and score
 here under their names. What average, evaluate and export made, and from what, is
 `pipelines.model_dir.made_from`'s.
 """
-from __future__ import annotations
 
 import contextlib
 import dataclasses

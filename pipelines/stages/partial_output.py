@@ -5,7 +5,6 @@ model's weights, the settings) and how far they go (input lines, bytes). Stopped
 kill), the same command again keeps the recorded chunks and goes on from the next input
 line; anything else made them, and it starts afresh. An error (bad input) removes them. F
 itself is never half-written."""
-from __future__ import annotations
 
 import contextlib
 import json

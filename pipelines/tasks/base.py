@@ -8,7 +8,6 @@ corpus is one `Task` subclass and one factory in
 `pipelines.tasks.registry.TASKS`. Stages ask the task, never test what kind it is: a task
 whose output is not plain text (parsing) overrides the hooks below.
 """
-from __future__ import annotations
 
 import abc
 import dataclasses

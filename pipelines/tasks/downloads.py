@@ -4,7 +4,6 @@ Downloaders retry name resolution for minutes when a machine is offline; `unreac
 probes the hosts first and answers within `PROBE_TIMEOUT_S`, so an offline run stops at
 once with instructions. `download_verified` checks a sha256 before the file takes its name.
 """
-from __future__ import annotations
 
 import hashlib
 import pathlib

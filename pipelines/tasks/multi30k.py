@@ -1,6 +1,5 @@
 """Multi30k task 1 (Elliott et al. 2016) English->German, raw cased text: train, val and
 test_2016_flickr (`Multi30kTask.expected_sizes` pairs), local or a checked download."""
-from __future__ import annotations
 
 import dataclasses
 import gzip

@@ -1,5 +1,4 @@
 """The task names a user can give (`--task`) and how each is built."""
-from __future__ import annotations
 
 import dataclasses
 import types

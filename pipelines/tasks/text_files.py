@@ -1,5 +1,4 @@
 """Any parallel text files, given per split by path (`--task text`)."""
-from __future__ import annotations
 
 import dataclasses
 import pathlib

@@ -3,7 +3,6 @@
 ``wmt14_ende`` / ``wmt14_enfr``: tfds ``wmt14_translate/de-en`` / ``fr-en`` with English as
 the source; dev = newstest2013, test = newstest2014 (the full 3,003 sentences).
 """
-from __future__ import annotations
 
 import dataclasses
 import pathlib

@@ -1,6 +1,5 @@
 """Keras callbacks of the training stage: checkpoints, exact step count, throughput, dev
 metric and early stopping."""
-from __future__ import annotations
 
 import time
 

@@ -6,7 +6,6 @@ One forward and backward pass on it (gradients never applied) runs before the fi
 (a GPU's allocator peak, or on a CPU the resident memory) is compared with `--memory_limit_mb`,
 else on a CPU the RAM available: a budget that cannot fit stops at once, naming `--batch_tokens`.
 """
-from __future__ import annotations
 
 import os
 import pathlib

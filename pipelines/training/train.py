@@ -1,6 +1,5 @@
 """The training stage: `model.fit` under a `tf.distribute` strategy (under JAX, Keras's own
 distribution), resumable at any step."""
-from __future__ import annotations
 
 import contextlib
 import math

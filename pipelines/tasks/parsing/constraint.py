@@ -25,7 +25,6 @@ trains them (`ParsingHooks.vocab_symbols`); `from_proto` takes the user-defined 
 not brackets as the word symbols, any of which may fill any word slot. Words are counted from
 the source pieces that start with `▁`.
 """
-from __future__ import annotations
 
 from typing import Sequence
 

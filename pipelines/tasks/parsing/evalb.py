@@ -15,7 +15,6 @@ One difference from running EVALB on two files: the gold tree's tags decide whic
 are punctuation in both trees (EVALB uses each tree's own), since the test trees from
 `delinearize` carry predicted tags (or `XX`). With gold tags in the test trees the two agree.
 """
-from __future__ import annotations
 
 import collections
 from typing import Collection, NamedTuple, Sequence

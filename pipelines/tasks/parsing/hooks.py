@@ -1,6 +1,5 @@
 """How the parsing model meets trees: the vocabulary's tree symbols, the constrained search,
 the decoder input of the "read" forms, and the serving graph's input and output."""
-from __future__ import annotations
 
 import pathlib
 

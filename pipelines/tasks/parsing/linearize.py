@@ -14,7 +14,6 @@ ignores predicted preterminals. The root `TOP` is implicit (left out of the targ
 back). A decoder can emit any sequence, so `delinearize` rebuilds a tree from *every*
 sequence, repairs ill-formed ones deterministically, and says how many repairs it made.
 """
-from __future__ import annotations
 
 from typing import Collection, Sequence
 

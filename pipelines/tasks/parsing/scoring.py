@@ -6,7 +6,6 @@
 references may have no POS tags ("xx"), and EVALB (COLLINS.prm) needs the gold tags to delete
 punctuation before it computes spans; predicted tags are not scored.
 """
-from __future__ import annotations
 
 import os
 from typing import Sequence

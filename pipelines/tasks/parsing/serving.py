@@ -6,7 +6,6 @@ whitespace, as in the Penn Treebank) and returns `(TOP (S (NP (NNP John)) (VP (V
 (`constraint.TreeConstraint`) produces, written with TensorFlow string ops so that TensorFlow
 Serving needs no Python. A word symbol with no word left is dropped.
 """
-from __future__ import annotations
 
 import tensorflow as tf
 

@@ -12,7 +12,6 @@ Files are written under temporary names and renamed, and reused while the manife
 the same target form, and no input file added, removed, replaced or modified since (stricter
 than "newer than the inputs", which misses a swap to an older file).
 """
-from __future__ import annotations
 
 import json
 import os

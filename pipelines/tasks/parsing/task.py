@@ -6,7 +6,6 @@ length of input length + 300, and scores EVALB F1. The task's parts live in thei
 `splits` (the trees of a split and the files written from them), `hooks` (the vocabulary's tree
 symbols, the constrained search, serving) and `scoring` (EVALB F1, which replaces BLEU).
 """
-from __future__ import annotations
 
 import dataclasses
 from typing import ClassVar

@@ -9,7 +9,6 @@ the constituents they leave without words are removed; function tags and co-indi
 stripped (`NP-SBJ-1`, `PP-LOC=2` -> `NP`, `PP`; `ADVP|PRT` -> `ADVP`; `-LRB-` stays whole);
 the unlabelled outer wrapper `( (S ...) )` becomes a root `TOP`; unary chains and POS tags stay.
 """
-from __future__ import annotations
 
 import os
 import pathlib
