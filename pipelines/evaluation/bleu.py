@@ -40,12 +40,8 @@ def score_translations(hypotheses, references, target_lang="de"):
     score, signature = sacre_bleu(hypotheses, references)
     lower, lower_signature = sacre_bleu(hypotheses, references, lowercase=True)
     split = target_lang == "de"  # the paper's compound splitting is for German
-    return {
-        "sacrebleu": score,
-        "sacrebleu_signature": signature,
-        "sacrebleu_lowercase": lower,
-        "sacrebleu_lowercase_signature": lower_signature,
-        "tokenized_bleu": tokenized_bleu(hypotheses, references, split_compounds=split),
-        "tokenized_bleu_lowercase": tokenized_bleu(hypotheses, references,
-                                                   split_compounds=split, lowercase=True),
-    }
+    return {"sacrebleu": score, "sacrebleu_signature": signature,
+            "sacrebleu_lowercase": lower, "sacrebleu_lowercase_signature": lower_signature,
+            "tokenized_bleu": tokenized_bleu(hypotheses, references, split_compounds=split),
+            "tokenized_bleu_lowercase": tokenized_bleu(hypotheses, references,
+                                                       split_compounds=split, lowercase=True)}

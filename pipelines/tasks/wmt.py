@@ -112,13 +112,11 @@ class TfdsTranslationTask(Task):
 
     def _offline_message(self, builder, manual_dir, missing, failures) -> str:
         hosts = "; ".join(f"{h}: {r}" for h, r in failures.items())
-        lines = [
-            f"{self.name}: tfds dataset {self.tfds_name} is not prepared in "
-            f"{builder.data_dir}, and download hosts are unreachable ({hosts}). "
-            "This machine looks offline. Do one of:",
-            f"  1. download these files and put them, under these names, in {manual_dir} "
-            "(choose another directory with --manual_dir), then rerun:",
-        ]
+        lines = [f"{self.name}: tfds dataset {self.tfds_name} is not prepared in "
+                 f"{builder.data_dir}, and download hosts are unreachable ({hosts}). "
+                 "This machine looks offline. Do one of:",
+                 f"  1. download these files and put them, under these names, in {manual_dir} "
+                 "(choose another directory with --manual_dir), then rerun:"]
         for url, fname in missing:
             if fname:
                 lines.append(f"       {url}  ->  {manual_dir / fname}")

@@ -22,11 +22,7 @@ ROOT_LABEL = "TOP"
 EMPTY_ELEMENT_TAG = "-NONE-"
 """POS tag of the Penn Treebank's empty elements (traces, null complementizers, ...)."""
 
-WSJ_SPLITS = {
-    "train": tuple(range(2, 22)),
-    "dev": (22,),
-    "test": (23,),
-}
+WSJ_SPLITS = {"train": tuple(range(2, 22)), "dev": (22,), "test": (23,)}
 """WSJ sections of the standard parsing split (Collins 1997; Vinyals et al. 2014)."""
 
 _ROOT_ALIASES = ("", "TOP", "ROOT")
