@@ -168,8 +168,7 @@ def _plan(source_path, target_path, model_proto: bytes, partial: pathlib.Path,
             target_range=(tgt_starts[i], tgt_starts[i + 1]),
             first_line=i * shard_pairs + 1, model_proto=model_proto,
             output=str(token_shards.shard_path(partial / "shards", i)))
-        for i in range(len(src_starts) - 1)
-    ]
+        for i in range(len(src_starts) - 1)]
 
 
 def _tokenize(jobs: list[token_shards.ShardJob], workers: int, progress: Progress) -> int:
