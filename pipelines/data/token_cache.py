@@ -30,7 +30,7 @@ from pipelines import Log
 from pipelines.data import token_shards
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress
 from pipelines.errors import DataError
-from pipelines.model_dir.files import write_atomic, write_json_atomic
+from pipelines.model_dir.files import read_json, write_atomic, write_json_atomic
 
 
 # Bumped whenever the saved element structure changes, so old caches are never misread.
@@ -149,11 +149,7 @@ def _plan(source_path, target_path, model_proto: bytes, partial: pathlib.Path,
                         "sides; clean them together (pipelines.data.text_io.clean_parallel)")
     plan = {"format": CACHE_FORMAT_VERSION, "shard_pairs": shard_pairs, "pairs": src_lines}
     plan_file = partial / "plan.json"
-    try:
-        resumable = json.loads(plan_file.read_text(encoding="utf-8")) == plan
-    except (OSError, ValueError):
-        resumable = False
-    if resumable:
+    if read_json(plan_file) == plan:
         for stray in (partial / "shards").glob(".*"):  # a killed worker's temporary
             stray.unlink(missing_ok=True)
     else:

@@ -4,10 +4,9 @@ settings (settings.json); a run with other settings (`--override_saved --beam_si
 writes `eval/<split>.beam_size2.json` beside it, named by the settings that differ; and
 `eval/index.json` lists every result with its settings and scores."""
 
-import json
 import pathlib
 
-from pipelines.model_dir.files import write_json_atomic
+from pipelines.model_dir.files import read_json, write_json_atomic
 from pipelines.model_dir.layout import EVAL_DIR
 
 INDEX_FILE = "index.json"
@@ -23,10 +22,7 @@ def result_name(split: str, decoding: dict, saved: dict | None) -> str:
 def update_index(model_dir, name: str, info: dict) -> pathlib.Path:
     """Adds or replaces result `name` in eval/index.json (atomically); returns its path."""
     path = pathlib.Path(model_dir) / EVAL_DIR / INDEX_FILE
-    try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        index = {}
+    index = read_json(path, {})
     index[name] = {"file": f"{name}.json", **info}
     write_json_atomic(path, index)
     return path

@@ -67,6 +67,14 @@ def write_json_atomic(path: PathLike, value: Any) -> None:
     write_atomic(path, json.dumps(value, indent=2, sort_keys=True) + "\n")
 
 
+def read_json(path: PathLike, default: Any = None) -> Any:
+    """The JSON value in `path`, or `default` where it is missing or unreadable."""
+    try:
+        return json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return default
+
+
 def input_identity(paths: Sequence[PathLike]) -> list[list]:
     """What derived files depend on: every input's resolved path, size and mtime."""
     rows = []
@@ -79,10 +87,7 @@ def input_identity(paths: Sequence[PathLike]) -> list[list]:
 def read_manifest(path: PathLike, version: int, inputs: Any) -> dict | None:
     """The manifest at `path` if it has this format `version` and was made from `inputs`
     (compare with `input_identity`), else None: the derived files must be made again."""
-    try:
-        manifest = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if manifest.get("version") != version or manifest.get("inputs") != inputs:
+    manifest = read_json(path)
+    if manifest is None or manifest.get("version") != version or manifest.get("inputs") != inputs:
         return None
     return manifest

@@ -7,12 +7,11 @@ line; anything else made them, and it starts afresh. An error (bad input) remove
 itself is never half-written."""
 
 import contextlib
-import json
 import os
 import pathlib
 from typing import Callable, Iterator
 
-from pipelines.model_dir.files import write_json_atomic
+from pipelines.model_dir.files import read_json, write_json_atomic
 
 
 @contextlib.contextmanager
@@ -24,7 +23,7 @@ def resumable(path, made_from: dict | None) -> Iterator[tuple[Callable, int]]:
     path = pathlib.Path(path)
     partial = path.with_name(f".{path.name}.partial")
     record = path.with_name(f".{path.name}.partial.json")
-    found = _read(record) if made_from is not None and partial.exists() else None
+    found = read_json(record) if made_from is not None and partial.exists() else None
     done = 0
     if found and found.get("made_from") == made_from and \
             partial.stat().st_size >= found["bytes"]:
@@ -54,10 +53,3 @@ def resumable(path, made_from: dict | None) -> Iterator[tuple[Callable, int]]:
             raise
     os.replace(partial, path)
     record.unlink(missing_ok=True)
-
-
-def _read(record: pathlib.Path):
-    try:
-        return json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
