@@ -1,7 +1,8 @@
 """Training checkpoints that a kill cannot corrupt, and checkpoint averaging (Section 6.1).
 
-Checkpoints hold the model AND the optimizer (Adam moments, step counter), written by
-`tf.train.CheckpointManager`: data files first, then the `checkpoint` index is replaced
+Checkpoints hold the model AND the optimizer (Adam moments, step counter) and the dropout
+layers' random state, so that a resumed run draws the dropout masks the uninterrupted run
+would have drawn; written by `tf.train.CheckpointManager`: data files first, then the `checkpoint` index is replaced
 atomically, so a process killed mid-write leaves only files the index does not name.
 
 The files are the same under every Keras backend (`_Mirror`), so a run trained under JAX
@@ -51,8 +52,8 @@ class _Mirror:
     them before a save, `push` copies them back after a restore.
     """
 
-    def __init__(self, variables, model_name: str | None = None):
-        self._pairs = [(_key(v, model_name), v) for v in variables]
+    def __init__(self, pairs):
+        self._pairs = list(pairs)  # (checkpoint name, Keras variable)
         if len({key for key, _ in self._pairs}) != len(self._pairs):
             raise ValueError("variable paths are not unique; cannot checkpoint by name")
         self._own = keras.backend.backend() == "tensorflow"
@@ -61,10 +62,9 @@ class _Mirror:
 
     @staticmethod
     def _value(variable) -> np.ndarray:
-        """A Keras variable's value in the dtype TensorFlow keeps it in: integers (the
-        optimizer's step counter) in int64, which JAX without x64 holds in int32."""
-        value = np.asarray(variable.numpy())
-        return value.astype(np.int64) if np.issubdtype(value.dtype, np.integer) else value
+        """A Keras variable's value in its declared dtype, the one TensorFlow keeps it in (the
+        optimizer's int64 step counter, which JAX without x64 holds in int32)."""
+        return np.asarray(variable.numpy()).astype(variable.dtype)
 
     def pull(self) -> None:
         """The Keras values -> the checkpoint's variables (before a save)."""
@@ -79,14 +79,21 @@ class _Mirror:
                 variable.assign(self.named[key].numpy())
 
 
-def _checkpoint(model, optimizer=None) -> tuple[tf.train.Checkpoint, list[_Mirror]]:
-    """The checkpoint of `model`'s weights (and `optimizer`'s variables), and the mirrors
-    to `pull` before saving it and `push` after restoring it."""
-    mirrors = {"model": _Mirror(model.weights)}
+def _mirrors(model, optimizer=None) -> dict[str, _Mirror]:
+    """The mirrors of `model`'s weights, and with `optimizer` of its variables and of the
+    model's random state: the seed generators' states (`model.variables` beyond its
+    weights), named by their order since Keras names them by a process-wide counter."""
+    mirrors = {"model": _Mirror((_key(v), v) for v in model.weights)}
     if optimizer is not None:
-        mirrors["optimizer"] = _Mirror(optimizer.variables, model.name)
-    return (tf.train.Checkpoint(**{name: m.named for name, m in mirrors.items()}),
-            list(mirrors.values()))
+        mirrors["optimizer"] = _Mirror((_key(v, model.name), v) for v in optimizer.variables)
+        weights = {id(v) for v in model.weights}
+        mirrors["random"] = _Mirror((f"seed_{i}", v) for i, v in enumerate(
+            v for v in model.variables if id(v) not in weights))
+    return mirrors
+
+
+def _checkpoint(mirrors: dict[str, _Mirror]) -> tf.train.Checkpoint:
+    return tf.train.Checkpoint(**{name: m.named for name, m in mirrors.items()})
 
 
 def _step(path) -> int:
@@ -171,13 +178,13 @@ class _Manager(tf.train.CheckpointManager):
     the index, where averaging finds them.
     """
 
-    def __init__(self, *args, keep_best: int = 0, mirrors=(), **kwargs):
+    def __init__(self, *args, keep_best: int = 0, mirrors=None, **kwargs):
         self.keep_best = keep_best
-        self.mirrors = list(mirrors)  # pulled before each save (`_Mirror`)
+        self.mirrors = mirrors or {}  # name -> `_Mirror`, pulled before each save
         super().__init__(*args, **kwargs)
 
     def save(self, *args, **kwargs):
-        for mirror in self.mirrors:
+        for mirror in self.mirrors.values():
             mirror.pull()
         return super().save(*args, **kwargs)
 
@@ -198,16 +205,25 @@ def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_be
     """The `_Manager` of `checkpoint_dir`. Each save names its optimizer update
     (`save(checkpoint_number=step)`), the number restore_latest reads back. The optimizer must
     be built (its variables exist) before this is called."""
-    checkpoint, mirrors = _checkpoint(model, optimizer)
-    return _Manager(checkpoint, str(checkpoint_dir), max_to_keep=max_to_keep,
+    mirrors = _mirrors(model, optimizer)
+    return _Manager(_checkpoint(mirrors), str(checkpoint_dir), max_to_keep=max_to_keep,
                     checkpoint_name="ckpt", keep_best=keep_best, mirrors=mirrors)
 
 
-def _restore(checkpoint: tf.train.Checkpoint, path: str, partial: bool):
-    """Restores `path` into `checkpoint`; a damaged file is a `ModelDirError`."""
+def _restore(mirrors: dict[str, _Mirror], path: str, partial: bool):
+    """Restores `path` into `mirrors`' variables; a damaged file is a `ModelDirError`.
+
+    Without `partial`, the mirrors the file has (a checkpoint written before the random
+    state was saved has none of it: its run resumes with fresh dropout seeds) must match.
+    """
     try:
-        status = checkpoint.restore(path)
+        if not partial:
+            saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
+            mirrors = {name: m for name, m in mirrors.items() if name in saved}
+        status = _checkpoint(mirrors).restore(path)
         (status.expect_partial() if partial else status).assert_existing_objects_matched()
+        for mirror in mirrors.values():
+            mirror.push()
     except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:  # truncated
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelDirError(f"{path}: cannot restore this checkpoint ({first}); delete it (and "
@@ -219,9 +235,7 @@ def restore_latest(manager, optimizer) -> int:
     """Restores the newest complete checkpoint, if any; returns its update (0 if none)."""
     if manager.latest_checkpoint is None:
         return 0
-    _restore(manager.checkpoint, manager.latest_checkpoint, partial=False)
-    for mirror in manager.mirrors:
-        mirror.push()
+    _restore(manager.mirrors, manager.latest_checkpoint, partial=False)
     return int(optimizer.iterations.numpy())
 
 
@@ -233,10 +247,7 @@ def checkpoint_paths(checkpoint_dir) -> list[str]:
 
 def restore_weights(model, path: str) -> None:
     """Loads the model weights of checkpoint `path` into `model` (optimizer state ignored)."""
-    checkpoint, mirrors = _checkpoint(model)
-    _restore(checkpoint, path, partial=True)
-    for mirror in mirrors:
-        mirror.push()
+    _restore(_mirrors(model), path, partial=True)
 
 
 def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by="last",

@@ -7,7 +7,7 @@ from pipelines.errors import ModelDirError
 from pipelines.model_dir import checkpoints
 from pipelines.model_dir import layout as md
 from pipelines.model_dir.layout import build_model
-from tests.helpers import tiny_config
+from tests.helpers import random_ids, tiny_config
 
 
 def _saved_checkpoints(directory, steps=(10, 20, 30)):
@@ -73,6 +73,38 @@ def test_restore_latest_returns_the_step_weights_and_adam_moments(tmp_path):
     assert checkpoints.restore_latest(other_manager, other_optimizer) == 7
     for got, want in zip(other_optimizer.variables[1:], moments):
         np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_a_resumed_run_draws_the_dropout_masks_of_an_uninterrupted_one(tmp_path):
+    """The checkpoint holds the dropout layers' random state: 2 steps, a checkpoint, 2 more
+    give the weights that 2 steps after restoring it into a fresh model give (with dropout,
+    a fresh seed state would draw other masks)."""
+    import tensorflow as tf
+
+    from pipelines.training import train as train_lib
+
+    def compiled():
+        return train_lib.compile_model(tiny_config(dropout=0.3), tf.distribute.get_strategy(),
+                                       label_smoothing=0.1, warmup_steps=10)
+
+    batches = [(random_ids(4, 7, seed=2 * i), random_ids(4, 6, seed=2 * i + 1)) for i in range(4)]
+
+    def train(model, steps):
+        for source, target in steps:
+            model.train_on_batch((source, target[:, :-1]), target[:, 1:])
+
+    model = compiled()
+    manager = checkpoints.checkpoint_manager(model, model.optimizer, tmp_path)
+    train(model, batches[:2])
+    manager.save(checkpoint_number=2)
+    train(model, batches[2:])
+
+    resumed = compiled()
+    manager = checkpoints.checkpoint_manager(resumed, resumed.optimizer, tmp_path)
+    assert checkpoints.restore_latest(manager, resumed.optimizer) == 2
+    train(resumed, batches[2:])
+    for a, b in zip(model.weights, resumed.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_decoding_loads_the_average_else_the_latest_or_a_named_checkpoint(tmp_path):
