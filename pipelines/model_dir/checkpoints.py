@@ -2,8 +2,9 @@
 
 Checkpoints hold the model AND the optimizer (Adam moments, step counter) and the dropout
 layers' random state, so that a resumed run draws the dropout masks the uninterrupted run
-would have drawn; written by `tf.train.CheckpointManager`: data files first, then the `checkpoint` index is replaced
-atomically, so a process killed mid-write leaves only files the index does not name.
+would have drawn. `tf.train.CheckpointManager` writes them: data files first, then the
+`checkpoint` index is replaced atomically, so a process killed mid-write leaves only files
+the index does not name.
 
 The files are the same under every Keras backend (`_Mirror`), so a run trained under JAX
 resumes, averages and exports under TensorFlow, and the other way round.
@@ -62,9 +63,10 @@ class _Mirror:
 
     @staticmethod
     def _value(variable) -> np.ndarray:
-        """A Keras variable's value in its declared dtype, the one TensorFlow keeps it in (the
-        optimizer's int64 step counter, which JAX without x64 holds in int32)."""
-        return np.asarray(variable.numpy()).astype(variable.dtype)
+        """A Keras variable's value in the dtype TensorFlow keeps it in: integers (the
+        optimizer's step counter, the seed states) in int64, which JAX holds in (u)int32."""
+        value = np.asarray(variable.numpy())
+        return value.astype(np.int64) if np.issubdtype(value.dtype, np.integer) else value
 
     def pull(self) -> None:
         """The Keras values -> the checkpoint's variables (before a save)."""
@@ -81,15 +83,20 @@ class _Mirror:
 
 def _mirrors(model, optimizer=None) -> dict[str, _Mirror]:
     """The mirrors of `model`'s weights, and with `optimizer` of its variables and of the
-    model's random state: the seed generators' states (`model.variables` beyond its
-    weights), named by their order since Keras names them by a process-wide counter."""
+    model's `random_state`, named by their order (Keras names them by a process-wide
+    counter)."""
     mirrors = {"model": _Mirror((_key(v), v) for v in model.weights)}
     if optimizer is not None:
         mirrors["optimizer"] = _Mirror((_key(v, model.name), v) for v in optimizer.variables)
-        weights = {id(v) for v in model.weights}
-        mirrors["random"] = _Mirror((f"seed_{i}", v) for i, v in enumerate(
-            v for v in model.variables if id(v) not in weights))
+        mirrors["random"] = _Mirror((f"seed_{i}", v) for i, v in enumerate(random_state(model)))
     return mirrors
+
+
+def random_state(model) -> list:
+    """The seed generators' state variables of `model` (its dropout layers'): the variables
+    beyond its weights."""
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
 
 
 def _checkpoint(mirrors: dict[str, _Mirror]) -> tf.train.Checkpoint:
@@ -210,17 +217,19 @@ def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_be
                     checkpoint_name="ckpt", keep_best=keep_best, mirrors=mirrors)
 
 
-def _restore(mirrors: dict[str, _Mirror], path: str, partial: bool):
-    """Restores `path` into `mirrors`' variables; a damaged file is a `ModelDirError`.
+def _restore(mirrors: dict[str, _Mirror], path: str, partial: bool, checkpoint=None):
+    """Restores `path` into `mirrors`' variables (through `checkpoint`, their manager's, where
+    the file has them all); a damaged file is a `ModelDirError`.
 
-    Without `partial`, the mirrors the file has (a checkpoint written before the random
-    state was saved has none of it: its run resumes with fresh dropout seeds) must match.
+    Without `partial`, the mirrors the file has must match (a checkpoint written before the
+    random state was saved has none of it: its run resumes with fresh dropout seeds).
     """
     try:
         if not partial:
             saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
-            mirrors = {name: m for name, m in mirrors.items() if name in saved}
-        status = _checkpoint(mirrors).restore(path)
+            if not saved >= {name for name, m in mirrors.items() if m.named}:
+                mirrors, checkpoint = {n: m for n, m in mirrors.items() if n in saved}, None
+        status = (checkpoint or _checkpoint(mirrors)).restore(path)
         (status.expect_partial() if partial else status).assert_existing_objects_matched()
         for mirror in mirrors.values():
             mirror.push()
@@ -235,7 +244,8 @@ def restore_latest(manager, optimizer) -> int:
     """Restores the newest complete checkpoint, if any; returns its update (0 if none)."""
     if manager.latest_checkpoint is None:
         return 0
-    _restore(manager.mirrors, manager.latest_checkpoint, partial=False)
+    _restore(manager.mirrors, manager.latest_checkpoint, partial=False,
+             checkpoint=manager.checkpoint)
     return int(optimizer.iterations.numpy())
 
 

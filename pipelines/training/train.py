@@ -230,11 +230,16 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     longest = task.max_length  # the largest bucket's boundary
     per_replica = bucket_batch_sizes([longest], batch_tokens, replicas)[0] // replicas
     if keras.backend.backend() == "tensorflow":
+        # The probe draws dropout masks. A resumed run puts the restored random state back,
+        # so it goes on as the uninterrupted run, which drew them once, at its start.
+        restored = [(v, v.numpy()) for v in checkpoints.random_state(model)] if step else []
         memory_check.check_largest_batch(
             model, strategy, memory_check.largest_batch(
                 per_replica, min(longest, task.max_source_length),
                 min(longest, task.max_target_length), config.vocab_size),
             limit_mb=t.memory_limit_mb, jit_compile=jit_compile, log=log)
+        for variable, value in restored:
+            variable.assign(value)
     else:
         log(f"train: the largest-batch memory check runs under TensorFlow only; under "
             f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
