@@ -156,6 +156,12 @@ def test_resuming_with_a_changed_model_flag_is_refused(trained, shared_data, fla
 
 
 def test_killed_run_resumes_at_its_checkpoint(prepared, tmp_path, shared_data):
+    """Killed at a random step and run again, training ends where an uninterrupted run
+    ends: every variable of the last checkpoint equal, with dropout (its random state is
+    in the checkpoints)."""
+    import numpy as np
+    import tensorflow as tf
+
     model_dir = copy_prepared(prepared, tmp_path / "model")
     args = [f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=60",
             "--checkpoint_every=10", "--mode=train"]
@@ -176,10 +182,18 @@ def test_killed_run_resumes_at_its_checkpoint(prepared, tmp_path, shared_data):
     # it ends at the requested step, and every checkpoint the index names is complete
     state = index.read_text()
     assert 'model_checkpoint_path: "ckpt-60"' in state
-    import tensorflow as tf
-
     for path in tf.train.get_checkpoint_state(str(model_dir / "checkpoints")).all_model_checkpoint_paths:
         assert tf.train.load_checkpoint(path).get_variable_to_shape_map()
+    whole = copy_prepared(prepared, tmp_path / "whole")
+    result = run_command([f"--model_dir={whole}", *args[1:]], shared_data)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    resumed, uninterrupted = (tf.train.load_checkpoint(str(d / "checkpoints" / "ckpt-60"))
+                              for d in (model_dir, whole))
+    names = uninterrupted.get_variable_to_shape_map()
+    assert any(name.startswith("random/") for name in names)  # the dropout layers' seeds
+    for name in names:
+        np.testing.assert_array_equal(resumed.get_tensor(name), uninterrupted.get_tensor(name),
+                                      err_msg=name)
 
 
 def test_mirrored_strategy_over_two_cpu_devices_trains(prepared, tmp_path, shared_data):
