@@ -8,6 +8,8 @@ sentences, so ``batch_size * L <= budget`` on each side.
 import math
 from typing import Sequence
 
+from keras_transformer.errors import UserError
+
 DEFAULT_BATCH_TOKENS = 25_000
 
 
@@ -34,20 +36,19 @@ def bucket_batch_sizes(boundaries: Sequence[int], batch_tokens: int,
     """Sentences per batch for each bucket: ``floor(batch_tokens / L)``, a multiple of N.
 
     Raises:
-      ValueError: a bucket cannot hold even ``batch_multiple`` sentences within the budget
-        (checked for the largest bucket up front, not hours into training).
+      UserError: a bucket cannot hold even ``batch_multiple`` sentences within the budget
+        (checked for the largest bucket up front, not hours into training): the budget is
+        the user's to raise.
     """
     if batch_multiple < 1:
         raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")
-    sizes = []
-    for length in boundaries:
-        size = (batch_tokens // length) // batch_multiple * batch_multiple
-        if size < 1:
-            raise ValueError(
-                f"a batch of {batch_tokens:,} tokens cannot hold {batch_multiple} sentence(s) of "
-                f"{length} tokens (bucket {length}). Raise batch_tokens to at least "
-                f"{length * batch_multiple:,} or lower the task's max length.")
-        sizes.append(size)
+    sizes = [(batch_tokens // length) // batch_multiple * batch_multiple for length in boundaries]
+    if min(sizes) < 1:
+        length = max(boundaries)  # the budget that holds the largest bucket holds them all
+        raise UserError(
+            f"a batch of {batch_tokens:,} tokens cannot hold {batch_multiple} sentence(s) of "
+            f"{length} tokens (bucket {length}). Raise batch_tokens to at least "
+            f"{length * batch_multiple:,} or lower the task's max length.")
     return sizes
 
 

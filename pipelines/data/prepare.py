@@ -144,6 +144,7 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     splits = [split for split in splits if split == "train" or task.has_split(split)]
+    _bucket_rows(task, np.zeros((0, 2)), boundaries, batch_tokens, batch_multiple)  # write nothing
     proto = ensure_vocab(task, work_dir, vocab_size, sample_lines=vocab_sample_lines, log=log)
     result: dict = {"task": task.name,
                     "vocab": {"path": str(vocab_path(work_dir)),
@@ -172,7 +173,8 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
 
 def _bucket_rows(task: Task, lengths: np.ndarray, boundaries: Sequence[int] | None,
                  batch_tokens: int, batch_multiple: int) -> tuple[list[int], list[dict]]:
-    """The bucket boundaries (the task's default if None) and the bucket table of ``lengths``."""
+    """The bucket boundaries (the task's default if None) and the bucket table of ``lengths``;
+    a budget that cannot hold the largest bucket is a `UserError`."""
     boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
     sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
     return boundaries, buckets.bucket_table(lengths, boundaries, sizes, task.max_source_length,

@@ -93,6 +93,9 @@ def test_new_model_dir_mistakes(tmp_path, shared_data):
             "--config_override: dmodel is not a TransformerConfig field", shared_data, tmp_path)
     refused([f"--model_dir={new}", "--task=wmt15"], "unknown task 'wmt15'", shared_data,
             tmp_path)
+    refused([f"--model_dir={new}", "--batch_tokens=100"],  # before the vocabulary is built
+            "a batch of 100 tokens cannot hold 1 sentence(s) of 128 tokens (bucket 128). "
+            "Raise batch_tokens to at least 128", shared_data, tmp_path)
     assert not new.exists()
 
 

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_transformer.errors import UserError
 from pipelines.data import buckets, token_cache, token_shards
 from pipelines.data import dataset as ds_lib
 from pipelines.data import prepare, text_io, vocab
@@ -46,6 +47,11 @@ def test_batch_sizes_follow_the_budget_and_the_replica_multiple():
     assert buckets.bucket_batch_sizes([8, 100, 256], 25_000, batch_multiple=8) == [3120, 248, 96]
     with pytest.raises(ValueError, match="Raise batch_tokens to at least 2,048"):
         buckets.bucket_batch_sizes([8, 256], 2000, batch_multiple=8)
+    # A budget short of a middle bucket names what the largest needs (one raise, not one per
+    # bucket), as a user's error.
+    with pytest.raises(UserError, match=r"of 256 tokens \(bucket 256\)\. Raise batch_tokens to "
+                                        r"at least 256 "):
+        buckets.bucket_batch_sizes([8, 100, 256], 99)
 
 
 def test_every_multi30k_batch_respects_the_budget_and_padding_is_low(multi30k):
