@@ -1,9 +1,22 @@
-"""Shared test fixtures: real data location, determinism, quiet TensorFlow."""
+"""Shared test fixtures: real data location, determinism, quiet TensorFlow, and one JAX
+compilation cache for the whole test run."""
+import atexit
 import os
 import pathlib
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+if "PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    # Every JAX process of the run (the xdist workers and the runs they start inherit this
+    # environment) reuses what an earlier one compiled for the same shapes: the tiny models'
+    # steps cost more to compile than to run. New for each run, so nothing carries over.
+    _jax_cache = tempfile.mkdtemp(prefix="kt-jax-cache-")
+    atexit.register(shutil.rmtree, _jax_cache, True)
+    os.environ.update(JAX_COMPILATION_CACHE_DIR=_jax_cache,
+                      JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
 
 import pytest  # noqa: E402
 
