@@ -18,9 +18,12 @@ import pytest
 from tests.pipelines.run_helpers import run_command
 
 SMALL = ["--config_override=num_layers=1", "--config_override=d_model=32",
-         "--config_override=d_ff=64", "--config_override=num_heads=2", "--batch_tokens=512",
-         "--eval_sentences=8", "--nocheck_ops"]
-"""A tiny model, small batches, 8 sentences evaluated, no op check: none of the checked values."""
+         "--config_override=d_ff=64", "--config_override=num_heads=2", "--eval_sentences=8",
+         "--nocheck_ops"]
+"""A tiny model, 8 sentences evaluated, no op check: none of the checked values."""
+MULTI30K_BATCH = "--batch_tokens=128"
+"""The smallest budget that holds Multi30k's longest bucket (128): a step costs about its
+tokens, and the presets train thousands."""
 
 
 def run(args, shared_data):
@@ -135,7 +138,8 @@ def test_the_check_catches_a_printed_value_the_run_did_not_use(tmp_path):
 def default_job(tmp_path_factory, shared_data):
     """The default job (`python pipelines/run.py`), tiny: its 1,000 steps, 8,000 pieces."""
     model_dir = tmp_path_factory.mktemp("default") / "model"
-    log = run([f"--model_dir={model_dir}", *SMALL, "--steps_per_execution=50"], shared_data)
+    log = run([f"--model_dir={model_dir}", *SMALL, MULTI30K_BATCH, "--checkpoint_every=500",
+               "--steps_per_execution=250"], shared_data)
     return model_dir, log
 
 
@@ -160,7 +164,7 @@ def small_vocabulary(tmp_path_factory, shared_data):
     """`--vocab_size 1000 --train_steps 20`."""
     model_dir = tmp_path_factory.mktemp("vocab") / "model"
     log = run([f"--model_dir={model_dir}", "--vocab_size=1000", "--train_steps=20", *SMALL,
-               "--checkpoint_every=10"], shared_data)
+               MULTI30K_BATCH, "--checkpoint_every=10"], shared_data)
     return model_dir, log
 
 
@@ -213,8 +217,8 @@ def test_a_model_dir_of_the_previous_release(small_vocabulary, tmp_path, shared_
 def test_the_quality_preset(tmp_path, shared_data):
     """`--config multi30k_quality`: its recipe's 4,000 steps, not its task's 1,000."""
     model_dir = tmp_path / "model"
-    log = run([f"--model_dir={model_dir}", "--config=multi30k_quality", *SMALL,
-               "--checkpoint_every=2000", "--steps_per_execution=50"], shared_data)
+    log = run([f"--model_dir={model_dir}", "--config=multi30k_quality", *SMALL, MULTI30K_BATCH,
+               "--checkpoint_every=2000", "--steps_per_execution=250"], shared_data)
     check(log, model_dir, vocab=8000, steps=4000, preset="multi30k_quality", beam=4, alpha=0.6)
 
 
@@ -225,8 +229,8 @@ def test_the_parser_preset(tmp_path, shared_data):
     model_dir = tmp_path / "model"
     log = run([f"--model_dir={model_dir}", "--task=ptb_parsing", "--config=parsing_wsj_sample",
                f"--train_trees={trees / 'train.mrg'}", f"--dev_trees={trees / 'dev.mrg'}",
-               *SMALL, "--checkpoint_every=3200", "--dev_metric_every=3200",
-               "--dev_metric_sentences=4", "--steps_per_execution=50"], shared_data)
+               *SMALL, "--batch_tokens=512", "--checkpoint_every=3200", "--dev_metric_every=3200",
+               "--dev_metric_sentences=4", "--steps_per_execution=400"], shared_data)
     assert "preset parsing_wsj_sample, beam 4, alpha 0.3, extra length 300" in log
     check(log, model_dir, vocab=4000, steps=6400, preset="parsing_wsj_sample", beam=4,
           alpha=0.3)
