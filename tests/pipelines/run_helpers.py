@@ -1,11 +1,16 @@
 """Running `pipelines/run.py` in a subprocess, on the real Multi30k files, with a tiny model."""
+import atexit
 import json
 import os
 import pathlib
+import select
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -16,10 +21,11 @@ TINY_MODEL = ["--config_override=num_layers=1", "--config_override=d_model=32",
 
 
 def run_command(args, data_dir, timeout=600, wait=True, env_data_dir=True, env=None):
-    """Starts run.py with `args`; returns the CompletedProcess (or the Popen if not wait).
+    """Starts run.py with `args`; returns the CompletedProcess, or if not `wait` the running
+    process (stdout and stderr together on its `stdout`).
 
-    A run waited for is a fork of `run_server` (TensorFlow imported once), unless it needs
-    a fresh interpreter: another backend, or an `env` that a process reads at import.
+    The run is a fork of `run_server` (TensorFlow imported once), unless it needs a fresh
+    interpreter: another backend, or an `env` that a process reads at import.
 
     `env_data_dir`: point $KT_DATA_DIR at `data_dir` (else remove it from the environment).
     """
@@ -29,13 +35,31 @@ def run_command(args, data_dir, timeout=600, wait=True, env_data_dir=True, env=N
     if env_data_dir:
         env["KT_DATA_DIR"] = str(data_dir)
     command = [sys.executable, str(RUN), *args]
-    if not wait:
-        return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
     if fresh or _backend(args) != "tensorflow":
+        if not wait:
+            return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
         return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
                               timeout=timeout)
-    return _forked(command, env, timeout)
+    if not wait:
+        read, write = os.pipe()
+        with open(os.devnull) as stdin:
+            process = ForkedRun(command, env, (stdin.fileno(), write, write))
+        os.close(write)
+        process.stdout = open(read, errors="replace")
+        return process
+    with tempfile.TemporaryDirectory() as folder, open(os.devnull) as stdin:
+        paths = [pathlib.Path(folder, name) for name in ("stdout", "stderr")]
+        with open(paths[0], "w") as out, open(paths[1], "w") as err:
+            process = ForkedRun(command, env, (stdin.fileno(), out.fileno(), err.fileno()))
+        timed_out = process.wait(timeout, raise_timeout=False) is None
+        if timed_out:
+            process.kill()
+            process.wait()
+        stdout, stderr = (path.read_text(errors="replace") for path in paths)
+    if timed_out:
+        raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 IMPORT_TIME_ENV = {"KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS", "PYTHONPATH",
@@ -51,25 +75,78 @@ def _backend(args) -> str:
     return startup.early_flag(["run.py", *args], "backend", "tensorflow")
 
 
-def _forked(command, env, timeout) -> subprocess.CompletedProcess:
-    """`command` run by a fork of `run_server` (one per test process, started on first use):
-    the CompletedProcess `subprocess.run` would give, without importing TensorFlow again."""
+def _server_socket() -> str:
+    """The socket of this test process's `run_server`, started on first use (it ends when
+    this process does: its stdin closes)."""
     global _server
-    if _server is None or _server.poll() is not None:
-        _server = subprocess.Popen([sys.executable, str(HERE / "run_server.py")], cwd=ROOT,
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                   env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    with tempfile.TemporaryDirectory() as folder:
-        out, err = pathlib.Path(folder, "stdout"), pathlib.Path(folder, "stderr")
-        _server.stdin.write(json.dumps({
-            "argv": command[1:], "env": env, "cwd": str(ROOT), "stdout": str(out),
-            "stderr": str(err), "timeout": timeout}) + "\n")
-        _server.stdin.flush()
-        answer = json.loads(_server.stdout.readline())
-        stdout, stderr = (path.read_text(errors="replace") for path in (out, err))
-    if answer["timed_out"]:
-        raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
-    return subprocess.CompletedProcess(command, answer["returncode"], stdout, stderr)
+    if _server is None or _server[0].poll() is not None:
+        folder = tempfile.mkdtemp(prefix="kt-run-server-")
+        atexit.register(shutil.rmtree, folder, True)
+        path = os.path.join(folder, "socket")
+        server = subprocess.Popen([sys.executable, str(HERE / "run_server.py"), path], cwd=ROOT,
+                                  stdin=subprocess.PIPE, env=dict(os.environ,
+                                                                  TF_CPP_MIN_LOG_LEVEL="3"))
+        while not os.path.exists(path):
+            if server.poll() is not None:
+                raise RuntimeError(f"run_server.py ended with status {server.returncode}")
+            time.sleep(0.05)
+        _server = server, path
+    return _server[1]
+
+
+class ForkedRun:
+    """`pipelines/run.py` forked by `run_server` with the descriptors `fds` (stdin, stdout,
+    stderr): the part of `subprocess.Popen` the tests use (pid, poll, wait, communicate,
+    send_signal, kill, returncode), the pid being the run's own process."""
+
+    def __init__(self, command, env, fds):
+        self.args, self.returncode, self.stdout = command, None, None
+        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._socket.connect(_server_socket())
+        socket.send_fds(self._socket, [json.dumps({"argv": command[1:], "env": env,
+                                                   "cwd": str(ROOT)}).encode()], list(fds))
+        self._received = b""
+        self.pid = self._answer(None)["pid"]
+
+    def poll(self):
+        return self.wait(0, raise_timeout=False)
+
+    def wait(self, timeout=None, raise_timeout=True):
+        if self.returncode is None:
+            answer = self._answer(timeout)
+            if answer is not None:
+                self.returncode = answer["returncode"]
+                self._socket.close()
+            elif raise_timeout:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def communicate(self, timeout=None):
+        """The rest of stdout (stderr is in it) and None, once the run ended."""
+        output = self.stdout.read() if self.stdout else None
+        self.wait(timeout)
+        return output, None
+
+    def send_signal(self, sig):
+        if self.returncode is None:
+            os.kill(self.pid, sig)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def _answer(self, timeout):
+        """The server's next answer line, or None if none came within `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._received:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._socket], [], [], left)[0]:
+                return None
+            chunk = self._socket.recv(4096)
+            if not chunk:
+                raise RuntimeError("run_server.py ended before the run did")
+            self._received += chunk
+        line, self._received = self._received.split(b"\n", 1)
+        return json.loads(line)
 
 
 def copy_prepared(prepared_dir, model_dir):

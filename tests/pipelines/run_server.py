@@ -1,22 +1,28 @@
 """A process that has imported TensorFlow once and forks a fresh `pipelines/run.py` per request.
 
-Started by `tests.pipelines.run_helpers.run_command` (one per pytest worker): importing
-TensorFlow, Keras and the package costs a CLI process about 3.5 s of CPU, which the suite
-paid for each of its hundreds of runs. Forking is safe here because importing TensorFlow
-starts no thread pool (the eager context is made on first use, in the child). Each request
-is a JSON line on stdin (`argv`, `env`, `cwd`, `stdout`/`stderr` file paths, `timeout`); the
-child runs the command line exactly as `run.py` does, with that environment, directory and
-output files, and the answer is a JSON line (`returncode`, `timed_out`).
+Started by `tests.pipelines.run_helpers` (one per pytest worker): importing TensorFlow,
+Keras and the package costs a CLI process about 3.5 s of CPU, and leaving it about 1 s more,
+which the suite paid for each of its hundreds of runs. Forking is safe here because importing
+TensorFlow starts no thread pool (the eager context is made on first use, in the child).
+
+It listens on the Unix socket named by its argument. A request is one message: a JSON line
+(`argv`, `env`, `cwd`) with three file descriptors, the child's stdin, stdout and stderr
+(`socket.send_fds`), so the child writes where a process started by the test would. The
+answer on the same connection is two JSON lines: `{"pid"}` when the child starts (a test
+signals that process itself), then `{"returncode"}` (negative: killed by that signal) when
+it ends. A connection closed before its child ends kills the child; the server ends, and
+kills what it started, when its stdin closes (its pytest worker ended).
 
 What a fresh interpreter decides at import (the Keras backend, TensorFlow's C++ log level)
-is not requested here: `run_command` starts a real process for `--backend jax`, for
-processes a test signals, and for environments that change those.
+is not requested here: `run_helpers` starts a real process for `--backend jax` and for
+environments that change those.
 """
 import json
 import os
+import selectors
 import signal
+import socket
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:] = [ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(
@@ -32,18 +38,19 @@ import cli.main  # noqa: E402,F401
 import pipelines.stages  # noqa: E402,F401
 
 
-def child(request) -> None:
-    """Runs the command line of `request` in this (forked) process and exits with its status."""
+def child(request, fds) -> None:
+    """Runs the command line of `request` in this (forked) process and exits with its status,
+    as `python pipelines/run.py` started with those descriptors would."""
     code = 1
     try:
+        for fd, target in zip(fds, (0, 1, 2)):
+            os.dup2(fd, target)
+        # A Python process starts with Ctrl-C raising KeyboardInterrupt and SIGTERM killing it.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        with open(os.devnull) as devnull:
-            os.dup2(devnull.fileno(), 0)
-        for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            with open(path, "w") as out:
-                os.dup2(out.fileno(), fd)
         sys.argv = list(request["argv"])
         try:
             cli.main.main(cli.main.RUN)
@@ -63,28 +70,51 @@ def child(request) -> None:
         os._exit(code)
 
 
-def serve() -> None:
-    for line in sys.stdin:
-        request = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            child(request)
-        deadline = time.monotonic() + request["timeout"]
-        timed_out = False
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
+def serve(path: str) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "listener")
+    selector.register(sys.stdin, selectors.EVENT_READ, "stdin")
+    running = {}  # pid -> the connection that asked for it
+    while True:
+        for key, _ in selector.select(timeout=0.01):
+            if key.data == "stdin" and not sys.stdin.readline():
+                for pid in running:
+                    os.kill(pid, signal.SIGKILL)
+                return
+            if key.data == "listener":
+                connection, _ = listener.accept()
+                message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    child(json.loads(message), fds)
+                for fd in fds:
+                    os.close(fd)
+                running[pid] = connection
+                selector.register(connection, selectors.EVENT_READ, pid)
+                connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            elif isinstance(key.data, int) and not key.fileobj.recv(1):
+                os.kill(key.data, signal.SIGKILL)  # its test gave up on it
+                selector.unregister(key.fileobj)
+        while running:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if not pid:
                 break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
-                timed_out = True
-                break
-            time.sleep(0.02)
-        sys.stdout.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status),
-                                     "timed_out": timed_out}) + "\n")
-        sys.stdout.flush()
+            connection = running.pop(pid)
+            try:
+                connection.sendall(json.dumps(
+                    {"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+            except OSError:
+                pass
+            try:
+                selector.unregister(connection)
+            except KeyError:  # unregistered when its test gave up
+                pass
+            connection.close()
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1])
