@@ -62,14 +62,17 @@ def test_jax_with_several_cpu_devices_asks_xla_for_them(monkeypatch):
     assert os.environ["XLA_FLAGS"] == "--xla_cpu_use_thunk_runtime=false"  # 1: left alone
 
 
+JAX_JOB = ["--checkpoint_every=20", "--average_last=2", "--dev_metric_every=20",
+           "--dev_metric_sentences=8", "--extra_length=8", "--eval_sentences=24"]
+"""`jax_trained`'s flags but its steps, which its resumed twin repeats."""
+
+
 @pytest.fixture(scope="module")
 def jax_trained(prepared, tmp_path_factory, shared_data):
     """A tiny model trained under JAX by the default job (prepare, train, average, evaluate)."""
     model_dir = copy_prepared(prepared, tmp_path_factory.mktemp("jax") / "model")
     result = run_command([f"--model_dir={model_dir}", "--backend=jax", *TINY_MODEL,
-                          "--train_steps=60", "--checkpoint_every=20", "--average_last=2",
-                          "--dev_metric_every=20", "--dev_metric_sentences=8",
-                          "--extra_length=8", "--eval_sentences=24"], shared_data)
+                          "--train_steps=60", *JAX_JOB], shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return model_dir, result
 
@@ -106,17 +109,17 @@ def test_tensorflow_evaluates_and_exports_the_jax_weights(jax_trained, shared_da
     assert under_tensorflow == under_jax
 
 
-def test_a_resumed_jax_run_trains_what_an_uninterrupted_one_does(prepared, tmp_path,
-                                                                 shared_data):
-    whole = copy_prepared(prepared, tmp_path / "whole")
-    train(whole, shared_data, "--train_steps=16", "--checkpoint_every=8", *NO_DROPOUT,
-          backend="jax")
+def test_a_resumed_jax_run_trains_what_an_uninterrupted_one_does(jax_trained, prepared,
+                                                                 tmp_path, shared_data):
+    """`jax_trained`'s run stopped at step 20 and resumed: its step 40 is the uninterrupted
+    run's, every weight and Adam moment to the bit, with dropout on (the seeds' state is in
+    the checkpoints)."""
+    whole, _ = jax_trained
     parts = copy_prepared(prepared, tmp_path / "parts")
-    train(parts, shared_data, "--train_steps=8", "--checkpoint_every=8", *NO_DROPOUT,
-          backend="jax")
-    resumed = train(parts, shared_data, "--train_steps=16", *NO_DROPOUT, backend="jax")
-    assert "resumed from" in resumed.stderr and "ckpt-8 at step 8" in resumed.stderr
-    assert largest_difference(checkpoint_values(whole, 16), checkpoint_values(parts, 16)) == 0
+    train(parts, shared_data, "--train_steps=20", *JAX_JOB, backend="jax")
+    resumed = train(parts, shared_data, "--train_steps=40", *JAX_JOB, backend="jax")
+    assert "resumed from" in resumed.stderr and "ckpt-20 at step 20" in resumed.stderr
+    assert largest_difference(checkpoint_values(whole, 40), checkpoint_values(parts, 40)) == 0
 
 
 def test_either_backend_resumes_the_other_s_checkpoints(prepared, tmp_path, shared_data):
