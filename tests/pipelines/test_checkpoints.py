@@ -107,7 +107,6 @@ def test_a_resumed_run_draws_the_dropout_masks_of_an_uninterrupted_one(tmp_path)
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
-
 def test_a_checkpoint_without_random_state_still_resumes(tmp_path):
     """A checkpoint of the release before the random state was saved (model and optimizer
     only) resumes: its step, weights and moments, the dropout seeds left fresh."""
@@ -119,6 +118,9 @@ def test_a_checkpoint_without_random_state_still_resumes(tmp_path):
     mirrors = checkpoints._mirrors(model, optimizer)
     assert mirrors["random"].named  # dropout has seed states to save
     older = checkpoints._checkpoint({k: m for k, m in mirrors.items() if k != "random"})
+    rng = np.random.default_rng(0)
+    for variable in optimizer.variables:  # moments that a fresh optimizer does not have
+        variable.assign(rng.normal(size=variable.shape).astype(variable.dtype))
     optimizer.iterations.assign(3)
     tf.train.CheckpointManager(older, str(tmp_path), 5, checkpoint_name="ckpt").save(
         checkpoint_number=3)
@@ -127,8 +129,10 @@ def test_a_checkpoint_without_random_state_still_resumes(tmp_path):
     fresh_optimizer.build(fresh.trainable_variables)
     manager = checkpoints.checkpoint_manager(fresh, fresh_optimizer, tmp_path)
     assert checkpoints.restore_latest(manager, fresh_optimizer) == 3
-    for a, b in zip(model.weights, fresh.weights):
+    for a, b in zip(model.weights + optimizer.variables,
+                    fresh.weights + fresh_optimizer.variables):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
 
 def test_decoding_loads_the_average_else_the_latest_or_a_named_checkpoint(tmp_path):
     md.save_config(tmp_path, tiny_config())
