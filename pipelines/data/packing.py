@@ -77,7 +77,7 @@ def rows_per_batch(rows: RowLengths, batch_tokens: int, batch_multiple: int = 1)
 
 
 @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)] * 2
-             + [tf.TensorSpec([], tf.int32)] * 2)
+             + [tf.TensorSpec([], tf.int32)] * 2, autograph=False)  # graph code already
 def assign_rows(source_lengths, target_lengths, source_capacity, target_capacity):
     """Packs one window of pairs into rows; the packer of the module docstring.
 

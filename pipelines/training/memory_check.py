@@ -81,7 +81,7 @@ def check_largest_batch(model, strategy, batch, *, limit_mb: int | None, jit_com
     """
     (source, target_in), target_out = batch
 
-    @tf.function(jit_compile=jit_compile)
+    @tf.function(jit_compile=jit_compile, autograph=False)  # graph code: nothing to convert
     def probe(source, target_in, target_out):
         def step(source, target_in, target_out):
             with tf.GradientTape() as tape:
