@@ -1,5 +1,5 @@
-"""Shared test fixtures: real data location, determinism, quiet TensorFlow, and one JAX
-compilation cache for the whole test run."""
+"""Shared test fixtures: real data location, determinism, quiet TensorFlow, and for the whole
+test run one JAX compilation cache and XLA's quick compiles."""
 import atexit
 import os
 import pathlib
@@ -17,6 +17,14 @@ if "PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not i
     os.environ.update(JAX_COMPILATION_CACHE_DIR=_jax_cache,
                       JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                       JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+
+if ("PYTEST_XDIST_WORKER" not in os.environ
+        and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")):
+    # XLA's CPU code unoptimised by LLVM, for every process of the run: the tests' programs
+    # are tiny and compiled once each, so compiling costs more than running (the JAX job of
+    # test_backend_training: 78 -> 53 CPU-s); values differ only by float rounding.
+    os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
+                               "--xla_backend_optimization_level=0").strip()
 
 import pytest  # noqa: E402
 
