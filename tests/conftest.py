@@ -21,8 +21,8 @@ if "PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not i
 if ("PYTEST_XDIST_WORKER" not in os.environ
         and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")):
     # XLA's CPU code unoptimised by LLVM, for every process of the run: the tests' programs
-    # are tiny and compiled once each, so compiling costs more than running (the JAX job of
-    # test_backend_training: 78 -> 53 CPU-s); values differ only by float rounding.
+    # are tiny and compiled once each, so compiling costs more than running; values differ
+    # only by float rounding.
     os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
                                "--xla_backend_optimization_level=0").strip()
 

@@ -195,9 +195,9 @@ def score_ids(model, source_ids, target_ids, alpha=PAPER.alpha, bos_id=BOS_ID,
 def make_translate_function(model, search=PAPER, *, jit_compile=False, **options):
     """A compiled `source_ids -> Decoded` function for the current Keras backend.
 
-    * TensorFlow: a `tf.function` of `decode` traced once for int32 batches of every shape
-      (`jit_compile`: with XLA), without AutoGraph, as the export's search: `decode` is
-      graph code already, and converting it cost about 3 s of each process's first call.
+    * TensorFlow: a `tf.function` of `decode` traced once for integer batches of every
+      shape (`jit_compile`: with XLA), without AutoGraph as the export's search: `decode` is
+      graph code already, and converting it would cost seconds at the first call.
     * JAX: `decode` under `jax.jit`, the model's variables passed as arguments (in a
       `keras.StatelessScope`, as keras-hub compiles `generate`): weights are not baked into
       the program, and one compilation serves every batch of one shape.

@@ -109,16 +109,22 @@ def test_in_a_graph_with_dynamic_shapes_and_without_early_finish(model):
 @on_tensorflow
 def test_compiled_functions_and_translate_agree(model):
     """`make_translate_function` (in a `tf.function`, with and without XLA) and `translate`
-    give the same results."""
+    give the same results; one compiled function also takes a batch of another shape and
+    integer type."""
     source = varied_source()[:6]
     search, options = BeamSearch(beam_size=2, alpha=0.6, extra_length=3), dict(eos_id=EOS,
                                                                                 num_results=2)
-    results = [make_translate_function(model, search, **options)(source),
-               fixed_slots(model, search, **options)(source),
+    compiled = make_translate_function(model, search, **options)
+    results = [compiled(source), fixed_slots(model, search, **options)(source),
                translate(model, source, search, **options)]
     for ids, scores, *_ in results[1:]:
         np.testing.assert_array_equal(np.asarray(ids), np.asarray(results[0][0]))
         np.testing.assert_allclose(np.asarray(scores), np.asarray(results[0][1]), atol=1e-5)
+    narrower = source[:4, :5].astype("int64")
+    (ids, scores, *_), expected = compiled(narrower), translate(model, narrower, search,
+                                                                **options)
+    np.testing.assert_array_equal(np.asarray(ids), np.asarray(expected[0]))
+    np.testing.assert_allclose(np.asarray(scores), np.asarray(expected[1]), atol=1e-5)
 
 
 def test_num_results_beyond_the_beam_is_refused():
