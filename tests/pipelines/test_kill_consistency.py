@@ -475,9 +475,14 @@ def kill_chain(reference: Reference, stage: str, plan: Callable, tally: Tally,
     it), kills the stage's command at each moment of `plan(work, rng)`, checking the folder
     after each, then runs it to the end and compares the folder with the reference's."""
     work = tmp_path / "work"
-    shutil.copytree(reference.before(stage), work)
-    if plant:
-        plant(work)
+
+    def start_over():
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(reference.before(stage), work)
+        if plant:
+            plant(work)
+
+    start_over()
     before = tree(work)
     after = tree(reference.state(stage))
     args = stage_args(stage, work, reference.data)
@@ -493,6 +498,8 @@ def kill_chain(reference: Reference, stage: str, plan: Callable, tally: Tally,
                                   f"writing {run.writing}):\n" + "\n".join(problems))
             if run.killed:
                 break
+            # It ran to the end, so a rerun would have nothing left to do: start over.
+            start_over()
             when = when.sooner() if when.sooner else when
         assert run.killed, (f"{stage}: {ATTEMPTS} runs ended before the kill ({when.what})"
                             f"\n{run.output[-2000:]}")
