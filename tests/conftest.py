@@ -8,23 +8,21 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-if "PYTEST_XDIST_WORKER" not in os.environ and "JAX_COMPILATION_CACHE_DIR" not in os.environ:
-    # Every JAX process of the run (the xdist workers and the runs they start inherit this
-    # environment) reuses what an earlier one compiled for the same shapes: the tiny models'
-    # steps cost more to compile than to run. New for each run, so nothing carries over.
-    _jax_cache = tempfile.mkdtemp(prefix="kt-jax-cache-")
-    atexit.register(shutil.rmtree, _jax_cache, True)
-    os.environ.update(JAX_COMPILATION_CACHE_DIR=_jax_cache,
-                      JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                      JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
-
-if ("PYTEST_XDIST_WORKER" not in os.environ
-        and "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "")):
-    # XLA's CPU code unoptimised by LLVM, for every process of the run: the tests' programs
-    # are tiny and compiled once each, so compiling costs more than running; values differ
-    # only by float rounding.
-    os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
-                               "--xla_backend_optimization_level=0").strip()
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    # Set once, in the process that starts the run: the xdist workers and the runs they start
+    # inherit it. The tiny models' programs cost more to compile than to run, so
+    if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+        # every JAX process reuses what an earlier one compiled for the same shapes (a new
+        # cache for each run, so nothing carries over), and
+        _jax_cache = tempfile.mkdtemp(prefix="kt-jax-cache-")
+        atexit.register(shutil.rmtree, _jax_cache, True)
+        os.environ.update(JAX_COMPILATION_CACHE_DIR=_jax_cache,
+                          JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                          JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+        # XLA's CPU code is not optimised by LLVM (values differ only by float rounding).
+        os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
+                                   "--xla_backend_optimization_level=0").strip()
 
 import pytest  # noqa: E402
 

@@ -23,6 +23,7 @@ import selectors
 import signal
 import socket
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:] = [ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(
@@ -35,6 +36,7 @@ import tensorflow  # noqa: E402,F401
 import tensorflow_text  # noqa: E402,F401
 
 import cli.main  # noqa: E402,F401
+import cli.summary  # noqa: E402
 import pipelines.stages  # noqa: E402,F401
 
 
@@ -48,6 +50,7 @@ def child(request, fds) -> None:
         # A Python process starts with Ctrl-C raising KeyboardInterrupt and SIGTERM killing it.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        cli.summary.STARTED = time.monotonic()  # the run's clock starts now, not at import
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
