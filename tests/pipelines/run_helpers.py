@@ -75,7 +75,7 @@ def _backend(args) -> str:
     return startup.early_flag(["run.py", *args], "backend", "tensorflow")
 
 
-def _server_socket() -> str:
+def server_socket() -> str:
     """The socket of this test process's `run_server`, started on first use (it ends when
     this process does: its stdin closes)."""
     global _server
@@ -102,7 +102,7 @@ class ForkedRun:
     def __init__(self, command, env, fds):
         self.args, self.returncode, self.stdout = command, None, None
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._socket.connect(_server_socket())
+        self._socket.connect(server_socket())
         socket.send_fds(self._socket, [json.dumps({"argv": command[1:], "env": env,
                                                    "cwd": str(ROOT)}).encode()], list(fds))
         self._received = b""

@@ -1,4 +1,5 @@
-"""A process that has imported TensorFlow once and forks a fresh `pipelines/run.py` per request.
+"""A process that has imported TensorFlow once and forks a fresh `pipelines/run.py` (or
+`export/run.py`, the other front of `cli.main`) per request.
 
 Started by `tests.pipelines.run_helpers` (one per pytest worker): importing TensorFlow,
 Keras and the package costs a CLI process about 3.5 s of CPU, and leaving it about 1 s more,
@@ -13,10 +14,13 @@ signals that process itself), then `{"returncode"}` (negative: killed by that si
 it ends. A connection closed before its child ends kills the child; the server ends, and
 kills what it started, when its stdin closes (its pytest worker ended).
 
-What a fresh interpreter decides at import (the Keras backend, TensorFlow's C++ log level)
-is not requested here: `run_helpers` starts a real process for `--backend jax` and for
-environments that change those.
+What a fresh interpreter decides at import (the Keras backend, XLA's flags) is not requested
+here: `run_helpers` starts a real process for `--backend jax` and for environments that change
+those. TensorFlow's C++ log level is 3 here, as a run sets it itself when the user set none:
+a request with the level 3 or none runs as such a run does (without one, `cli.startup` reads
+none and filters the libraries' lines out of stderr, `cli.quiet`).
 """
+import atexit
 import json
 import os
 import selectors
@@ -36,13 +40,25 @@ import tensorflow  # noqa: E402,F401
 import tensorflow_text  # noqa: E402,F401
 
 import cli.main  # noqa: E402,F401
+import cli.startup  # noqa: E402
 import cli.summary  # noqa: E402
 import pipelines.stages  # noqa: E402,F401
 
 
+FRONTS = {"pipelines/run.py": cli.main.RUN, "export/run.py": cli.main.EXPORT}
+"""The scripts a request may run (its argv[0], from the checkout's root), and their fronts."""
+
+
+def front(argv0: str) -> str:
+    """The `cli.main` front of the script `argv0` names."""
+    return next(name for script, name in FRONTS.items()
+                if os.path.normpath(argv0).endswith(os.path.normpath(script)))
+
+
 def child(request, fds) -> None:
     """Runs the command line of `request` in this (forked) process and exits with its status,
-    as `python pipelines/run.py` started with those descriptors would."""
+    as `python pipelines/run.py` (or `export/run.py`) started with those descriptors would:
+    its exit functions run (`cli.quiet` forwards the last lines of stderr in one)."""
     code = 1
     try:
         for fd, target in zip(fds, (0, 1, 2)):
@@ -54,9 +70,10 @@ def child(request, fds) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        cli.startup.USER_LOG_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
         sys.argv = list(request["argv"])
         try:
-            cli.main.main(cli.main.RUN)
+            cli.main.main(front(sys.argv[0]))
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -65,12 +82,21 @@ def child(request, fds) -> None:
 
         traceback.print_exc()
     finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
+        _flush()
+        try:
+            atexit._run_exitfuncs()
+        except BaseException:  # noqa: BLE001
+            pass
+        _flush()
         os._exit(code)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def serve(path: str) -> None:

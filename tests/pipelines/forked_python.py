@@ -1,0 +1,63 @@
+"""`python` for the commands a test runs in a shell (`tests/test_doc_commands.py`):
+`python pipelines/run.py ...` and `python export/run.py ...` become forks of `run_server`
+(TensorFlow imported once), started with this process's stdin, stdout, stderr, directory and
+environment; every other command line runs the real interpreter.
+
+`install(folder, socket)` writes the `python` that runs this file. A run whose environment
+sets TensorFlow's C++ log level, or that asks for another backend or `--verbose`, runs the
+real interpreter: `run_server` imported TensorFlow with the level 3 that a run sets itself
+where the user set none. This process waits for the fork's status and exits with it; Ctrl-C
+and SIGTERM are passed on to the fork.
+"""
+import json
+import os
+import signal
+import socket
+import sys
+
+SERVER = "KT_RUN_SERVER"
+"""The environment variable naming `run_server`'s socket."""
+FORKED = ("pipelines/run.py", "export/run.py")
+
+
+def install(folder, server_socket: str) -> dict:
+    """Writes `folder`/python; returns the environment entries that put it first on PATH."""
+    path = os.path.join(folder, "python")
+    with open(path, "w") as out:
+        out.write(f"#!{sys.executable}\nimport runpy\n"
+                  f"runpy.run_path({os.path.abspath(__file__)!r}, run_name='__main__')\n")
+    os.chmod(path, 0o755)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}", SERVER: server_socket}
+
+
+def forkable(args) -> bool:
+    return (bool(args) and os.path.normpath(args[0]) in FORKED and SERVER in os.environ
+            and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
+            and not any(arg.startswith(("--verbose", "--backend")) for arg in args[1:]))
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if not forkable(args):
+        os.execv(sys.executable, [sys.executable, *args])
+    env = {key: value for key, value in os.environ.items() if key != SERVER}
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(os.environ[SERVER])
+    socket.send_fds(connection, [json.dumps({"argv": args, "env": env,
+                                             "cwd": os.getcwd()}).encode()], [0, 1, 2])
+    answers = connection.makefile("rb")
+    pid = json.loads(answers.readline())["pid"]
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda number, _: os.kill(pid, number))
+    line = answers.readline()
+    if not line:
+        sys.exit("run_server.py ended before the run did")
+    code = json.loads(line)["returncode"]
+    if code < 0:  # killed by a signal: so is this process
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
