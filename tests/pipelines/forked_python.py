@@ -6,18 +6,18 @@ environment; every other command line runs the real interpreter.
 `install(folder, socket)` writes the `python` that runs this file. A run whose environment
 sets TensorFlow's C++ log level, or that asks for another backend or `--verbose`, runs the
 real interpreter: `run_server` imported TensorFlow with the level 3 that a run sets itself
-where the user set none. This process waits for the fork's status and exits with it; Ctrl-C
-and SIGTERM are passed on to the fork.
+where the user set none. This process waits for the fork's status and exits with it; if it
+ends first (Ctrl-C, a timeout), its connection closes and the server kills the fork.
 """
 import json
 import os
-import signal
 import socket
 import sys
 
 SERVER = "KT_RUN_SERVER"
 """The environment variable naming `run_server`'s socket."""
 FORKED = ("pipelines/run.py", "export/run.py")
+"""The scripts that are forked (`run_server.FRONTS` runs their fronts)."""
 
 
 def install(folder, server_socket: str) -> dict:
@@ -46,17 +46,12 @@ def main() -> None:
     socket.send_fds(connection, [json.dumps({"argv": args, "env": env,
                                              "cwd": os.getcwd()}).encode()], [0, 1, 2])
     answers = connection.makefile("rb")
-    pid = json.loads(answers.readline())["pid"]
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda number, _: os.kill(pid, number))
-    line = answers.readline()
-    if not line:
+    answers.readline()  # {"pid"}: the fork started
+    line = answers.readline()  # this process ending first closes the connection: the
+    if not line:  # server then kills the fork
         sys.exit("run_server.py ended before the run did")
     code = json.loads(line)["returncode"]
-    if code < 0:  # killed by a signal: so is this process
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    sys.exit(code)
+    sys.exit(code if code >= 0 else 128 - code)  # killed by a signal: as a shell reports it
 
 
 if __name__ == "__main__":

@@ -43,9 +43,9 @@ import cli.main  # noqa: E402,F401
 import cli.startup  # noqa: E402
 import cli.summary  # noqa: E402
 import pipelines.stages  # noqa: E402,F401
+from tests.pipelines.forked_python import FORKED  # noqa: E402
 
-
-FRONTS = {"pipelines/run.py": cli.main.RUN, "export/run.py": cli.main.EXPORT}
+FRONTS = dict(zip(FORKED, (cli.main.RUN, cli.main.EXPORT)))
 """The scripts a request may run (its argv[0], from the checkout's root), and their fronts."""
 
 
