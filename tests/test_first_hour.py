@@ -15,7 +15,7 @@ import time
 import pytest
 
 from cli.quiet import LIBRARY_LINE
-from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL
+from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL, run_command
 
 EXPORT = ROOT / "export" / "run.py"
 CPP_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
@@ -108,7 +108,9 @@ def as_user(umask=0o022):
     return setup
 
 
-def job(args, data_dir, wait=True, stdin=None):
+def job(args, data_dir, wait=True):
+    """`pipelines/run.py` as a user starts it: a fresh interpreter, no TF C++ log level,
+    umask 022, Ctrl-C's default action."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     env["KT_DATA_DIR"] = str(data_dir)
     command = [sys.executable, str(RUN), *args]
@@ -116,7 +118,14 @@ def job(args, data_dir, wait=True, stdin=None):
         return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, preexec_fn=as_user())
     return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
-                          input=stdin, timeout=900, preexec_fn=as_user())
+                          timeout=900, preexec_fn=as_user())
+
+
+def rerun(args, data_dir, stdin=""):
+    """A later command on the job's model dir, where what is checked is what the run does and
+    prints, not its process: a fork of `run_server` (TensorFlow imported once) with the
+    user's environment (no TF C++ log level)."""
+    return run_command(args, data_dir, timeout=900, stdin=stdin, user_env=True)
 
 
 @pytest.fixture(scope="module")
@@ -143,15 +152,15 @@ def test_files_are_readable_by_others_and_logs_hold_no_redraws(finished):
 
 def test_a_rerun_of_a_finished_job_does_no_work_again(finished, shared_data):
     model_dir, first = finished
-    again = job([f"--model_dir={model_dir}", *TINY_JOB], shared_data)
+    again = rerun([f"--model_dir={model_dir}", *TINY_JOB], shared_data)
     assert again.returncode == 0, again.stderr[-3000:]
     assert sorted(p.name for p in (model_dir / "export").iterdir()) == ["1"]
     for said in ("train: already at step 20", "average: ", "evaluate: ", "export: "):
         assert any(line.startswith(said) and ("nothing to do" in line or "up to date" in line)
                    for line in again.stderr.splitlines()), (said, again.stderr[-2000:])
     assert again.stdout == first.stdout  # the same scores, printed again
-    asked = job([f"--model_dir={model_dir}", "--mode=export", "--export_version=2"],
-                shared_data)
+    asked = rerun([f"--model_dir={model_dir}", "--mode=export", "--export_version=2"],
+                  shared_data)
     assert asked.returncode == 0, asked.stderr[-3000:]
     assert sorted(p.name for p in (model_dir / "export").iterdir()) == ["1", "2"]
 
@@ -159,8 +168,8 @@ def test_a_rerun_of_a_finished_job_does_no_work_again(finished, shared_data):
 def test_a_line_longer_than_the_model_reads_is_reported(finished, shared_data):
     model_dir, _ = finished
     lines = ["A dog runs.", " ".join(["A man rides a bicycle."] * 100), "Two cats sleep."]
-    result = job([f"--model_dir={model_dir}", "--mode=translate"], shared_data,
-                 stdin="\n".join(lines) + "\n")
+    result = rerun([f"--model_dir={model_dir}", "--mode=translate"], shared_data,
+                   stdin="\n".join(lines) + "\n")
     assert result.returncode == 0, result.stderr[-3000:]
     assert len(result.stdout.splitlines()) == 3
     warnings = [line for line in result.stderr.splitlines() if "the model reads" in line]
@@ -193,7 +202,7 @@ def test_the_readme_fine_tuning_command_runs(finished, shared_data, tmp_path):
     for old, new in replaced.items():
         assert old in command, old
         command = command.replace(old, new)
-    result = job(command.split()[2:], shared_data)
+    result = rerun(command.split()[2:], shared_data)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "== evaluate: skipped, task text has no test data" in result.stderr
     assert (tmp_path / "tuned" / "export" / "1" / "saved_model.pb").is_file()
@@ -221,7 +230,7 @@ def test_ctrl_c_stops_training_in_one_line_and_the_rerun_resumes(prepared, share
     assert re.fullmatch(r"interrupted at step [\d,]+; checkpoint ckpt-\d+ kept; run the same "
                         r"command to resume", last), stderr[-3000:]
     assert "Traceback" not in stderr
-    resumed = job(args, shared_data)
+    resumed = rerun(args, shared_data)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "train: resumed from" in resumed.stderr
     assert (tmp_path / "model" / "checkpoints" / "ckpt-120.index").exists()
@@ -256,7 +265,7 @@ def test_a_copied_model_dir_rerun_writes_no_second_version(finished, shared_data
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(model_dir), str(copy)], check=True)
     versions = sorted(p.name for p in (copy / "export").iterdir())
-    again = job([f"--model_dir={copy}", *TINY_JOB], shared_data)
+    again = rerun([f"--model_dir={copy}", *TINY_JOB], shared_data)
     assert again.returncode == 0, again.stderr[-3000:]
     for stage in ("average", "evaluate", "export"):
         assert any(line.startswith(f"{stage}: ") and ("nothing to do" in line or "up to date"
@@ -273,7 +282,7 @@ def test_a_copied_model_dir_rerun_writes_no_second_version(finished, shared_data
     assert not [line for line in export.stderr.splitlines()
                 if LIBRARY_LINE.match(line.encode())], export.stderr[-2000:]
     assert export.stderr.strip().splitlines()[-1] == f"export: {elsewhere / '1'} (version 1)"
-    default = job([f"--model_dir={copy}", "--mode=export"], shared_data)
+    default = rerun([f"--model_dir={copy}", "--mode=export"], shared_data)
     assert default.returncode == 0, default.stderr[-3000:]
     assert sorted(p.name for p in (copy / "export").iterdir()) == versions
 
@@ -284,8 +293,8 @@ def test_evaluate_with_other_settings_keeps_the_saved_result(finished, shared_da
     and eval/index.json lists both."""
     model_dir, _ = finished
     saved = {name: (model_dir / "eval" / name).read_bytes() for name in ("test.json", "test.hyp")}
-    other = job([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20",
-                 "--override_saved", "--beam_size=2"], shared_data)
+    other = rerun([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20",
+                   "--override_saved", "--beam_size=2"], shared_data)
     assert other.returncode == 0, other.stderr[-3000:]
     assert other.stdout.startswith("test sacrebleu: ")
     for name, data in saved.items():
@@ -297,8 +306,8 @@ def test_evaluate_with_other_settings_keeps_the_saved_result(finished, shared_da
     assert index["test"]["file"] == "test.json" and index["test"]["decoding"]["beam_size"] == 4
     assert index["test.beam_size2"]["file"] == "test.beam_size2.json"
     assert index["test.beam_size2"]["scores"]["sacrebleu"] == result["sacrebleu"]
-    again = job([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20"],
-                shared_data)
+    again = rerun([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20"],
+                  shared_data)
     assert "is up to date" in again.stderr, again.stderr[-2000:]  # the saved one, not redone
 
 
@@ -327,7 +336,7 @@ def test_translating_a_file_resumes_after_ctrl_c(finished, shared_data, tmp_path
     assert process.returncode == 130, stderr[-3000:]
     assert stderr.strip().splitlines()[-1].endswith("run the same command to resume")
     assert not output.exists() and (tmp_path / ".out.de.partial").exists()
-    resumed = job([*args, f"--output={output}"], shared_data)
+    resumed = rerun([*args, f"--output={output}"], shared_data)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert re.search(r"translate: resuming .* after its first [\d,]+ lines", resumed.stderr)
     assert output.read_bytes() == (tmp_path / "whole.de").read_bytes()

@@ -5,10 +5,7 @@ with int8 matrices through `export/run.py`, beside the float32 export of the sam
 """
 import collections
 import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,14 +21,13 @@ from pipelines import stages
 from pipelines.model_dir import layout as md
 from tests.export.test_saved_model import ODD_INPUTS, _tokenize, _val_lines, serve_in_fresh_process
 from tests.export.test_serving_contract import GOLDEN, served_signatures
+from tests.pipelines.run_helpers import run_command
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _cli(program, *args, cwd):
-    return subprocess.run([sys.executable, str(ROOT / program), *args], cwd=cwd,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-                          capture_output=True, text=True, timeout=600)
+    return run_command(list(args), env_data_dir=False, script=ROOT / program, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

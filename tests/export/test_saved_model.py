@@ -24,6 +24,7 @@ from keras_transformer import BeamSearch
 from pipelines.settings import resolver
 from pipelines import stages
 from tests.export.conftest import MAX_LENGTH, SETTINGS
+from tests.pipelines.run_helpers import run_command
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVING_CHECK = pathlib.Path(__file__).with_name("serving_check.py")
@@ -288,10 +289,8 @@ def test_xla_compiled_search_gives_the_same_translations(translator, trained_mod
 
 # ---------------------------------------------------------------------- command line
 def _export_cli(*args, cwd):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "export" / "run.py"), *args], cwd=cwd,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
-        timeout=300)
+    return run_command(list(args), env_data_dir=False, script=ROOT / "export" / "run.py",
+                       cwd=cwd, timeout=300)
 
 
 def test_command_line_export(model_dir, tmp_path):

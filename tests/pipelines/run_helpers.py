@@ -1,4 +1,4 @@
-"""Running `pipelines/run.py` in a subprocess, on the real Multi30k files, with a tiny model."""
+"""Running `pipelines/run.py` (or `export/run.py`) in a subprocess, on the real Multi30k files, with a tiny model."""
 import atexit
 import json
 import os
@@ -20,43 +20,50 @@ TINY_MODEL = ["--config_override=num_layers=1", "--config_override=d_model=32",
               "--vocab_size=1000", "--batch_tokens=1024", "--warmup_steps=50"]
 
 
-def run_command(args, data_dir, timeout=600, wait=True, env_data_dir=True, env=None):
-    """Starts run.py with `args`; returns the CompletedProcess, or if not `wait` the running
-    process (stdout and stderr together on its `stdout`).
+def run_command(args, data_dir=None, timeout=600, wait=True, env_data_dir=True, env=None,
+                script=RUN, cwd=ROOT, stdin="", user_env=False):
+    """Starts `script` (run.py, or export/run.py) with `args`; returns the CompletedProcess,
+    or if not `wait` the running process (stdout and stderr together on its `stdout`).
 
     The run is a fork of `run_server` (TensorFlow imported once), unless it needs a fresh
     interpreter: another backend, or an `env` that a process reads at import.
 
     `env_data_dir`: point $KT_DATA_DIR at `data_dir` (else remove it from the environment).
+    `stdin`: the text the run reads. `user_env`: no TF C++ log level, as a user's shell sets
+    none (the run filters the libraries' lines itself); else the level 3.
     """
     fresh = env is not None and bool(set(env) & IMPORT_TIME_ENV)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
+    if user_env:
+        env.pop("TF_CPP_MIN_LOG_LEVEL")
     env.pop("KT_DATA_DIR", None)
     if env_data_dir:
         env["KT_DATA_DIR"] = str(data_dir)
-    command = [sys.executable, str(RUN), *args]
+    command = [sys.executable, str(script), *args]
     if fresh or _backend(args) != "tensorflow":
         if not wait:
-            return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
+            return subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
-        return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True,
+                              input=stdin, timeout=timeout)
     if not wait:
         read, write = os.pipe()
-        with open(os.devnull) as stdin:
-            process = ForkedRun(command, env, (stdin.fileno(), write, write))
+        with open(os.devnull) as devnull:
+            process = ForkedRun(command, env, cwd, (devnull.fileno(), write, write))
         os.close(write)
         process.stdout = open(read, errors="replace")
         return process
-    with tempfile.TemporaryDirectory() as folder, open(os.devnull) as stdin:
-        paths = [pathlib.Path(folder, name) for name in ("stdout", "stderr")]
-        with open(paths[0], "w") as out, open(paths[1], "w") as err:
-            process = ForkedRun(command, env, (stdin.fileno(), out.fileno(), err.fileno()))
+    with tempfile.TemporaryDirectory() as folder:
+        paths = [pathlib.Path(folder, name) for name in ("stdin", "stdout", "stderr")]
+        paths[0].write_text(stdin)
+        with open(paths[0]) as given, open(paths[1], "w") as out, open(paths[2], "w") as err:
+            process = ForkedRun(command, env, cwd, (given.fileno(), out.fileno(),
+                                                    err.fileno()))
         timed_out = process.wait(timeout, raise_timeout=False) is None
         if timed_out:
             process.kill()
             process.wait()
-        stdout, stderr = (path.read_text(errors="replace") for path in paths)
+        stdout, stderr = (path.read_text(errors="replace") for path in paths[1:])
     if timed_out:
         raise subprocess.TimeoutExpired(command, timeout, stdout, stderr)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
@@ -95,16 +102,17 @@ def server_socket() -> str:
 
 
 class ForkedRun:
-    """`pipelines/run.py` forked by `run_server` with the descriptors `fds` (stdin, stdout,
-    stderr): the part of `subprocess.Popen` the tests use (pid, poll, wait, communicate,
-    send_signal, kill, returncode), the pid being the run's own process."""
+    """`pipelines/run.py` (or export/run.py) forked by `run_server` in `cwd` with the
+    descriptors `fds` (stdin, stdout, stderr): the part of `subprocess.Popen` the tests use
+    (pid, poll, wait, communicate, send_signal, kill, returncode), the pid being the run's own
+    process."""
 
-    def __init__(self, command, env, fds):
+    def __init__(self, command, env, cwd, fds):
         self.args, self.returncode, self.stdout = command, None, None
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._socket.connect(server_socket())
         socket.send_fds(self._socket, [json.dumps({"argv": command[1:], "env": env,
-                                                   "cwd": str(ROOT)}).encode()], list(fds))
+                                                   "cwd": str(cwd)}).encode()], list(fds))
         self._received = b""
         self.pid = self._answer(None)["pid"]
 

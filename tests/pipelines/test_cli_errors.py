@@ -3,8 +3,6 @@ traceback, and nothing already written changed."""
 import gzip
 import itertools
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -45,11 +43,7 @@ def _snapshot(directory):
 def refused(args, message, shared_data, watch, script="pipelines/run.py"):
     """Runs the CLI; asserts exit 2, `message` in its one error line, and `watch` unchanged."""
     before = _snapshot(watch)
-    if script == "pipelines/run.py":
-        result = run_command(args, shared_data, timeout=300)
-    else:
-        result = subprocess.run([sys.executable, str(ROOT / script), *args], cwd=ROOT,
-                                capture_output=True, text=True, timeout=300)
+    result = run_command(args, shared_data, timeout=300, script=ROOT / script)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
