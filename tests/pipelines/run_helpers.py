@@ -1,4 +1,5 @@
-"""Running `pipelines/run.py` (or `export/run.py`) in a subprocess, on the real Multi30k files, with a tiny model."""
+"""Running `pipelines/run.py` (or `export/run.py`) in a subprocess, on the real Multi30k files,
+with a tiny model."""
 import atexit
 import json
 import os
@@ -29,8 +30,9 @@ def run_command(args, data_dir=None, timeout=600, wait=True, env_data_dir=True, 
     interpreter: another backend, or an `env` that a process reads at import.
 
     `env_data_dir`: point $KT_DATA_DIR at `data_dir` (else remove it from the environment).
-    `stdin`: the text the run reads. `user_env`: no TF C++ log level, as a user's shell sets
-    none (the run filters the libraries' lines itself); else the level 3.
+    `stdin`: the text the run reads (a run not waited for reads none). `user_env`: no TF C++
+    log level, as a user's shell sets none (the run filters the libraries' lines itself);
+    else the level 3.
     """
     fresh = env is not None and bool(set(env) & IMPORT_TIME_ENV)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
