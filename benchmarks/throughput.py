@@ -27,6 +27,9 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cli.startup import POOLED_CPU_ALLOCATOR, use_pooled_cpu_allocator  # noqa: E402
+
+use_pooled_cpu_allocator()  # as pipelines/run.py trains (TF_CPU_ALLOCATOR_USE_BFC=false: off)
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -233,7 +236,9 @@ def main(argv=None):
     result = {"bench": "keras_transformer", "mode": args.mode, "config_name": args.config_name,
               "versions": {"python": platform.python_version(), "tensorflow": tf.__version__,
                            "keras": keras.__version__},
-              "cpu_count": os.cpu_count(), "jit_compile": bool(args.jit_compile),
+              "cpu_count": os.cpu_count(),
+              "pooled_cpu_allocator": os.environ[POOLED_CPU_ALLOCATOR[0]],
+              "jit_compile": bool(args.jit_compile),
               "mixed_precision": bool(args.mixed_precision)}
     {"train": run_train, "decode": run_decode, "peak": run_peak}[args.mode](args, result)
     result["peak_rss_mb"] = peak_rss_mb()

@@ -80,8 +80,21 @@ def parse_flags(argv: list[str]) -> list[str]:
         fail(f"{' '.join(str(error).split())} (--help lists every flag)")
 
 
+POOLED_CPU_ALLOCATOR = ("TF_CPU_ALLOCATOR_USE_BFC", "true")
+"""TensorFlow's environment switch for its pooling (BFC) allocator on the CPU. Without it
+every tensor over glibc's 32 MB mmap threshold (a small model's [tokens, vocabulary] logits
+and their gradient) is mapped and unmapped at every step, and the kernel zeroes its pages
+anew: a third of a small model's training time went to page faults (docs/training.md)."""
+
+
+def use_pooled_cpu_allocator() -> None:
+    """Turns TensorFlow's pooling CPU allocator on unless the environment already chose;
+    must run before TensorFlow is imported (it reads the switch once)."""
+    os.environ.setdefault(*POOLED_CPU_ALLOCATOR)
+
+
 def import_tensorflow(verbose: bool) -> None:
-    """Imports TensorFlow. Unless `verbose`, absl's and TensorFlow's Python logging show
+    """Imports TensorFlow, with its pooling CPU allocator (`use_pooled_cpu_allocator`). Unless `verbose`, absl's and TensorFlow's Python logging show
     errors only and, unless the user set TF_CPP_MIN_LOG_LEVEL too, TensorFlow's C++ log
     level becomes 3 (its errors still reach the user as Python exceptions), what it writes
     to stderr while loading is dropped, and the libraries' log lines are filtered out of
@@ -93,6 +106,7 @@ def import_tensorflow(verbose: bool) -> None:
 
         logging.set_verbosity(logging.ERROR)
         python_logging.getLogger("tensorflow").setLevel(python_logging.ERROR)
+    use_pooled_cpu_allocator()
     if verbose or USER_LOG_LEVEL is not None:
         import tensorflow  # noqa: F401
         return

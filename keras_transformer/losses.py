@@ -18,7 +18,7 @@ def _tensorflow():
     return tf
 
 
-def _target_nll(target_ids, logits):
+def target_nll(target_ids, logits):
     """-log softmax(logits)[target]: int32 [batch, length], float32 [batch, length, vocab]
     -> float32 [batch, length]."""
     tf = _tensorflow()
@@ -58,13 +58,24 @@ def smoothed_token_losses(target_ids, logits, label_smoothing):
     """
     logits = ops.cast(logits, "float32")
     target_ids = ops.cast(target_ids, "int32")
-    vocab = ops.cast(ops.shape(logits)[-1], "float32")
-    # sum_v log p(v) = sum_v logits(v) - V * logsumexp(logits)
-    sum_log_probs = ops.sum(logits, axis=-1) - vocab * ops.logsumexp(logits, axis=-1)
+    vocab = ops.shape(logits)[-1]
     on_value = 1.0 - label_smoothing
-    off_value = label_smoothing / (vocab - 1.0)
-    # -sum_v q(v) log p(v) = -off * sum_v log p(v) + (on - off) * -log p(target)
-    losses = -off_value * sum_log_probs + (on_value - off_value) * _target_nll(target_ids, logits)
+    off_value = label_smoothing / (ops.cast(vocab, "float32") - 1.0)
+    tf = _tensorflow()
+    if tf is not None:
+        # One fused kernel computes the loss and its gradient (softmax - q) in one pass over
+        # [tokens, vocab]; written out (logsumexp, sums, gather) the same value and its
+        # gradient took a dozen passes, most of a small model's step (docs/results.md).
+        smoothed = tf.one_hot(target_ids, vocab, on_value=on_value, off_value=off_value)
+        losses = tf.nn.softmax_cross_entropy_with_logits(labels=tf.stop_gradient(smoothed),
+                                                         logits=logits)
+    else:
+        # sum_v log p(v) = sum_v logits(v) - V * logsumexp(logits)
+        sum_log_probs = (ops.sum(logits, axis=-1)
+                         - ops.cast(vocab, "float32") * ops.logsumexp(logits, axis=-1))
+        # -sum_v q(v) log p(v) = -off * sum_v log p(v) + (on - off) * -log p(target)
+        losses = -off_value * sum_log_probs + (on_value - off_value) * target_nll(target_ids,
+                                                                                  logits)
     mask = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
     return losses * mask, mask
 

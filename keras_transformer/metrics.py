@@ -3,6 +3,7 @@ import keras
 from keras import ops
 
 from keras_transformer.constants import PAD_ID
+from keras_transformer.losses import target_nll
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -40,8 +41,7 @@ class Perplexity(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
-        log_probs = ops.log_softmax(ops.cast(y_pred, "float32"), axis=-1)
-        nll = -ops.squeeze(ops.take_along_axis(log_probs, y_true[..., None], axis=-1), -1)
+        nll = target_nll(y_true, ops.cast(y_pred, "float32"))
         mask = ops.cast(ops.not_equal(y_true, PAD_ID), "float32")
         self.total.assign_add(ops.sum(nll * mask))
         self.count.assign_add(ops.sum(mask))
