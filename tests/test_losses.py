@@ -26,8 +26,9 @@ def loss_and_gradient(label_smoothing):
                     reason="the fused kernel and tf.distribute are TensorFlow's")
 @pytest.mark.parametrize("label_smoothing", [0.1, 0.0])
 def test_tensorflows_kernels_equal_the_keras_ops_reference(label_smoothing, monkeypatch):
-    """TensorFlow trains with the fused sparse cross-entropy; every other backend with the
-    keras.ops version, the reference: loss and gradient agree within 1e-6."""
+    """TensorFlow trains with the fused softmax cross-entropy against the smoothed targets,
+    every other backend with the keras.ops version, the reference: loss and gradient agree
+    within 1e-6."""
     fused_loss, fused_gradient = loss_and_gradient(label_smoothing)
     monkeypatch.setattr(losses, "_tensorflow", lambda: None)
     loss, gradient = loss_and_gradient(label_smoothing)

@@ -126,6 +126,7 @@ QUICK = [
     "tests/pipelines/parsing/test_run_parsing.py::test_an_unknown_target_form_is_one_line_naming_the_forms",
     "tests/test_house.py",
     "tests/test_quiet.py",
+    "tests/test_startup.py",
     "tests/test_doc_commands.py::test_the_doc_blocks_are_found",
     "tests/pipelines/test_progress_bar.py",
     "tests/test_tiers.py",
