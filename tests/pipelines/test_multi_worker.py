@@ -133,5 +133,22 @@ def test_two_workers_through_run_py(prepared, tmp_path, shared_data):
     alone = weights(single_dir / "checkpoints" / "ckpt-6")
     assert alone.keys() == chief.keys()
     for name in chief:
-        np.testing.assert_allclose(chief[name], alone[name], rtol=0, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(*(without_key_bias(name, w[name]) for w in (chief, alone)),
+                                   rtol=0, atol=1e-5, err_msg=name)
+
+
+def without_key_bias(name, value):
+    """`value` without the keys' part of an attention projection's bias (d_k = d_v here).
+
+    softmax(q . (k + b)) = softmax(q . k) whatever b: the key bias changes no output, so its
+    gradient is rounding noise, which Adam scales up to steps of the learning rate's size.
+    Two processes and two replicas in one process round differently, so only there may the
+    weights differ (0.5e-3 after 6 steps with the fused loss); every other weight must not.
+    """
+    if name.endswith("qkv.Sbias/.ATTRIBUTES/VARIABLE_VALUE"):  # [queries, keys, values]
+        third = value.shape[0] // 3
+        return np.concatenate([value[:third], value[2 * third:]])
+    if name.endswith("kv.Sbias/.ATTRIBUTES/VARIABLE_VALUE"):  # cross-attention: [keys, values]
+        return value[value.shape[0] // 2:]
+    return value
 
