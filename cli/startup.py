@@ -94,11 +94,13 @@ def use_pooled_cpu_allocator() -> None:
 
 
 def import_tensorflow(verbose: bool) -> None:
-    """Imports TensorFlow, with its pooling CPU allocator (`use_pooled_cpu_allocator`). Unless `verbose`, absl's and TensorFlow's Python logging show
-    errors only and, unless the user set TF_CPP_MIN_LOG_LEVEL too, TensorFlow's C++ log
-    level becomes 3 (its errors still reach the user as Python exceptions), what it writes
-    to stderr while loading is dropped, and the libraries' log lines are filtered out of
-    stderr from then on, child processes included (`cli.quiet`)."""
+    """Imports TensorFlow, with its pooling CPU allocator (`use_pooled_cpu_allocator`).
+
+    Unless `verbose`, absl's and TensorFlow's Python logging show errors only and, unless
+    the user set TF_CPP_MIN_LOG_LEVEL too, TensorFlow's C++ log level becomes 3 (its errors
+    still reach the user as Python exceptions), what it writes to stderr while loading is
+    dropped, and the libraries' log lines are filtered out of stderr from then on, child
+    processes included (`cli.quiet`)."""
     if not verbose:  # absl's and TensorFlow's Python loggers (retracing warnings, TFDS)
         import logging as python_logging
 
