@@ -23,8 +23,8 @@ def target_nll(target_ids, logits):
     -> float32 [batch, length]."""
     tf = _tensorflow()
     if tf is not None:
-        # The fused kernel computes its gradient (softmax - one-hot) in the forward pass;
-        # the gather below would scatter its gradient over [tokens, vocab] (docs/results.md).
+        # One kernel over [tokens, vocab] (the perplexity metric's path): the log-softmax
+        # and gather below would write the whole [tokens, vocab] tensor out first.
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target_ids, logits=logits)
     target_logits = ops.take_along_axis(logits, ops.expand_dims(target_ids, -1), axis=-1)
     return ops.logsumexp(logits, axis=-1) - ops.squeeze(target_logits, -1)
