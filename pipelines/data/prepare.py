@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.constants import PAD_ID
 from pipelines import Log
 from pipelines.data import buckets
 from pipelines.data import dataset as ds_lib
@@ -193,13 +194,15 @@ def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "tra
                    batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS, batch_multiple: int = 1,
                    boundaries: Sequence[int] | None = None, shuffle: bool = True,
                    repeat: bool = True, seed: int = 0, pad_to_bucket: bool = True,
-                   pack: bool = False, log: Log = print) -> TrainingInput:
+                   pack: bool = False, drop_remainder: bool | None = None,
+                   log: Log = print) -> TrainingInput:
     """``((source, target_in), target_out)`` token-budget batches of ``split`` (see dataset.py).
 
     For ``model.fit`` use ``repeat=True`` with ``steps_per_epoch=batches_per_epoch``; for a
-    validation loss use ``split="dev", shuffle=False, repeat=False``. With ``pack``, batches
-    of packed rows instead, several pairs a row (``pipelines.data.packing``; their inputs are a
-    dict, and ``batches_per_epoch`` is estimated).
+    validation loss, ``validation_input``. With ``pack``, batches of packed rows instead,
+    several pairs a row (``pipelines.data.packing``; their inputs are a dict, and
+    ``batches_per_epoch`` is estimated). ``drop_remainder``: drop each bucket's last partial
+    batch (default: with several replicas, so that every batch splits evenly).
     """
     proto = ensure_vocab(task, work_dir, log=log)
     prepared = prepare_split(task, split, work_dir, proto, log=log)
@@ -209,7 +212,7 @@ def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "tra
         f"{task.max_source_length}/{task.max_target_length}; dropped {counts['too_long']:,} "
         f"(source too long {counts['too_long_source']:,}, target "
         f"{counts['too_long_target']:,})")
-    drop = batch_multiple > 1
+    drop = batch_multiple > 1 if drop_remainder is None else drop_remainder
     # What both layouts read: the pairs within the limits, shuffled, as the decoder reads them.
     examples = dict(max_source_length=task.max_source_length,
                     max_target_length=task.max_target_length, shuffle=shuffle, seed=seed,
@@ -232,6 +235,30 @@ def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "tra
         batch_multiple=batch_multiple, drop_remainder=drop, pad_to_bucket=pad_to_bucket,
         **examples)
     return TrainingInput(dataset, batches)
+
+
+def validation_input(task: Task, work_dir: os.PathLike | str, *, batch_tokens: int,
+                     batch_multiple: int = 1, pad_to_bucket: bool = True,
+                     log: Log = print) -> TrainingInput:
+    """The dev split's batches for ``model.fit``'s validation loss: ``batches_per_epoch``
+    batches are exactly one pass, every pair once (none dropped, even with several replicas),
+    and the passes repeat unchanged. Batching the repeated pairs instead would fill each
+    bucket across passes: the validation steps would see some pairs three times, some twice.
+    A bucket's last batch gets rows of padding up to a multiple of ``batch_multiple``, so that
+    it splits evenly across replicas (JAX's data parallelism requires it); padding adds no
+    loss and no token to the metrics."""
+    one_pass = training_input(task, work_dir, split="dev", batch_tokens=batch_tokens,
+                              batch_multiple=batch_multiple, shuffle=False, repeat=False,
+                              pad_to_bucket=pad_to_bucket, drop_remainder=False, log=log)
+
+    def pad_rows(inputs, target_out):
+        rows = -tf.shape(target_out)[0] % batch_multiple
+        return tf.nest.map_structure(
+            lambda t: tf.pad(t, [[0, rows], [0, 0]], constant_values=PAD_ID),
+            (inputs, target_out))
+
+    dataset = one_pass.dataset.map(pad_rows) if batch_multiple > 1 else one_pass.dataset
+    return TrainingInput(dataset.repeat(), one_pass.batches_per_epoch)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ import tensorflow as tf
 from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
                                TransformerConfig, paper_optimizer)
 from pipelines.data.buckets import bucket_batch_sizes
-from pipelines.data.prepare import training_input
+from pipelines.data.prepare import training_input, validation_input
 from pipelines.errors import ConfigError
 from pipelines.model_dir import checkpoints
 from pipelines.model_dir.layout import CHECKPOINT_DIR, build_model
@@ -257,9 +257,8 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
     # from one epoch to the next, and a finite one would run dry in the second epoch. Never
     # packed: its per-token loss is the same, and its batches per pass are then exact.
-    dev = (training_input(task, model_dir, split="dev", batch_tokens=batch_tokens,
-                          batch_multiple=replicas, shuffle=False, repeat=True,
-                          pad_to_bucket=jit_compile, log=log)
+    dev = (validation_input(task, model_dir, batch_tokens=batch_tokens,
+                            batch_multiple=replicas, pad_to_bucket=jit_compile, log=log)
            if validate and task.has_split("dev") else None)
     log(f"train: {replicas} replica(s), {data.batches_per_epoch:,} batches per pass over the "
         f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "

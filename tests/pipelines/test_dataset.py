@@ -220,3 +220,23 @@ def test_text_task_reports_every_kind_of_skip(tmp_path):
     assert "pairs read 60, kept 58, skipped 2" in summary and "1 lines with NUL" in summary
     assert "60 CRLF endings stripped" in summary
     assert any("skipped: empty source 1, empty target 1, over length limit 1" in m for m in logs)
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_validation_steps_see_every_dev_pair_once(multi30k, replicas):
+    """What `fit` validates on, `batches_per_epoch` batches, is one pass over dev, none
+    dropped for the replicas (whole rows of padding split the last batches evenly), and the
+    next validation sees the same batches again."""
+    task, work_dir, proto, _ = multi30k
+    dev = prepare.validation_input(task, work_dir, batch_tokens=2048, batch_multiple=replicas,
+                                   log=QUIET)
+    lengths = prepare.prepare_split(task, "dev", work_dir, proto, log=QUIET).cache.lengths
+    batches = list(dev.dataset.take(2 * dev.batches_per_epoch).as_numpy_iterator())
+    first, second = batches[:dev.batches_per_epoch], batches[dev.batches_per_epoch:]
+    assert all(len(target_out) % replicas == 0 for _, target_out in first)
+    assert sum(np.count_nonzero(target_out.any(axis=1)) for _, target_out in first) == \
+        len(lengths) == 1014
+    assert sum(np.count_nonzero(source.any(axis=1)) for (source, _), _ in first) == 1014
+    assert sum(np.count_nonzero(target_out) for _, target_out in first) == \
+        sum(target + 1 for _, target in lengths)
+    assert all(np.array_equal(a[1], b[1]) for a, b in zip(first, second))
