@@ -6,8 +6,8 @@
 
 1. Copies the model dir's config.json, settings.json, spm.model and final.weights.h5 to
    WORK/model: the source is only read (an export takes its model dir's lock, which writes).
-2. Exports the copy with `export/run.py` (op check included) as float32 (`--override_saved
-   --decode_precision float32`) and int8 (the same with `--quantize int8`: int8 matrices,
+2. Exports the copy with `export/run.py` (op check included) as float32 (`--decode_precision
+   float32`) and int8 (the same with `--quantize int8`: int8 matrices,
    float32 compute); when the model dir decodes in bfloat16, also as bfloat16 and int8 with
    bfloat16 compute (its own settings, and `--quantize int8`).
 3. Converts the copy to CTranslate2 (`benchmarks/ct2_convert.py convert`), float32 weights
@@ -60,7 +60,7 @@ def export(model_dir: pathlib.Path, export_dir: pathlib.Path, flags) -> pathlib.
 def exports_to_make(model_dir: pathlib.Path) -> dict:
     """name -> export/run.py flags: float32 and int8 on float32, and bfloat16 and int8 on
     bfloat16 when the model dir decodes in bfloat16."""
-    float32 = ["--override_saved", "--decode_precision", "float32"]
+    float32 = ["--decode_precision", "float32"]
     plan = {"float32": float32, "int8_float32": float32 + ["--quantize", "int8"]}
     settings = json.loads((model_dir / "settings.json").read_text(encoding="utf-8"))
     if settings.get("decoding", {}).get("precision") == "bfloat16":

@@ -76,8 +76,7 @@ def main() -> None:
     terms_path.write_text("".join("\t".join(t) + "\n" for t in terms), encoding="utf-8")
 
     results, metric = {}, sacrebleu.BLEU()
-    beam = () if args.beam_size is None else (f"--beam_size={args.beam_size}",
-                                               "--override_saved")
+    beam = () if args.beam_size is None else (f"--beam_size={args.beam_size}",)
     for name, extra in (("unconstrained", ()), ("terms", ("--terms", str(terms_path)))):
         print(f"terminology: translating {len(sources)} sentences, {name}", file=sys.stderr)
         outputs, seconds = translate(args.model_dir, source_path, *beam, *extra)

@@ -1,7 +1,7 @@
 r"""Export a model directory's final model as a SavedModel for TensorFlow Serving.
 
     python export/run.py --model_dir M [--export_dir E] [--export_version N]
-        [--overwrite_export] [--override_saved --beam_size 4 --alpha 0.6 --extra_length 50
+        [--overwrite_export] [--beam_size 4 --alpha 0.6 --extra_length 50
         --max_input_length L --decode_precision float32] [--export_jit_compile]
         [--quantize int8] [--format ctranslate2]
 

@@ -3,6 +3,7 @@ no TensorFlow C++ log lines unless asked, a readable options line, a distributio
 our own; files others can read, logs without redraws, reruns that redo nothing, long lines
 reported, the fine-tuning command of README.md and docs/training.md, Ctrl-C in one line
 (issue: the first hour)."""
+import hashlib
 import json
 import os
 import re
@@ -143,7 +144,7 @@ def test_files_are_readable_by_others_and_logs_hold_no_redraws(finished):
                   if p.is_file() and p.stat().st_mode & 0o044 != 0o044]
     assert not unreadable
     for name in ("config.json", "settings.json", "spm.model", "final.weights.h5",
-                 "eval/test.hyp", "eval/test.json", "export/1/saved_model.pb"):
+                 "eval/test.first20.hyp", "eval/test.first20.json", "export/1/saved_model.pb"):
         assert (model_dir / name).stat().st_mode & 0o777 == 0o644, name
     for stream in (result.stdout, result.stderr):
         assert "\r" not in stream and "\x1b" not in stream
@@ -287,28 +288,48 @@ def test_a_copied_model_dir_rerun_writes_no_second_version(finished, shared_data
     assert sorted(p.name for p in (copy / "export").iterdir()) == versions
 
 
-def test_evaluate_with_other_settings_keeps_the_saved_result(finished, shared_data):
-    """--override_saved --beam_size 2 leaves eval/test.json (the saved settings' result)
-    byte-identical, writes its own result beside it, named by the setting that differs,
-    and eval/index.json lists both."""
+def test_evaluate_never_replaces_a_recorded_result(finished, shared_data, tmp_path):
+    """Other sentences, another checkpoint, other decoding settings, and the user's own test
+    files (for the multi30k_ende task, which has its own): each writes a result named by what
+    differs and listed in eval/index.json, with no --override_saved, and leaves the recorded
+    one (eval/test.first20.*) byte-identical; the plain rerun still finds it. The score of
+    the given files is sacreBLEU's on the .hyp written for them."""
+    import sacrebleu
+
     model_dir, _ = finished
-    saved = {name: (model_dir / "eval" / name).read_bytes() for name in ("test.json", "test.hyp")}
-    other = rerun([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20",
-                   "--override_saved", "--beam_size=2"], shared_data)
-    assert other.returncode == 0, other.stderr[-3000:]
-    assert other.stdout.startswith("test sacrebleu: ")
-    for name, data in saved.items():
-        assert (model_dir / "eval" / name).read_bytes() == data, name
-    result = json.loads((model_dir / "eval" / "test.beam_size2.json").read_text())
-    assert result["decoding"]["beam_size"] == 2
-    assert (model_dir / "eval" / "test.beam_size2.hyp").is_file()
-    index = json.loads((model_dir / "eval" / "index.json").read_text())
-    assert index["test"]["file"] == "test.json" and index["test"]["decoding"]["beam_size"] == 4
-    assert index["test.beam_size2"]["file"] == "test.beam_size2.json"
-    assert index["test.beam_size2"]["scores"]["sacrebleu"] == result["sacrebleu"]
+    eval_dir = model_dir / "eval"
+    recorded = {name: (eval_dir / name).read_bytes()
+                for name in ("test.first20.json", "test.first20.hyp")}
+    own = {side: tmp_path / f"own.{side}" for side in ("en", "de")}
+    for side, path in own.items():
+        lines = (shared_data / "multi30k" / f"val.{side}").read_text(encoding="utf-8")
+        path.write_text("".join(lines.splitlines(keepends=True)[:12]), encoding="utf-8")
+    digest = hashlib.sha256(own["en"].read_bytes() + b"\0" + own["de"].read_bytes() + b"\0"
+                            ).hexdigest()[:8]
+    for flags, name in ((["--eval_sentences=10"], "test.first10"),
+                        (["--eval_sentences=20", "--checkpoint=ckpt-10"],
+                         "test.ckpt-10.first20"),
+                        (["--eval_sentences=20", "--beam_size=2"], "test.beam_size2.first20"),
+                        ([f"--test_src={own['en']}", f"--test_tgt={own['de']}"],
+                         f"test.files-{digest}")):
+        result = rerun([f"--model_dir={model_dir}", "--mode=evaluate", *flags], shared_data)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert f"{eval_dir / name}.json and .hyp" in result.stderr
+        for file, data in recorded.items():
+            assert (eval_dir / file).read_bytes() == data, (flags, file)
+        index = json.loads((eval_dir / "index.json").read_text())
+        assert index[name]["file"] == f"{name}.json"
+    scores = json.loads((eval_dir / f"test.files-{digest}.json").read_text())
+    hypotheses = (eval_dir / f"test.files-{digest}.hyp").read_text(encoding="utf-8")
+    references = own["de"].read_text(encoding="utf-8").splitlines()
+    assert scores["sentences"] == 12 and scores["decoding"]["beam_size"] == 4
+    assert scores["sacrebleu"] == pytest.approx(sacrebleu.corpus_bleu(
+        hypotheses.splitlines(), [references]).score, abs=1e-9)
+    assert index["test.beam_size2.first20"]["decoding"]["beam_size"] == 2
+    assert json.loads((model_dir / "settings.json").read_text())["decoding"]["beam_size"] == 4
     again = rerun([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20"],
                   shared_data)
-    assert "is up to date" in again.stderr, again.stderr[-2000:]  # the saved one, not redone
+    assert "is up to date" in again.stderr, again.stderr[-2000:]  # the recorded one
 
 
 def test_translating_a_file_resumes_after_ctrl_c(finished, shared_data, tmp_path):

@@ -42,8 +42,9 @@ def vocab_path(work_dir: os.PathLike | str) -> pathlib.Path:
 def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
                 log: Log = print) -> CleanResult:
     """The task's text for ``split``, validated and cleaned (train drops empty pairs)."""
-    src, tgt = task.split_files(split, work_dir, log=log)
-    out = pathlib.Path(work_dir) / "clean" / task.name / split
+    src, tgt = task.data_files(split, work_dir, log=log)
+    given = split == "test" and task.test_files  # a user's test set, cleaned beside the task's
+    out = pathlib.Path(work_dir) / "clean" / task.name / (f"{split}.given" if given else split)
     return clean_parallel(src, tgt, out, drop_empty=split == "train", log=log)
 
 

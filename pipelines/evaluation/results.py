@@ -1,22 +1,46 @@
-"""Where evaluate keeps each result, so that trying a decoding setting never replaces the
-saved one: `eval/<split>.json` (and `.hyp`) is the result of the model dir's saved decoding
-settings (settings.json); a run with other settings (`--override_saved --beam_size 2`)
-writes `eval/<split>.beam_size2.json` beside it, named by the settings that differ; and
-`eval/index.json` lists every result with its settings and scores."""
+"""Where evaluate keeps each result, so that a run that scores something else never replaces a
+recorded one. `eval/<split>.json` (and `.hyp`) is the whole split of the model dir's own data,
+decoded from final.weights.h5 with its saved decoding settings (settings.json). A run that
+differs gets a name of its own, by what differs: `eval/test.files-1a2b3c4d.ckpt-500.beam_size2
+.first20.json` for given test files (their contents' digest), a checkpoint, a decoding
+setting and the first N sentences. `eval/index.json` lists every result with its settings and
+scores."""
 
+import hashlib
 import pathlib
+from typing import Sequence
 
+from pipelines.errors import DataError
 from pipelines.model_dir.files import read_json, write_json_atomic
 from pipelines.model_dir.layout import EVAL_DIR
 
 INDEX_FILE = "index.json"
 
 
-def result_name(split: str, decoding: dict, saved: dict | None) -> str:
-    """`split` for the saved settings (or when none are saved), else `split` and the
-    settings that differ from them: `test.alpha0.3.beam_size8`."""
+def result_name(split: str, decoding: dict, saved: dict | None, *, sentences: int = 0,
+                checkpoint: str | None = None, files: Sequence[str] = ()) -> str:
+    """`split`, then what differs from the model dir's own result: the given `files`'
+    digest, the `checkpoint`, each decoding setting that differs from the `saved` ones, and
+    `sentences` (0: all)."""
     changed = sorted(k for k, v in decoding.items() if saved and k in saved and saved[k] != v)
-    return ".".join([split, *(f"{k}{decoding[k]}" for k in changed)])
+    return ".".join([split, *([f"files-{files_digest(files)}"] if files else []),
+                     *([checkpoint] if checkpoint else []),
+                     *(f"{k}{decoding[k]}" for k in changed),
+                     *([f"first{sentences}"] if sentences else [])])
+
+
+def files_digest(paths: Sequence[str]) -> str:
+    """The first 8 hex digits of the sha256 of the files' contents, in order."""
+    digest = hashlib.sha256()
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        except OSError as e:
+            raise DataError(f"{path}: cannot read it ({e.strerror}); check the path") from None
+        digest.update(b"\0")
+    return digest.hexdigest()[:8]
 
 
 def update_index(model_dir, name: str, info: dict) -> pathlib.Path:

@@ -5,9 +5,9 @@ settings.json it writes.
 
 Precedence: the paper's defaults < the task's < the preset's (its recipe) < the model dir
 (settings.json, config.json for max_length; a fine-tuned dir's `--init_from` source before
-it has weights) < the flags. Once trained, a flag that contradicts the model dir stops the
-run (`ConfigError`); decoding settings may differ with `--override_saved`, never written
-back. settings.json (format 2) is laid out by the table's `saved` paths; docs/training.md
+it has weights) < the flags. Once trained, a flag that contradicts what the model is stops
+the run (`ConfigError`); a decoding flag decodes its run only, never written back, and test
+files given to a trained dir are scored by that run only (`SCORED_FILES`). settings.json (format 2) is laid out by the table's `saved` paths; docs/training.md
 says more.
 """
 
@@ -25,6 +25,9 @@ SETTINGS_FORMAT = 2
 TASK_OPTIONS = tuple(name for name, row in table.saved_rows().items()
                      if row.saved[0] == "task_options")
 """The settings that become task options (where its data is, and what it is)."""
+SCORED_FILES = ("test_src", "test_tgt", "test_trees")
+"""Task options that, given to a trained model dir, are the files this run's evaluate scores
+(`EvalOptions.test_files`), not the model dir's test set."""
 SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
 """Any of these makes translate sample (`keras_transformer.decoding.sampling`) instead of
 beam search."""
@@ -85,6 +88,9 @@ class EvalOptions:
     sentences: int            # 0: the whole split
     jit_compile: bool
     checkpoint: str | None    # "ckpt-N": decode this checkpoint, not final.weights.h5
+    test_files: dict = dataclasses.field(default_factory=dict)
+    """The test files given for this run (`SCORED_FILES`), scored instead of the model dir's
+    own test set; empty: the model dir's."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +149,11 @@ class Recipe:
 
     def make_task(self) -> Task:
         return get_task(self.data.task, **self.data.task_options)
+
+    def eval_task(self) -> Task:
+        """The task the evaluate stage scores: the model dir's, with this run's test files."""
+        return get_task(self.data.task, **self.data.task_options,
+                        **self.evaluation.test_files)
 
     def values(self) -> dict[str, Any]:
         """The resolved value of each setting that settings.json or the run log shows."""

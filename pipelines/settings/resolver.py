@@ -16,9 +16,10 @@ from pipelines.model_dir import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
 from pipelines.settings import device_policy, table
-from pipelines.settings.options import (SAMPLING_FLAGS, TASK_OPTIONS, DataOptions,
-                                        DecodingOptions, EvalOptions, ExportOptions, IOOptions,
-                                        ModelOptions, Recipe, TrainingOptions)
+from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIONS,
+                                        DataOptions, DecodingOptions, EvalOptions,
+                                        ExportOptions, IOOptions, ModelOptions, Recipe,
+                                        TrainingOptions)
 from pipelines.tasks import Task, get_task
 
 Layer = tuple[str, Mapping[str, Any]]
@@ -60,9 +61,8 @@ def resolve(given: Mapping[str, Any], *,
              (md.CONFIG_FILE, _config_layer(model_dir)),
              (md.SETTINGS_FILE, _saved_layer(saved)), ("flag", _flag_layer(given))]
     top, top_origins = merge([("default", _paper_layer()), *upper])
-    check_against_saved(top, top_origins, saved, model_dir, top["override_saved"])
-    task_options = {**(saved.get("task_options") or {}),
-                    **{k: given[k] for k in TASK_OPTIONS if given.get(k) is not None}}
+    check_against_saved(top, top_origins, saved, model_dir)
+    task_options, test_files = _task_options(given, saved, model_dir)
     task = get_task(top["task"], **task_options)
     preset = top.get("config") or task.preset
     recipe = _preset_layer(preset)
@@ -87,7 +87,8 @@ def resolve(given: Mapping[str, Any], *,
             BeamSearch(**{f.name: values[f.name] for f in dataclasses.fields(BeamSearch)}),
             values["decode_precision"], values["max_input_length"], _sampling(given, values)),
         evaluation=EvalOptions(values["eval_split"], values["eval_sentences"],
-                               values["decode_jit_compile"], values.get("checkpoint")),
+                               values["decode_jit_compile"], values.get("checkpoint"),
+                               test_files),
         export=ExportOptions(values.get("export_dir"), values.get("export_version"),
                              values["overwrite_export"], values["export_jit_compile"],
                              values["check_ops"], _quantize(given), _export_format(given)),
@@ -97,6 +98,19 @@ def resolve(given: Mapping[str, Any], *,
         # Progress bars on a terminal; in a file or pipe a plain line per epoch (checkpoint).
         verbose=given.get("verbose", 1 if sys.stderr.isatty() else 2), init=init,
         origins=origins)
+
+
+def _task_options(given: Mapping[str, Any], saved: Mapping[str, Any],
+                  model_dir: str) -> tuple[dict, dict]:
+    """(the task's options: settings.json's, then the flags'; the test files this run scores
+    instead of a trained model's own test set, which stays recorded)."""
+    saved_options = saved.get("task_options") or {}
+    flags = {k: given[k] for k in TASK_OPTIONS if given.get(k) is not None}
+    test_files = {k: flags.pop(k) for k in SCORED_FILES if k in flags
+                  and md.has_weights(model_dir) and flags[k] != saved_options.get(k)}
+    get_task(given.get("task") or saved.get("task") or table.default("task"),
+             **saved_options, **flags, **test_files)  # refuses what the task cannot take
+    return {**saved_options, **flags}, test_files
 
 
 def _paper_layer() -> dict[str, Any]:
@@ -226,14 +240,14 @@ def _show(value) -> str:
 
 
 def check_against_saved(values: Mapping[str, Any], origins: Mapping[str, str],
-                        saved: Mapping[str, Any], model_dir: str,
-                        override_saved: bool = False) -> None:
-    """The binding rules: ConfigError for the first flag that contradicts settings.json
-    (FIXED rows; DECODING rows without --override_saved). Model and training settings bind
-    once a checkpoint exists (a first run stopped by the memory check may still change them)."""
+                        saved: Mapping[str, Any], model_dir: str) -> None:
+    """The binding rule: ConfigError for the first flag that contradicts what settings.json
+    says the model is (FIXED rows). Model and training settings bind once a checkpoint exists
+    (a first run stopped by the memory check may still change them). Decoding flags apply to
+    the run that gives them (its results are named by them), and the saved ones stay."""
     trained = md.has_weights(model_dir)
     for name, row in table.saved_rows().items():
-        if origins.get(name) != "flag" or row.binding == table.FREE:
+        if origins.get(name) != "flag" or row.binding != table.FIXED:
             continue
         if row.saved[0] in ("model", "training") and not trained:
             continue
@@ -241,15 +255,11 @@ def check_against_saved(values: Mapping[str, Any], origins: Mapping[str, str],
             value = _lookup(saved, row.saved)
         except KeyError:
             continue
-        if values[name] == value or (row.binding == table.DECODING and override_saved):
-            continue
-        remedy = ("pass --override_saved to decode differently, or drop the flag"
-                  if row.binding == table.DECODING else
-                  "drop the flag to continue this model, or give a new --model_dir")
-        raise ConfigError(
-            f"--{name} {_show(values[name])} differs from {_show(value)}, what "
-            f"{os.path.join(model_dir, md.SETTINGS_FILE)} says this model was trained with; "
-            f"{remedy}")
+        if values[name] != value:
+            raise ConfigError(
+                f"--{name} {_show(values[name])} differs from {_show(value)}, what "
+                f"{os.path.join(model_dir, md.SETTINGS_FILE)} says this model was trained "
+                f"with; drop the flag to continue this model, or give a new --model_dir")
 
 
 def _quantize(given: Mapping[str, Any]) -> str | None:

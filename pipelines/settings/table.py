@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any, Mapping
 
 FIXED = "fixed"        # what the model is: a different value needs a new model dir
-DECODING = "decoding"  # how it decodes: a different value needs --override_saved
+DECODING = "decoding"  # how it decodes: a flag applies to its run; the saved value stays
 FREE = "free"          # how this run goes: the flag wins, the saved value is the default
 
 RUN, EXPORT = "run", "export"  # pipelines/run.py, export/run.py
@@ -178,7 +178,7 @@ SETTINGS = (
     _s("memory_limit_mb", "integer", "Memory one training step may use; checked on the "
        "largest batch before training.", at_least=1,
        decided_by="on a CPU the RAM available, on a GPU no limit"),
-    # Decoding: both command lines; a trained model's values need --override_saved to change.
+    # Decoding: both command lines; a flag decodes its run, settings.json keeps the first.
     _decoding("beam_size", "integer", "Beam size; fixed in an exported graph.", at_least=1,
               decided_by=RECIPE + ", else the task's"),
     _decoding("alpha", "float", "Length penalty alpha.", at_least=0,
@@ -197,8 +197,8 @@ SETTINGS = (
               key="precision", choices=("float32", "bfloat16"),
               decided_by="bfloat16 if trained with mixed precision, else float32",
               aliases=((EXPORT, "precision"),)),
-    _s("override_saved", "bool", "Let decoding flags differ from the model dir's "
-       "settings.json for this run (evaluate, translate, export).", default=False, fronts=BOTH),
+    _s("override_saved", "bool", "Accepted for older scripts; changes nothing: decoding "
+       "flags apply to the run that gives them without it.", default=False, fronts=BOTH),
     _s("decode_jit_compile", "bool", "Compile evaluation's beam search with XLA.",
        decided_by="on in float32, off in bfloat16, which XLA's CPU backend does not speed up"),
     # Evaluate.

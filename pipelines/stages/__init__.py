@@ -111,7 +111,10 @@ def _record_settings(options: Recipe, *, trained: bool) -> None:
     """Writes what this run decided into settings.json (see `pipelines.settings.options`), with the
     vocabulary's digest, which later stages check the model dir's spm.model against."""
     settings = md.load_settings(options.model_dir)
+    kept = settings.get("decoding")  # a trained model's defaults; a flag decodes its run only
     settings.update(options.settings(trained=trained))
+    if kept and "decoding" in settings:
+        settings["decoding"] = {**settings["decoding"], **kept}
     proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
     settings["spm_sha256"] = vocab_lib.model_digest(proto)
     md.save_settings(options.model_dir, settings)
@@ -223,16 +226,19 @@ def run_average(options: Recipe, log: Log = print):
 def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -> dict:
     """Translates the eval split with beam search; writes hypotheses and scores, and prints
     the scores to `out` (default stdout)."""
-    task = options.make_task()
-    split, decoding = options.evaluation.split, options.decoding
+    task, evaluation = options.eval_task(), options.evaluation
+    split, decoding = evaluation.split, options.decoding
     # Under another backend the search is always compiled (jax.jit).
     jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
     inputs = {"weights": made_from.weights_identity(options),
               "decoding": decoding.record(), "split": split,
               "sentences": options.evaluation.sentences, "jit_compile": jit,
               "data": json.loads(json.dumps(dataclasses.asdict(options.data), default=str))}
-    result = results.result_name(split, inputs["decoding"],
-                                 md.load_settings(options.model_dir).get("decoding"))
+    result = results.result_name(
+        split, inputs["decoding"], md.load_settings(options.model_dir).get("decoding"),
+        sentences=evaluation.sentences, checkpoint=evaluation.checkpoint,
+        files=[path for _, path in sorted(evaluation.test_files.items())
+               if split == "test"])
     done = made_from.up_to_date(options, f"evaluate_{result}", inputs)
     if done:
         log(f"evaluate: {done['product']} is up to date (the same weights and decoding "

@@ -46,6 +46,8 @@ class Task(abc.ABC):
     """Settings the task brings beyond these fields, by flag name (below a preset's)."""
     preset_overrides: dict = dataclasses.field(default_factory=dict)
     """Preset name -> the `TransformerConfig` fields this task changes in it."""
+    test_files: tuple[str, str] | tuple[()] = ()
+    """(source, target) files that stand for the test split: a user's own test set."""
 
     metric_name: ClassVar[str] = "sacrebleu"
     """The key of `score`'s result that judges a model (dev metric, best checkpoints)."""
@@ -54,6 +56,13 @@ class Task(abc.ABC):
     def max_length(self) -> int:
         """Longest sequence the model must embed (for the positional encoding size)."""
         return max(self.max_source_length, self.max_target_length)
+
+    def data_files(self, split: str, work_dir: os.PathLike | str, *,
+                   log: Log = print) -> tuple[pathlib.Path, pathlib.Path]:
+        """``split_files``, or the given ``test_files`` for the test split."""
+        if split == "test" and self.test_files:
+            return tuple(pathlib.Path(path) for path in self.test_files)
+        return self.split_files(split, work_dir, log=log)
 
     @abc.abstractmethod
     def split_files(self, split: str, work_dir: os.PathLike | str, *,

@@ -1,6 +1,7 @@
 """The task names a user can give (`--task`) and how each is built."""
 
 import dataclasses
+import inspect
 import types
 from typing import Callable, Mapping
 
@@ -11,14 +12,18 @@ from pipelines.tasks.text_files import text
 from pipelines.tasks.wmt import wmt14_ende, wmt14_enfr
 
 
-def ptb_parsing(**options) -> Task:
+def ptb_parsing(data_dir: str | None = None, train_trees: str | None = None,
+                dev_trees: str | None = None, test_trees: str | None = None,
+                target_form: str | None = None) -> Task:
     """Penn Treebank WSJ constituency parsing (Section 6.3); see `pipelines.tasks.parsing.task`.
 
     Imported on use: the parsing code (and nltk) is only loaded for this task.
     """
     from pipelines.tasks.parsing.task import ptb_parsing as factory
 
-    return factory(**options)
+    given = dict(data_dir=data_dir, train_trees=train_trees, dev_trees=dev_trees,
+                 test_trees=test_trees, target_form=target_form)
+    return factory(**{k: v for k, v in given.items() if v is not None})
 
 
 TASKS: Mapping[str, Callable[..., Task]] = types.MappingProxyType({
@@ -26,20 +31,38 @@ TASKS: Mapping[str, Callable[..., Task]] = types.MappingProxyType({
     "ptb_parsing": ptb_parsing, "text": text})
 
 _OVERRIDABLE = frozenset(f.name for f in dataclasses.fields(Task) if f.name != "name")
+TEST_FILES = ("test_src", "test_tgt")
+"""Every translation task scores these test files when given (`Task.test_files`), whether or
+not its own data comes from files."""
+
+
+def task_options(name: str) -> list[str]:
+    """The options (flags) task `name` takes for its data: its factory's parameters."""
+    return [p.name for p in inspect.signature(TASKS[name]).parameters.values()
+            if p.kind is p.POSITIONAL_OR_KEYWORD]
 
 
 def get_task(name: str, **options) -> Task:
     """Build the task ``name`` with ``options``; ``None`` options are ignored.
 
-    Options are the factory's own (``data_dir``, ``manual_dir``, ``train_src`` ...) or any
-    ``Task`` field to override a default (``vocab_size``, ``max_source_length``, ``decoding``).
+    Options are the factory's own (``data_dir``, ``manual_dir``, ``train_src`` ...),
+    ``test_src`` and ``test_tgt`` for any translation task, or any ``Task`` field to override
+    a default (``vocab_size``, ``max_source_length``, ``decoding``).
     """
     if name not in TASKS:
         raise DataError(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
     options = {k: v for k, v in options.items() if v is not None}
     overrides = {k: options.pop(k) for k in list(options) if k in _OVERRIDABLE}
+    takes = task_options(name)
+    if "test_src" not in takes and "test_trees" not in takes and set(TEST_FILES) & set(options):
+        if not set(TEST_FILES) <= set(options):
+            raise DataError("--test_src and --test_tgt go together: give both files (one "
+                            "sentence a line, line by line parallel)")
+        overrides["test_files"] = tuple(options.pop(k) for k in TEST_FILES)
     try:
         task = TASKS[name](**options)
-    except TypeError as e:
-        raise DataError(f"task {name}: unsupported option(s) {sorted(options)}: {e}") from None
+    except TypeError:
+        unknown = sorted(set(options) - set(takes)) or sorted(options)
+        raise DataError(f"task {name} takes no {', '.join('--' + k for k in unknown)}; its "
+                        f"data flags are {', '.join('--' + k for k in takes)}") from None
     return dataclasses.replace(task, **overrides) if overrides else task

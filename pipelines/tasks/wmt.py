@@ -173,14 +173,18 @@ def _wmt14(pair: str, source: str, target: str, vocab_size: int, sizes, **option
         manual_dir=options.pop("manual_dir", None), **options)
 
 
-def wmt14_ende(**options) -> TfdsTranslationTask:
+def wmt14_ende(data_dir: str | None = None, manual_dir: str | None = None,
+               **options) -> TfdsTranslationTask:
     """WMT 2014 English->German (Section 5.1: 4.5M pairs, 37,000 shared BPE tokens)."""
-    return _wmt14("de-en", "en", "de", 37_000, (("test", 3_003),), **options)
+    return _wmt14("de-en", "en", "de", 37_000, (("test", 3_003),), data_dir=data_dir,
+                  manual_dir=manual_dir, **options)
 
 
-def wmt14_enfr(**options) -> TfdsTranslationTask:
+def wmt14_enfr(data_dir: str | None = None, manual_dir: str | None = None,
+               **options) -> TfdsTranslationTask:
     """WMT 2014 English->French (Section 5.1: 36M pairs, 32,000 word-pieces). Section 6.1:
     "The Transformer (big) model trained for English-to-French used dropout rate P_drop =
     0.1, instead of 0.3"."""
-    return _wmt14("fr-en", "en", "fr", 32_000, (("test", 3_003),),
+    return _wmt14("fr-en", "en", "fr", 32_000, (("test", 3_003),), data_dir=data_dir,
+                  manual_dir=manual_dir,
                   **{"preset_overrides": {"big": {"dropout": 0.1}}, **options})

@@ -295,24 +295,16 @@ def _export_cli(*args, cwd):
 
 def test_command_line_export(model_dir, tmp_path):
     export_dir = tmp_path / "cli_export"
-    # A decoding flag that contradicts settings.json is refused without --override_saved.
-    run = _export_cli(f"--model_dir={model_dir}", f"--export_dir={export_dir}",
-                      "--beam_size=2", cwd=tmp_path)
-    assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert run.stderr.strip().splitlines()[-1] == (
-        f"export/run.py: error: --beam_size 2 differs from {SETTINGS['beam_size']}, what "
-        f"{model_dir}/settings.json "
-        "says this model was trained with; pass --override_saved to decode differently, or "
-        "drop the flag")
-    assert not export_dir.exists()
-
+    # A decoding flag decodes this export; settings.json keeps its value.
+    settings = (model_dir / "settings.json").read_bytes()
     run = _export_cli(f"--model_dir={model_dir}", f"--export_dir={export_dir}", "--version=5",
-                      "--beam_size=2", "--override_saved", "--nocheck_ops", cwd=tmp_path)
+                      "--beam_size=2", "--nocheck_ops", cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-5000:]
     assert run.stdout.strip().splitlines() == [str(export_dir / "5")]
     info = json.loads((export_dir / "5" / EXTRA_DIR / EXPORT_INFO_FILE).read_text("utf-8"))
     assert info["decoding"]["beam_size"] == 2  # the flag
     assert info["decoding"]["extra_length"] == SETTINGS["extra_length"]  # settings.json
+    assert (model_dir / "settings.json").read_bytes() == settings  # kept as it was
 
     run = _export_cli(f"--model_dir={tmp_path / 'missing'}", cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr

@@ -97,14 +97,14 @@ def test_jax_trains_checkpoints_scores_averages_and_evaluates(jax_trained):
 def test_tensorflow_evaluates_and_exports_the_jax_weights(jax_trained, shared_data, tmp_path):
     """The weights trained under JAX give TensorFlow's search the translations JAX's gave."""
     model_dir, _ = jax_trained
-    under_jax = (model_dir / "eval" / "test.hyp").read_text(encoding="utf-8")
+    under_jax = (model_dir / "eval" / "test.first24.hyp").read_text(encoding="utf-8")
     result = run_command([f"--model_dir={model_dir}", "--mode=evaluate,export",
                           "--eval_sentences=24", f"--export_dir={tmp_path / 'export'}"],
                          shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert re.search(r"^test sacrebleu: \d+\.\d\d ", result.stdout, re.M), result.stdout
     assert "OK: every op is registered by core TensorFlow or tensorflow-text." in result.stderr
-    under_tensorflow = (model_dir / "eval" / "test.hyp").read_text(encoding="utf-8")
+    under_tensorflow = (model_dir / "eval" / "test.first24.hyp").read_text(encoding="utf-8")
     assert len(under_jax.splitlines()) == 24
     assert under_tensorflow == under_jax
 

@@ -6,7 +6,7 @@ import pytest
 from keras_transformer import BeamSearch
 from pipelines.settings import describe, options, resolver
 from pipelines.settings.device_policy import Device
-from pipelines.errors import ConfigError, ModelDirError
+from pipelines.errors import ConfigError, DataError, ModelDirError
 from pipelines.model_dir import layout as md
 
 
@@ -83,23 +83,46 @@ def test_model_settings_bind_only_once_weights_exist(tmp_path):
     assert run.training.batch_tokens == 25_000
 
 
-def test_decoding_flags_need_override_saved(tmp_path):
+def test_decoding_flags_apply_to_their_run(tmp_path):
+    """A model is not trained with a beam: decoding flags need no --override_saved."""
     _trained(tmp_path)
     run = resolver.resolve({"model_dir": str(tmp_path), "beam_size": 3})
     assert run.decoding.beam.beam_size == 3
-    with pytest.raises(ConfigError, match="--beam_size 5 differs from 3.*--override_saved"):
-        resolver.resolve({"model_dir": str(tmp_path), "beam_size": 5})
     run = resolver.resolve({"model_dir": str(tmp_path), "beam_size": 5, "alpha": 0.0,
-                           "override_saved": True})
+                            "stop_rule": "best_finished"})
     assert (run.decoding.beam.beam_size, run.decoding.beam.alpha) == (5, 0.0)
+    assert run.decoding.beam.stop_rule == "best_finished"
+    assert run.origins["beam_size"] == "flag"
     # The stop rule is a decoding setting like the others; a model dir saved before it
     # existed stops exactly.
     assert resolver.resolve({"model_dir": str(tmp_path)}).decoding.beam.stop_rule == "exact"
-    with pytest.raises(ConfigError, match="--stop_rule 'best_finished' differs from 'exact'"):
-        resolver.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished"})
-    run = resolver.resolve({"model_dir": str(tmp_path), "stop_rule": "best_finished",
-                           "override_saved": True})
-    assert run.decoding.beam.stop_rule == "best_finished"
+
+
+def test_test_files_given_to_a_trained_dir_are_scored_by_that_run_only(tmp_path):
+    """--test_src/--test_tgt on a trained model dir: the run's evaluate scores them; the
+    recorded task options keep the model dir's own test set. A task that cannot take an
+    option says so in one line, naming the ones it takes."""
+    translation, parsing = tmp_path / "translation", tmp_path / "parsing"
+    _trained(translation, task="multi30k_ende")
+    run = resolver.resolve({"model_dir": str(translation), "test_src": "my.en",
+                            "test_tgt": "my.de"})
+    assert run.evaluation.test_files == {"test_src": "my.en", "test_tgt": "my.de"}
+    assert "test_src" not in run.data.task_options
+    assert run.eval_task().test_files == ("my.en", "my.de")
+    assert run.make_task().test_files == ()
+    with pytest.raises(DataError, match="^--test_src and --test_tgt go together"):
+        resolver.resolve({"model_dir": str(translation), "test_src": "my.en"})
+    with pytest.raises(DataError, match=r"^task multi30k_ende takes no --test_trees; its data "
+                                        r"flags are --data_dir$"):
+        resolver.resolve({"model_dir": str(translation), "test_trees": "my.mrg"})
+    _trained(parsing)
+    run = resolver.resolve({"model_dir": str(parsing), "test_trees": "my.mrg"})
+    assert run.evaluation.test_files == {"test_trees": "my.mrg"}
+    assert dict(run.eval_task().tree_files)["test"] == "my.mrg"
+    assert dict(run.make_task().tree_files)["test"] is None
+    with pytest.raises(DataError, match=r"^task ptb_parsing takes no --test_src, --test_tgt; "
+                                        r"its data flags are --data_dir, --train_trees, "):
+        resolver.resolve({"model_dir": str(parsing), "test_src": "a", "test_tgt": "b"})
 
 
 def test_settings_of_earlier_versions_are_read(tmp_path):

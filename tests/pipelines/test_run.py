@@ -59,8 +59,8 @@ def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shar
 
     # evaluate: scores exactly the first 30 test sentences, and the scores are those of the
     # hypotheses it wrote.
-    scores = json.loads((trained / "eval" / "test.json").read_text())
-    hypotheses = (trained / "eval" / "test.hyp").read_text(encoding="utf-8").splitlines()
+    scores = json.loads((trained / "eval" / "test.first30.json").read_text())
+    hypotheses = (trained / "eval" / "test.first30.hyp").read_text(encoding="utf-8").splitlines()
     references = (shared_data / "multi30k" / "test_2016_flickr.de").read_text(
         encoding="utf-8").splitlines()[:30]
     assert scores["sentences"] == len(hypotheses) == 30

@@ -58,7 +58,8 @@ def test_get_task_overrides_ignores_none_and_rejects_unknown():
     assert task.vocab_size == 4000 and task.max_source_length == 128
     with pytest.raises(DataError, match="unknown task 'nope'; choose one of: wmt14_ende"):
         get_task("nope")
-    with pytest.raises(DataError, match="unsupported option.*train_src"):
+    with pytest.raises(DataError, match="^task wmt14_ende takes no --train_src; its data "
+                                        "flags are --data_dir, --manual_dir$"):
         get_task("wmt14_ende", train_src="a.txt")
 
 

@@ -49,7 +49,7 @@ def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_d
          "--mode=evaluate,export,translate"], shared_data)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "dev f1:" in result.stdout
-    scores = json.loads((model_dir / "eval" / "dev.json").read_text())
+    scores = json.loads((model_dir / "eval" / "dev.first12.json").read_text())
     assert scores["sentences"] == 12 and scores["decoding"]["beam_size"] == 2
     assert f"dev f1: {scores['f1']:.2f}" in result.stdout
     # The constrained search only builds well-formed trees: nothing needs repairing.
