@@ -65,7 +65,8 @@ What this script does, and how the product does each part:
   checkpoint falls on the last update. Then `--beam_size 5 --alpha 1.0` and the evaluate
   stage on test_2016_flickr (`--mode prepare,train,average,evaluate`; no export).
 
-Figures printed (stdout), both on the evaluate stage's output `<model_dir>/eval/test.hyp`:
+Figures printed (stdout), both on the evaluate stage's output `<model_dir>/eval/test.hyp`
+(`test.first100.hyp` with `-- --eval_sentences 100`):
 
 1. "tokenized lowercased BLEU": the published protocol. The product's hypotheses are the
    SentencePiece-detokenized output, i.e. BPE removed, which is lowercased Moses-tokenized
@@ -331,11 +332,14 @@ def main(argv: Sequence[str]) -> int:
     from pipelines.data.text_io import read_lines
     from pipelines.model_dir.layout import EVAL_DIR
 
-    output = model_dir / EVAL_DIR / "test.hyp"
-    if not output.is_file() or output.stat().st_mtime < started:
-        log(f"{PROG}: the evaluate stage did not run (a --mode after --?), so {output} is not "
-            f"this run's; nothing to score")
+    # eval/test.hyp, or test.first100.hyp for `-- --eval_sentences 100` (results.result_name)
+    written = [path for path in (model_dir / EVAL_DIR).glob("test*.hyp")
+               if path.stat().st_mtime >= started]
+    if not written:
+        log(f"{PROG}: the evaluate stage did not run (a --mode after --?), so no result in "
+            f"{model_dir / EVAL_DIR} is this run's; nothing to score")
         return 0
+    output = max(written, key=lambda path: path.stat().st_mtime)
     hypotheses = read_lines(output)  # with --eval_sentences N: the first N
     count = len(hypotheses)
     references, raw_references = (read_lines(path) for path in (data["test", TARGET],

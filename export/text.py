@@ -6,7 +6,8 @@ still imports nothing of `pipelines`.
 
 Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that the EOS the model
 was trained with always fits, EOS appended, rows 0-padded to the longest. Ids -> sentence:
-the pieces before the first EOS or padding, detokenized. The evaluation input, the dev
+the pieces before the first EOS or padding, detokenized. An empty or all-space line
+translates to an empty line with score 0 (`blank_rows`). The evaluation input, the dev
 metric, the translate stage and the exported SavedModel all call these, so all of them
 truncate and clean up alike.
 
@@ -30,6 +31,8 @@ def sentences_to_ids(tokenizer, sentences, max_length):
         int32 [batch, length], 0-padded after each row's EOS; length <= max_length.
     """
     sentences = tf.convert_to_tensor(sentences, tf.string)
+    # An all-space line is an empty one: no piece (`blank_rows`), whatever the vocabulary.
+    sentences = tf.where(tf.equal(tf.strings.strip(sentences), ""), "", sentences)
     pieces = tf.cast(tokenizer.tokenize(sentences), tf.int32)[:, :max_length - 1]
     eos = tf.RaggedTensor.from_tensor(tf.fill([tf.shape(sentences)[0], 1], EOS_ID))
     return tf.concat([pieces, eos], axis=1).to_tensor(default_value=PAD_ID)
@@ -48,6 +51,26 @@ def truncate_ids(ids, max_length):
     cut = tf.reduce_any(tf.not_equal(ids[:, max_length:], PAD_ID), axis=1, keepdims=True)
     last = tf.equal(tf.range(tf.shape(kept)[1]), max_length - 1)[None, :]
     return tf.where(cut & last, EOS_ID, kept)
+
+
+def blank_rows(source_ids):
+    """bool [batch]: the sources without a piece (EOS and padding only), from an empty or
+    all-space line. Their translation is empty with score 0 (`empty_where_blank`), not
+    what the model would say after EOS alone."""
+    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+    return tf.reduce_all(tf.equal(source_ids, EOS_ID) | tf.equal(source_ids, PAD_ID), axis=-1)
+
+
+def empty_where_blank(blank, ids, *values):
+    """`ids` [batch, ..., length] with each blank source's rows an empty translation (EOS,
+    then padding), and each of `values` (scores, log-probabilities, alignments: [batch, ...])
+    0 there."""
+    def rows(value):
+        return tf.reshape(blank, tf.concat([[-1], tf.ones([tf.rank(value) - 1], tf.int32)], 0))
+
+    empty = tf.where(tf.equal(tf.range(tf.shape(ids)[-1]), 0), EOS_ID, PAD_ID)
+    return (tf.where(rows(ids), empty, ids),
+            *(tf.where(rows(value), tf.zeros_like(value), value) for value in values))
 
 
 def ids_to_sentences(tokenizer, ids):

@@ -192,7 +192,8 @@ class Translator:
         with self._model_weights():
             out = decode(self.model, source_ids, self.search, max_length=self.output_cap,
                          constraint=self.constraint)
-        ids, scores = out.ids[:, 0], out.scores[:, 0]
+        ids, scores = text.empty_where_blank(text.blank_rows(source_ids), out.ids[:, 0],
+                                             out.scores[:, 0])
         # The search keeps room for the longest allowed output; drop all-padding columns.
         width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
         return ids[:, :width], scores
@@ -319,10 +320,12 @@ class Translator:
                              target_prefix_ids=prefix_ids, details=True,
                              # refused with a constraint by the checks above
                              terms_ids=terms_ids if self.constraint is None else None)
-            width = tf.reduce_max(
-                tf.reduce_sum(tf.cast(tf.not_equal(out.ids, PAD_ID), tf.int32), 2))
-            return (out.ids[:, :, :width], out.scores, out.token_log_probs[:, :, :width],
-                    out.alignment[:, :, :width])
+            ids, scores, log_probs, alignment = text.empty_where_blank(
+                text.blank_rows(source_ids), out.ids, out.scores, out.token_log_probs,
+                out.alignment)
+            width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 2))
+            return (ids[:, :, :width], scores, log_probs[:, :, :width],
+                    alignment[:, :, :width])
 
         def empty():
             return (tf.zeros([0, num_results, 0], tf.int32), tf.zeros([0, num_results]),

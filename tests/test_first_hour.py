@@ -332,6 +332,27 @@ def test_evaluate_never_replaces_a_recorded_result(finished, shared_data, tmp_pa
     assert "is up to date" in again.stderr, again.stderr[-2000:]  # the recorded one
 
 
+def test_one_call_from_python_translates_as_the_translate_stage(finished, shared_data,
+                                                                 tmp_path):
+    """`pipelines.load.load(model_dir)`: the translate stage's translations of
+    test_2016_flickr, line for line; per-call overrides and n-best with scores."""
+    from pipelines.load import load
+
+    model_dir, _ = finished
+    source = shared_data / "multi30k" / "test_2016_flickr.en"
+    stage = rerun([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}"],
+                  shared_data)
+    assert stage.returncode == 0, stage.stderr[-3000:]
+    lines = source.read_text(encoding="utf-8").splitlines()
+    translator = load(model_dir)
+    assert translator.translate(lines) == stage.stdout.splitlines()
+    assert translator.search.beam_size == 4  # settings.json's
+    best = translator.translate(lines[:3], n_best=2, beam_size=3)
+    assert [len(row) for row in best] == [2, 2, 2]
+    assert all(first[1] >= second[1] for first, second in best)
+    assert translator.translate(["", "  "]) == ["", ""]
+
+
 def test_translating_a_file_resumes_after_ctrl_c(finished, shared_data, tmp_path):
     """SIGINT while --output is written, then the same command: the file equals an
     uninterrupted run's (sampled, so that the chunks' seeds must line up too)."""

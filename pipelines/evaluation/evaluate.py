@@ -49,7 +49,8 @@ def translate_batches(translate, batches, tokenizer, verbose=1):
     progress = keras.utils.Progbar(sum(len(b.indices) for b in batches), verbose=verbose,
                                    unit_name="sentence")
     for batch in batches:
-        ids, batch_scores = translate(tf.constant(batch.source_ids))
+        ids, batch_scores = text.empty_where_blank(text.blank_rows(batch.source_ids),
+                                                   *translate(tf.constant(batch.source_ids)))
         texts.append([t.decode("utf-8")
                       for t in text.ids_to_sentences(tokenizer, ids).numpy()])
         scores.append([float(s) for s in np.asarray(batch_scores)])

@@ -259,6 +259,30 @@ def test_odd_inputs_translate_to_bounded_strings(translator):
     assert _strings(_detokenize(translator, ids)) == _strings(out["translation"])
 
 
+def test_empty_in_empty_out(translator):
+    """A blank or all-space line translates to an empty line with score 0 in every
+    signature (the ids ones: a source of EOS alone gives EOS alone); the others in the batch
+    are translated as they are alone."""
+    sources = ["", "A dog runs.", "   ", "\t"]
+    out = translator.translate(tf.constant(sources))
+    alone = translator.translate(tf.constant(["A dog runs."]))
+    assert _strings(out["translation"]) == [b"", *_strings(alone["translation"]), b"", b""]
+    scores = out["score"].numpy()
+    assert scores[0] == scores[2] == scores[3] == 0
+    assert scores[1] == pytest.approx(alone["score"].numpy()[0], abs=1e-4)
+    assert scores[1] < 0
+    options = translator.translate_with_all_options(
+        tf.constant(sources), 2, 0.6, 2, 10, tf.constant([""] * 4), 0, 1.0, 0.0, 0,
+        tf.constant([[""]]))
+    assert options["translations"].numpy()[[0, 2, 3]].tolist() == [[b"", b""]] * 3
+    assert np.all(options["scores"].numpy()[[0, 2, 3]] == 0)
+    assert np.all(options["token_log_probs"].numpy()[[0, 2, 3]] == 0)
+    assert np.all(options["scores"].numpy()[1] < 0)
+    ids = translator.translate_ids(tf.constant([[3, 0, 0], [0, 0, 0]]))
+    assert ids["ids"].numpy().tolist() == [[3], [3]]
+    assert ids["score"].numpy().tolist() == [0, 0]
+
+
 def test_empty_batch_and_batch_of_64(translator, shared_data):
     empty = translator.translate(tf.constant([], tf.string))
     assert empty["translation"].dtype == tf.string

@@ -149,6 +149,7 @@ def test_translate_writes_one_line_per_input_line_on_stdout(model_dir, tmp_path,
                          shared_data)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.count("\n") == 4
+    assert result.stdout.split("\n")[2] == ""  # empty in, empty out
     assert "translate: 4 lines" in result.stderr
 
 

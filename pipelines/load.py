@@ -1,0 +1,57 @@
+"""A trained model dir in one call, from Python: `load(model_dir).translate(["A dog."])`.
+
+What the translate stage and the SavedModel run (`export.translator.Translator`): the model
+dir's final weights, its SentencePiece model and its recorded decoding settings, text in and
+text out, all in the graph.
+"""
+
+import os
+from typing import Sequence
+
+from export.translator import Translator
+
+
+class ModelDirTranslator:
+    """Translates text with a trained model dir; see `load`."""
+
+    def __init__(self, translator: Translator):
+        self.translator = translator
+        self.search = translator.search  # the recorded decoding settings, with load's overrides
+
+    def translate(self, sentences: Sequence[str], *, beam_size: int | None = None,
+                  alpha: float | None = None, max_extra_length: int | None = None,
+                  n_best: int = 1) -> list:
+        """One translation per sentence (str); with `n_best` > 1, per sentence a list of
+        `n_best` (translation, score) pairs, best first. `beam_size`, `alpha` and
+        `max_extra_length` override this call's search (beam_size at least n_best)."""
+        import tensorflow as tf
+
+        sentences = tf.constant(list(sentences), tf.string)
+        if (beam_size, alpha, max_extra_length, n_best) == (None, None, None, 1):
+            out = self.translator.translate(sentences)
+            return [t.decode("utf-8") for t in out["translation"].numpy()]
+        out = self.translator.translate_with_options(
+            sentences, beam_size or max(self.search.beam_size, n_best),
+            self.search.alpha if alpha is None else alpha, n_best,
+            self.search.extra_length if max_extra_length is None else max_extra_length,
+            tf.fill(tf.shape(sentences), ""))
+        rows = [[(t.decode("utf-8"), float(s)) for t, s in zip(texts, scores)]
+                for texts, scores in zip(out["translations"].numpy(), out["scores"].numpy())]
+        return [row[0][0] for row in rows] if n_best == 1 else rows
+
+
+def load(model_dir: os.PathLike | str, **decoding) -> ModelDirTranslator:
+    """The model dir's translator: its final weights (else its latest checkpoint), its
+    vocabulary and its recorded decoding settings; a keyword (`beam_size=8`, `alpha=1.0`,
+    `decode_precision="float32"`, any decoding flag of pipelines/run.py) overrides one.
+
+    Raises:
+        ModelDirError: not a trained model dir.
+        ConfigError: a setting the model dir refuses.
+    """
+    from pipelines.settings import resolver
+    from pipelines.stages.export import make_translator
+
+    options = resolver.resolve({"model_dir": os.fspath(model_dir), **decoding})
+    return ModelDirTranslator(make_translator(options, options.make_task(),
+                                              log=lambda message: None))
