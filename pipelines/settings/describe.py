@@ -1,6 +1,6 @@
 """The run log's lines about the resolved recipe: its values and where each came from
-(`describe_origins`), the task line (`describe_task`), and the device's precision and XLA
-choices (`describe_device`). Each renders the recipe, never a task's or preset's default."""
+(`describe_origins`), the task line (`describe_task`), the device's precision and XLA
+choices (`describe_device`), and a run too short for its warm-up (`describe_short_run`). Each renders the recipe, never a task's or preset's default."""
 import dataclasses
 
 from keras_transformer.decoding import BeamSearch
@@ -49,3 +49,15 @@ def describe_task(options: Recipe, task: Task) -> str:
             f"{options.data.vocab_size:,}, max length {task.max_source_length}/"
             f"{task.max_target_length}, preset {options.model.preset}, "
             f"{describe_decoding(options)}")
+
+
+def describe_short_run(options: Recipe) -> str | None:
+    """One warning line when training ends inside the warm-up: the learning rate would climb
+    all run (Eq. 3), to `train_steps / warmup_steps` of its peak; None otherwise."""
+    t = options.training
+    if t.train_steps >= t.warmup_steps:
+        return None
+    return (f"train: warning: --train_steps {t.train_steps:,} ends inside the warm-up "
+            f"(--warmup_steps {t.warmup_steps:,}, {options.origins.get('warmup_steps')}): the "
+            f"learning rate rises all run and reaches {t.train_steps / t.warmup_steps:.0%} of "
+            f"its peak; give more steps or a shorter --warmup_steps")

@@ -25,6 +25,8 @@ SETTINGS_FORMAT = 2
 TASK_OPTIONS = tuple(name for name, row in table.saved_rows().items()
                      if row.saved[0] == "task_options")
 """The settings that become task options (where its data is, and what it is)."""
+TRAINING_FILES = ("train_src", "train_tgt", "train_trees")
+"""Task options a trained model dir refuses to change: its weights were trained on them."""
 SCORED_FILES = ("test_src", "test_tgt", "test_trees")
 """Task options that, given to a trained model dir, are the files this run's evaluate scores
 (`EvalOptions.test_files`), not the model dir's test set."""
@@ -152,8 +154,8 @@ class Recipe:
 
     def eval_task(self) -> Task:
         """The task the evaluate stage scores: the model dir's, with this run's test files."""
-        return get_task(self.data.task, **self.data.task_options,
-                        **self.evaluation.test_files)
+        return get_task(self.data.task,
+                        **{**self.data.task_options, **self.evaluation.test_files})
 
     def values(self) -> dict[str, Any]:
         """The resolved value of each setting that settings.json or the run log shows."""

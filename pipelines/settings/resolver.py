@@ -17,9 +17,9 @@ from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
 from pipelines.settings import device_policy, table
 from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIONS,
-                                        DataOptions, DecodingOptions, EvalOptions,
-                                        ExportOptions, IOOptions, ModelOptions, Recipe,
-                                        TrainingOptions)
+                                        TRAINING_FILES, DataOptions, DecodingOptions,
+                                        EvalOptions, ExportOptions, IOOptions, ModelOptions,
+                                        Recipe, TrainingOptions)
 from pipelines.tasks import Task, get_task
 
 Layer = tuple[str, Mapping[str, Any]]
@@ -108,9 +108,10 @@ def _task_options(given: Mapping[str, Any], saved: Mapping[str, Any],
     flags = {k: given[k] for k in TASK_OPTIONS if given.get(k) is not None}
     test_files = {k: flags.pop(k) for k in SCORED_FILES if k in flags
                   and md.has_weights(model_dir) and flags[k] != saved_options.get(k)}
+    options = {**saved_options, **flags}
     get_task(given.get("task") or saved.get("task") or table.default("task"),
-             **saved_options, **flags, **test_files)  # refuses what the task cannot take
-    return {**saved_options, **flags}, test_files
+             **{**options, **test_files})  # refuses what the task cannot take
+    return options, test_files
 
 
 def _paper_layer() -> dict[str, Any]:
@@ -242,24 +243,27 @@ def _show(value) -> str:
 def check_against_saved(values: Mapping[str, Any], origins: Mapping[str, str],
                         saved: Mapping[str, Any], model_dir: str) -> None:
     """The binding rule: ConfigError for the first flag that contradicts what settings.json
-    says the model is (FIXED rows). Model and training settings bind once a checkpoint exists
-    (a first run stopped by the memory check may still change them). Decoding flags apply to
+    says the model is (FIXED rows). Model and training settings and the training files bind
+    once a checkpoint exists (a first run stopped by the memory check may still change them). Decoding flags apply to
     the run that gives them (its results are named by them), and the saved ones stay."""
     trained = md.has_weights(model_dir)
     for name, row in table.saved_rows().items():
         if origins.get(name) != "flag" or row.binding != table.FIXED:
             continue
-        if row.saved[0] in ("model", "training") and not trained:
+        if (row.saved[0] in ("model", "training") or name in TRAINING_FILES) and not trained:
             continue
         try:
             value = _lookup(saved, row.saved)
         except KeyError:
             continue
         if values[name] != value:
+            remedy = ("; to train on other files, fine-tune into a new dir: --init_from "
+                      f"{model_dir} --model_dir NEW" if name in TRAINING_FILES else "")
             raise ConfigError(
                 f"--{name} {_show(values[name])} differs from {_show(value)}, what "
                 f"{os.path.join(model_dir, md.SETTINGS_FILE)} says this model was trained "
-                f"with; drop the flag to continue this model, or give a new --model_dir")
+                f"with; drop the flag to continue this model, or give a new --model_dir"
+                f"{remedy}")
 
 
 def _quantize(given: Mapping[str, Any]) -> str | None:

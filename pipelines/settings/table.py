@@ -105,11 +105,15 @@ SETTINGS = (
     _task_option("data_dir", "Where the task's data is: the folder holding multi30k/, the "
                  "tfds data dir, or the WSJ tree dir.", decided_by="$KT_DATA_DIR"),
     _task_option("manual_dir", "tfds manual download dir."),
-    *[_task_option(f"{split}_{side}", f"task=text: {split} {word} file.")
+    *[_task_option(f"{split}_{side}", f"task=text: {split} {word} file" + (
+        "; any translation task: your own test set, scored by a trained model dir's "
+        "evaluate" if split == "test" else "") + ".",
+        binding=FIXED if split == "train" else FREE)
       for split in ("train", "dev", "test") for side, word in (("src", "source"),
                                                                ("tgt", "target"))],
     *[_task_option(f"{split}_trees", f"task=ptb_parsing: {split} trees, a bracketed .mrg file "
-                   f"or a directory of them.", decided_by="the WSJ sections below --data_dir")
+                   f"or a directory of them.", decided_by="the WSJ sections below --data_dir",
+                   binding=FIXED if split == "train" else FREE)
       for split in ("train", "dev", "test")],
     Setting("target_form", "enum", "task=ptb_parsing: what stands for a word in the target: "
             "its POS tag (tags, as the paper's code), XX (xx, Vinyals et al.), the word itself "

@@ -165,6 +165,9 @@ def run_train(options: Recipe, strategy, log: Log = print):
     keras.mixed_precision.set_global_policy(training.precision_policy)
     log(f"train: config {config.to_dict()}")
     log(f"train: {training}")
+    short = describe.describe_short_run(options)
+    if short:
+        log(short)
     dev_metric = (dev_metric_evaluator(options, task, config.max_length, log)
                   if training.dev_metric_every else None)
     try:

@@ -125,6 +125,45 @@ def test_test_files_given_to_a_trained_dir_are_scored_by_that_run_only(tmp_path)
         resolver.resolve({"model_dir": str(parsing), "test_src": "a", "test_tgt": "b"})
 
 
+def test_a_trained_dir_refuses_other_training_files(tmp_path):
+    """What the weights were trained on is part of the model: other --train_src files are
+    refused once trained (a fine-tune into a new dir trains on them), not before."""
+    fresh = resolver.resolve({"model_dir": str(tmp_path), "task": "text",
+                              "train_src": "a.en", "train_tgt": "a.de"})
+    md.save_settings(tmp_path, fresh.settings(trained=False))
+    again = resolver.resolve({"model_dir": str(tmp_path), "train_src": "b.en"})
+    assert again.data.task_options["train_src"] == "b.en"  # not trained yet: may change
+    md.save_settings(tmp_path, fresh.settings(trained=True))
+    md.final_weights(tmp_path).write_bytes(b"weights")
+    with pytest.raises(ConfigError, match=r"^--train_src 'b.en' differs from 'a.en', .*"
+                                          r"fine-tune into a new dir: --init_from "):
+        resolver.resolve({"model_dir": str(tmp_path), "train_src": "b.en"})
+    assert resolver.resolve({"model_dir": str(tmp_path), "train_src": "a.en"}) == \
+        resolver.resolve({"model_dir": str(tmp_path)})
+    # Its own test files may be given again; other ones are this run's.
+    md.save_settings(tmp_path, resolver.resolve({
+        "model_dir": str(tmp_path), "test_src": "t.en", "test_tgt": "t.de"}
+        ).settings(trained=True) | {"task_options": {
+            **fresh.data.task_options, "test_src": "t.en", "test_tgt": "t.de"}})
+    run = resolver.resolve({"model_dir": str(tmp_path), "test_src": "mine.en",
+                            "test_tgt": "mine.de"})
+    assert run.data.task_options["test_src"] == "t.en"
+    assert dict((split, (src, tgt)) for split, src, tgt in run.eval_task().files)["test"] == (
+        "mine.en", "mine.de")
+    assert resolver.resolve({"model_dir": str(tmp_path), "test_src": "t.en"}
+                            ).evaluation.test_files == {}
+
+
+def test_a_run_shorter_than_its_warm_up_says_so_in_one_line(tmp_path):
+    short = resolver.resolve({"model_dir": str(tmp_path), "train_steps": 40})
+    assert describe.describe_short_run(short) == (
+        "train: warning: --train_steps 40 ends inside the warm-up (--warmup_steps 1,000, "
+        "task multi30k_ende): the learning rate rises all run and reaches 4% of "
+        "its peak; give more steps or a shorter --warmup_steps")
+    assert describe.describe_short_run(resolver.resolve(
+        {"model_dir": str(tmp_path), "train_steps": 40, "warmup_steps": 10})) is None
+
+
 def test_settings_of_earlier_versions_are_read(tmp_path):
     (tmp_path / "settings.json").write_text(json.dumps(
         {"task": "multi30k_ende", "beam_size": 2, "alpha": 1.0, "extra_length": 5,
