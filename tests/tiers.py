@@ -103,7 +103,7 @@ QUICK = [
     # settings,
     "tests/pipelines/test_options.py::test_a_new_model_dir_takes_task_then_paper_defaults",
     "tests/pipelines/test_options.py::test_a_flag_that_contradicts_the_model_is_refused",
-    "tests/pipelines/test_options.py::test_decoding_flags_need_override_saved",
+    "tests/pipelines/test_options.py::test_decoding_flags_apply_to_their_run",
     "tests/pipelines/test_options.py::test_corrupt_settings_and_bad_numbers_are_user_errors",
     "tests/pipelines/test_settings_table.py::test_each_default_is_written_once",
     "tests/pipelines/test_recipe.py",

@@ -66,7 +66,8 @@ def test_registry_builds_the_task_with_the_papers_defaults(task, sample):
     small = get_task("ptb_parsing", train_trees=str(sample / "train.mrg"), vocab_size=1_000,
                      max_source_length=None)
     assert (small.vocab_size, small.max_source_length) == (1_000, 128)
-    with pytest.raises(DataError, match="unsupported option"):
+    with pytest.raises(DataError, match="^task ptb_parsing takes no --train_src; its data "
+                                        "flags are --data_dir, "):
         get_task("ptb_parsing", train_src="x.en")
 
 
