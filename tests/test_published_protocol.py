@@ -85,6 +85,7 @@ def test_run_flags_carry_the_protocol(tmp_path):
                      "--train_steps": "8000", "--average_last": "10", "--beam_size": "5",
                      "--eval_split": "test"}
     assert f"--test_tgt={tmp_path / 'data' / 'test_2016_flickr.de'}" in flags
+    assert "--jit_compile" in flags  # the faster setting over 8,000 updates
 
 
 def test_multi30k_tiny_has_the_published_shape():
