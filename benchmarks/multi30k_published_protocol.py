@@ -91,7 +91,8 @@ Known departures from the published run (its README does not settle them):
   batches were doubled) and stops after 10 epochs without a better validation loss
   (`--patience 10`); whether that cut the run short of 8,000 updates is not reported.
 * Optimizer: Adam epsilon 1e-8 there, 1e-9 here; gradients clipped at norm 25 there (the
-  fork's default), not here.
+  fork's default), not here (`-- --adam_epsilon 1e-8 --clip_norm 25` in a new model dir
+  trains with theirs).
 * Length penalty: fairseq divides a hypothesis' log-probability by its length (`--lenpen 1`);
   the product divides by GNMT's ((5 + length) / 6)^alpha; alpha 1.0, also linear in the
   length, is the closest (`-- --alpha 0.6` in a new model dir decodes with the paper's).

@@ -59,8 +59,9 @@ class UpdateCountingAdam(keras.optimizers.Adam):
         return super()._get_current_learning_rate()
 
 
-def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, **kwargs):
+def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, epsilon=1e-9, **kwargs):
     """Adam with beta1 0.9, beta2 0.98, epsilon 1e-9 and `NoamSchedule` (Section 5.3), its
-    schedule counting updates also under `gradient_accumulation_steps` (a keyword here)."""
+    schedule counting updates also under `gradient_accumulation_steps` (a keyword here, as
+    Keras's `global_clipnorm` is)."""
     return UpdateCountingAdam(NoamSchedule(d_model, warmup_steps, scale),
-                              beta_1=0.9, beta_2=0.98, epsilon=1e-9, **kwargs)
+                              beta_1=0.9, beta_2=0.98, epsilon=epsilon, **kwargs)

@@ -146,6 +146,11 @@ SETTINGS = (
               default=4_000, decided_by=RECIPE),
     _training("lr_scale", "float", "Constant factor on the Eq. 3 learning rate.", FIXED,
               default=1.0, at_least=0),
+    _training("adam_epsilon", "float", "Adam's epsilon (the paper's 1e-9; fairseq's 1e-8).",
+              FIXED, default=1e-9, above=0),
+    _training("clip_norm", "float", "Clip the gradients to this global norm before each "
+              "update (0: no clipping, as the paper; fairseq's transformer recipes: 0 or 25).",
+              FIXED, default=0.0, at_least=0),
     _training("checkpoint_every", "integer", "Steps between checkpoints.", at_least=1,
               default=1_000, decided_by=RECIPE),
     _training("keep_checkpoints", "integer", "Newest checkpoints kept (with --keep_best_by "

@@ -110,7 +110,8 @@ def worker_dir(strategy, model_dir) -> pathlib.Path:
 
 
 def compile_model(config: TransformerConfig, strategy, *, label_smoothing, warmup_steps=4000,
-                  lr_scale=1.0, accumulate_steps=1, jit_compile=False, steps_per_execution=1):
+                  lr_scale=1.0, accumulate_steps=1, jit_compile=False, steps_per_execution=1,
+                  adam_epsilon=1e-9, clip_norm=0.0):
     """Builds and compiles the model and its optimizer in the strategy's scope.
 
     Under the mixed_float16 dtype policy the optimizer is a `LossScaleOptimizer` around
@@ -120,7 +121,8 @@ def compile_model(config: TransformerConfig, strategy, *, label_smoothing, warmu
     """
     with strategy.scope():
         model = build_model(config)
-        optimizer = paper_optimizer(config.d_model, warmup_steps, lr_scale,
+        optimizer = paper_optimizer(config.d_model, warmup_steps, lr_scale, adam_epsilon,
+                                    global_clipnorm=clip_norm or None,
                                     gradient_accumulation_steps=(accumulate_steps
                                                                  if accumulate_steps > 1
                                                                  else None))
@@ -201,7 +203,8 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     model = compile_model(config, strategy, label_smoothing=t.label_smoothing,
                           warmup_steps=t.warmup_steps, lr_scale=t.lr_scale,
                           accumulate_steps=accumulate_steps, jit_compile=jit_compile,
-                          steps_per_execution=t.steps_per_execution)
+                          steps_per_execution=t.steps_per_execution,
+                          adam_epsilon=t.adam_epsilon, clip_norm=t.clip_norm)
     own_dir = worker_dir(strategy, model_dir)
     checkpoint_dir = own_dir / CHECKPOINT_DIR
     optimizer = checkpoint_optimizer(model.optimizer)

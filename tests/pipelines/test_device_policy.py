@@ -181,3 +181,31 @@ def test_float16_training_scales_the_loss_also_when_accumulating(tmp_path, float
     assert checkpoints.restore_latest(restored, plain.optimizer) == 2
     for a, b in zip(model.weights, plain.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_adam_epsilon_and_gradient_clipping_reach_the_optimizer(tmp_path):
+    """--adam_epsilon and --clip_norm (fairseq's 1e-8 and 25, the published protocol's
+    departures) are the optimizer's; the defaults are the paper's: 1e-9, no clipping."""
+    from pipelines.settings import resolver
+
+    run = resolver.resolve({"model_dir": str(tmp_path), "adam_epsilon": 1e-8,
+                            "clip_norm": 25.0})
+    assert (run.training.adam_epsilon, run.training.clip_norm) == (1e-8, 25.0)
+    strategy = tf.distribute.get_strategy()
+    clipped = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1,
+                                      adam_epsilon=run.training.adam_epsilon,
+                                      clip_norm=run.training.clip_norm).optimizer
+    assert (clipped.epsilon, clipped.global_clipnorm) == (1e-8, 25.0)
+    paper = resolver.resolve({"model_dir": str(tmp_path)}).training
+    plain = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1,
+                                    adam_epsilon=paper.adam_epsilon,
+                                    clip_norm=paper.clip_norm).optimizer
+    assert (plain.epsilon, plain.global_clipnorm) == (1e-9, None)
+    # Clipping acts before Adam's moments: a gradient of global norm 1,000 enters them at 25.
+    from keras_transformer import paper_optimizer
+
+    variable = keras.Variable(np.zeros([10, 10], "float32"))
+    optimizer = paper_optimizer(16, 10, global_clipnorm=25.0)
+    optimizer.apply_gradients([(tf.fill([10, 10], 100.0), variable)])
+    momentum = [v for v in optimizer.variables if tuple(v.shape) == (10, 10)][0]
+    np.testing.assert_allclose(np.asarray(momentum), 0.1 * 2.5, rtol=1e-5)  # (1 - beta1) g
