@@ -1,10 +1,10 @@
 """Where evaluate keeps each result, so that a run that scores something else never replaces a
 recorded one. `eval/<split>.json` (and `.hyp`) is the whole split of the model dir's own data,
 decoded from final.weights.h5 with its saved decoding settings (settings.json). A run that
-differs gets a name of its own, by what differs: `eval/test.files-1a2b3c4d.ckpt-500.beam_size2
-.first20.json` for given test files (their contents' digest), a checkpoint, a decoding
-setting and the first N sentences. `eval/index.json` lists every result with its settings and
-scores."""
+differs gets a name of its own, by what differs, in this order: given test files (their
+contents' digest, `test.files-1a2b3c4d`), a checkpoint (`test.ckpt-500`), each decoding
+setting (`test.beam_size2`) and the first N sentences (`test.first20`). `eval/index.json`
+lists every result with its settings and scores."""
 
 import hashlib
 import pathlib

@@ -1,6 +1,7 @@
 """The run log's lines about the resolved recipe: its values and where each came from
 (`describe_origins`), the task line (`describe_task`), the device's precision and XLA
-choices (`describe_device`), and a run too short for its warm-up (`describe_short_run`). Each renders the recipe, never a task's or preset's default."""
+choices (`describe_device`), and a run too short for its warm-up (`describe_short_run`).
+Each renders the recipe, never a task's or preset's default."""
 import dataclasses
 
 from keras_transformer.decoding import BeamSearch

@@ -7,8 +7,8 @@ Precedence: the paper's defaults < the task's < the preset's (its recipe) < the 
 (settings.json, config.json for max_length; a fine-tuned dir's `--init_from` source before
 it has weights) < the flags. Once trained, a flag that contradicts what the model is stops
 the run (`ConfigError`); a decoding flag decodes its run only, never written back, and test
-files given to a trained dir are scored by that run only (`SCORED_FILES`). settings.json (format 2) is laid out by the table's `saved` paths; docs/training.md
-says more.
+files given to a trained dir are scored by that run only (`SCORED_FILES`). settings.json
+(format 2) is laid out by the table's `saved` paths; docs/training.md says more.
 """
 
 import dataclasses

@@ -244,8 +244,9 @@ def check_against_saved(values: Mapping[str, Any], origins: Mapping[str, str],
                         saved: Mapping[str, Any], model_dir: str) -> None:
     """The binding rule: ConfigError for the first flag that contradicts what settings.json
     says the model is (FIXED rows). Model and training settings and the training files bind
-    once a checkpoint exists (a first run stopped by the memory check may still change them). Decoding flags apply to
-    the run that gives them (its results are named by them), and the saved ones stay."""
+    once a checkpoint exists (a first run stopped by the memory check may still change them).
+    Decoding flags apply to the run that gives them (its results are named by them), and the
+    saved ones stay."""
     trained = md.has_weights(model_dir)
     for name, row in table.saved_rows().items():
         if origins.get(name) != "flag" or row.binding != table.FIXED:
