@@ -16,7 +16,11 @@ class ModelDirTranslator:
 
     def __init__(self, translator: Translator):
         self.translator = translator
-        self.search = translator.search  # the recorded decoding settings, with load's overrides
+
+    @property
+    def search(self):
+        """The recorded decoding settings, with `load`'s overrides: the translator's."""
+        return self.translator.search
 
     def translate(self, sentences: Sequence[str], *, beam_size: int | None = None,
                   alpha: float | None = None, max_extra_length: int | None = None,
