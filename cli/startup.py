@@ -99,8 +99,8 @@ def import_tensorflow(verbose: bool) -> None:
     Unless `verbose`, absl's and TensorFlow's Python logging show errors only and, unless
     the user set TF_CPP_MIN_LOG_LEVEL too, TensorFlow's C++ log level becomes 3 (its errors
     still reach the user as Python exceptions), what it writes to stderr while loading is
-    dropped, and the libraries' log lines are filtered out of stderr from then on, child
-    processes included (`cli.quiet`)."""
+    dropped, and the libraries' informational and warning lines are filtered out of stderr
+    from then on, child processes included (`cli.quiet`; their error and fatal lines pass)."""
     if not verbose:  # absl's and TensorFlow's Python loggers (retracing warnings, TFDS)
         import logging as python_logging
 

@@ -143,9 +143,25 @@ def model_arrays(model) -> dict[str, np.ndarray]:
 
 def decoding_settings(search, max_input_length: int) -> dict[str, Any]:
     """SETTINGS_FILE's "decoding" from a `BeamSearch` and the longest source:
-    `translate`'s defaults."""
-    return {"beam_size": search.beam_size, "alpha": search.alpha,
-            "extra_length": search.extra_length, "max_input_length": max_input_length}
+    `translate`'s defaults (`check_stop_rule` first)."""
+    settings = {"beam_size": search.beam_size, "alpha": search.alpha,
+                "extra_length": search.extra_length, "stop_rule": search.stop_rule,
+                "max_input_length": max_input_length}
+    check_stop_rule(settings)
+    return settings
+
+
+def check_stop_rule(decoding: dict[str, Any]) -> None:
+    """Raises ConversionError for a stop rule `translate` cannot give. It collects finished
+    hypotheses and re-ranks them, which approximates the "exact" rule; "best_finished"
+    compares the best finished hypothesis with the best live one under our length penalty,
+    which CTranslate2's search cannot see. With alpha 0 the two rules are one (a live
+    hypothesis's score only falls)."""
+    rule = decoding.get("stop_rule", "exact")  # exports written before it was recorded
+    if rule != "exact" and decoding["alpha"] != 0:
+        raise ConversionError(f"CTranslate2 cannot stop sentences by --stop_rule {rule} with "
+                              f"alpha {decoding['alpha']}; pass --stop_rule exact (or "
+                              f"--alpha 0) to this export")
 
 
 def model_settings(config) -> dict[str, Any]:
@@ -255,7 +271,7 @@ def write_ctranslate2(model, spm_proto: bytes, output_dir, decoding: dict[str, A
     Args:
         model: a built `keras_transformer.Transformer` with float32 weights.
         spm_proto: the SentencePiece model's bytes (copied as spm.model).
-        decoding: beam_size, alpha, extra_length, max_input_length: `translate`'s defaults.
+        decoding: `decoding_settings`: `translate`'s defaults.
         overwrite: replace an existing `output_dir` (else FileExistsError).
 
     Raises:
@@ -306,13 +322,15 @@ def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
     Args:
         translator: a `ctranslate2.Translator` on a `write_ctranslate2` directory.
         sp: its `sentencepiece.SentencePieceProcessor` (spm.model).
-        decoding: beam_size, alpha, extra_length, max_input_length (SETTINGS_FILE's).
+        decoding: beam_size, alpha, extra_length, stop_rule, max_input_length
+            (SETTINGS_FILE's).
         max_length: the model's max_length (SETTINGS_FILE's "model").
         patience: CTranslate2 collects beam_size * patience finished hypotheses.
         options: more `translate_batch` options (max_batch_size, ...).
 
     `min_decoding_length=0`: ours may end at the first step (CTranslate2's default is 1).
     """
+    check_stop_rule(decoding)
     if not lines:
         return []
     beam_size, alpha = decoding["beam_size"], decoding["alpha"]

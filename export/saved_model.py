@@ -101,9 +101,6 @@ def saveable(translator: Translator):
 
 
 def _export_info(translator: Translator, version: int) -> dict[str, Any]:
-    import keras
-    import tensorflow_text as tf_text
-
     options = {"beam_size": f"int32 scalar in [1, {MAX_BEAM_SIZE}]",
                "alpha": "float32 scalar >= 0",
                "num_results": "int32 scalar in [1, beam_size]",
@@ -158,9 +155,19 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
         "model_config": translator.model.config.to_dict(),
         "spm_sha256": hashlib.sha256(translator.spm_proto).hexdigest(),
         "spm_pieces": translator.vocab_size,
-        "versions": {"tensorflow": tf.__version__, "tensorflow_text": tf_text.__version__,
-                     "keras": keras.__version__},
+        "versions": library_versions(),
     }
+
+
+def library_versions() -> dict[str, str]:
+    """The versions an export is made with: the libraries that write its graph and ours."""
+    import keras
+    import tensorflow_text as tf_text
+
+    import keras_transformer
+
+    return {"tensorflow": tf.__version__, "tensorflow_text": tf_text.__version__,
+            "keras": keras.__version__, "keras_transformer": keras_transformer.__version__}
 
 
 def write_translator(translator: Translator, export_dir, version=None, overwrite=False,

@@ -261,7 +261,8 @@ def test_a_job_prints_no_library_log_line_and_ends_with_its_result(finished):
 def test_a_copied_model_dir_rerun_writes_no_second_version(finished, shared_data, tmp_path):
     """Judged by the content of the weights and the settings, not by paths: a `cp -r` copy
     (new paths, new modification times) rerun with the same command re-averages, re-evaluates
-    and re-exports nothing; an export elsewhere leaves the model dir's export/ up to date."""
+    and re-exports nothing; an export elsewhere leaves the model dir's export/ up to date. An
+    export made with other library versions is redone."""
     model_dir, _ = finished
     copy = tmp_path / "copy"
     subprocess.run(["cp", "-r", str(model_dir), str(copy)], check=True)
@@ -286,6 +287,13 @@ def test_a_copied_model_dir_rerun_writes_no_second_version(finished, shared_data
     default = rerun([f"--model_dir={copy}", "--mode=export"], shared_data)
     assert default.returncode == 0, default.stderr[-3000:]
     assert sorted(p.name for p in (copy / "export").iterdir()) == versions
+    # Made with another TensorFlow (an upgrade since): exported again, as a new version.
+    made = json.loads((copy / "made_from" / "export.json").read_text())
+    made["inputs"]["versions"]["tensorflow"] = "2.0.0"
+    (copy / "made_from" / "export.json").write_text(json.dumps(made))
+    upgraded = rerun([f"--model_dir={copy}", "--mode=export"], shared_data)
+    assert upgraded.returncode == 0, upgraded.stderr[-3000:]
+    assert len(list((copy / "export").iterdir())) == len(versions) + 1
 
 
 def test_evaluate_never_replaces_a_recorded_result(finished, shared_data, tmp_path):

@@ -1,5 +1,6 @@
-"""cli/quiet.py: the libraries' log lines leave stderr, the project's stay, in order, from
-the process and its children, all of them written before it exits."""
+"""cli/quiet.py: the libraries' informational and warning lines leave stderr; their error
+and fatal lines and the project's stay, in order, from the process and its children, all of
+them written before it exits or dies."""
 import subprocess
 import sys
 
@@ -27,3 +28,24 @@ def test_library_lines_are_dropped_and_the_rest_kept_in_order():
     assert result.returncode == 0
     assert result.stderr.decode() == ("project line 1\nchild line\nprogress 1/2\rprogress 2/2\r"
                                       + "project line 2" * 5000 + "\nlast line\n")
+
+
+DYING = r"""
+import os, sys
+from cli import quiet
+quiet.filter_stderr()
+os.write(2, b"I0000 00:00:1795677112.494882    5020 port.cc:153] oneDNN custom operations\n")
+print("project line", file=sys.stderr, flush=True)
+os.write(2, b"E0000 00:00:1795812586.941546    8987 kernel.cc:52] an error line\n")
+os.write(2, b"F0000 00:00:1795812586.941546    8987 tensor.cc:7] Check failed: dims 2 vs. 3\n")
+os.abort()  # as a failed CHECK ends the process: no exit function runs
+"""
+
+
+def test_error_and_fatal_lines_reach_the_user_even_when_the_process_dies():
+    result = subprocess.run([sys.executable, "-c", DYING], cwd=ROOT, capture_output=True,
+                            timeout=60)
+    assert result.returncode < 0  # SIGABRT
+    assert result.stderr.decode().splitlines() == [
+        "project line", "E0000 00:00:1795812586.941546    8987 kernel.cc:52] an error line",
+        "F0000 00:00:1795812586.941546    8987 tensor.cc:7] Check failed: dims 2 vs. 3"]

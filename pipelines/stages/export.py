@@ -51,7 +51,7 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
     """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md); logs the
     op check's verdict in one line, its table of ops with `ops_table` or when it fails."""
     from export.op_check import check_ops
-    from export.saved_model import write_translator
+    from export.saved_model import library_versions, write_translator
     from export.translator import ExportError
 
     export = options.export
@@ -64,7 +64,7 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
                           f"--overwrite_export to replace it, or leave the version unset")
     inputs = {"weights": made_from.weights_identity(options),
               "decoding": options.decoding.record(), "quantize": export.quantize,
-              "jit_compile": export.jit_compile,
+              "jit_compile": export.jit_compile, "versions": library_versions(),
               "export_dir": made_from.relative(options, export_dir)}
     # One record per export dir: exporting elsewhere (export/run.py --export_dir X) leaves the
     # model dir's own export/ up to date.
@@ -72,8 +72,8 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
         f"export-{hashlib.sha256(inputs['export_dir'].encode()).hexdigest()[:12]}"
     done = made_from.up_to_date(options, record, inputs) if export.version is None else None
     if done:
-        log(f"export: {done['product']} is up to date (the same weights and decoding "
-            f"settings); --export_version N writes another version")
+        log(f"export: {done['product']} is up to date (the same weights, decoding settings "
+            f"and library versions); --export_version N writes another version")
         return pathlib.Path(done["product"])
     translator = make_translator(options, options.make_task(), log)
     path = write_translator(translator, export_dir, version=export.version,
@@ -104,9 +104,9 @@ def run_export_ctranslate2(options: Recipe, log: Log = print) -> pathlib.Path:
                           f"decoding, which CTranslate2 cannot; export a SavedModel")
     model = md.load_final_model(options.model_dir, "float32", options.evaluation.checkpoint,
                                 log=log)
-    settings = ctranslate2.decoding_settings(
-        options.decoding.beam, options.decoding.input_length(model.config.max_length))
     try:
+        settings = ctranslate2.decoding_settings(
+            options.decoding.beam, options.decoding.input_length(model.config.max_length))
         path = ctranslate2.write_ctranslate2(model, proto, output, settings, export.overwrite)
     except ctranslate2.ConversionError as e:
         raise ExportError(f"--format ctranslate2: {e}") from None

@@ -72,6 +72,7 @@ def test_the_directory_holds_what_a_user_translates_with(ct2_dir, model_dir):
     assert (ct2_dir / "spm.model").read_bytes() == (model_dir / "spm.model").read_bytes()
     info = json.loads((ct2_dir / ct2.SETTINGS_FILE).read_text(encoding="utf-8"))
     assert {k: info["decoding"][k] for k in SETTINGS} == SETTINGS
+    assert info["decoding"]["stop_rule"] == "exact"
     # A second export refuses to replace it: one line, exit 2, the model unchanged.
     before = (ct2_dir / "model.bin").read_bytes()
     result = _run_cli([f"--model_dir={model_dir}", "--mode=export", "--format=ctranslate2",
@@ -79,6 +80,28 @@ def test_the_directory_holds_what_a_user_translates_with(ct2_dir, model_dir):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "already exists: pass --overwrite_export" in result.stderr.strip().splitlines()[-1]
     assert (ct2_dir / "model.bin").read_bytes() == before
+
+
+def test_a_stop_rule_ctranslate2_cannot_give_is_refused(model_dir, tmp_path):
+    """best_finished compares finished and live hypotheses under our length penalty, which
+    CTranslate2's search cannot see: refused in one line, before anything is written; with
+    alpha 0 it is the exact rule, and carried as it is."""
+    from export import ctranslate2 as ct2
+    from keras_transformer.decoding import BeamSearch
+
+    pytest.importorskip("ctranslate2")
+    output = tmp_path / "ct2"
+    result = _run_cli([f"--model_dir={model_dir}", "--mode=export", "--format=ctranslate2",
+                       f"--export_dir={output}", "--stop_rule=best_finished", "--alpha=0.6"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: --format ctranslate2: CTranslate2 cannot stop sentences by --stop_rule "
+        "best_finished with alpha 0.6; pass --stop_rule exact (or --alpha 0) to this export")
+    assert not output.exists()
+    greedy = ct2.decoding_settings(BeamSearch(alpha=0.0, stop_rule="best_finished"), 30)
+    assert greedy["stop_rule"] == "best_finished"
+    with pytest.raises(ct2.ConversionError, match="--stop_rule best_finished"):
+        ct2.translate(None, None, ["a"], dict(greedy, alpha=0.6), 64)
 
 
 def _ours(translator, line, beam_size, alpha):
