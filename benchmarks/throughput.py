@@ -61,7 +61,6 @@ def build_model(args):
         num_heads=args.heads, d_ff=args.d_ff, dropout=args.dropout,
         max_length=max(args.src_len, args.tgt_len, args.gen_len) + 1)
     model = Transformer(config)
-    model.build()
     return model
 
 

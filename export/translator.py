@@ -119,8 +119,6 @@ class Translator:
     def __init__(self, model, spm_proto: bytes, search: BeamSearch = BeamSearch(), *,
                  max_input_length=None, jit_compile=False, constraint=None, preprocess=None,
                  postprocess=None, weights=None):
-        if not model.built:
-            model.build()
         self.model = model
         self.spm_proto = bytes(spm_proto)
         self.search = search

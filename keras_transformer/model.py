@@ -70,14 +70,20 @@ class Transformer(keras.Model):
                           relu_dropout=config.relu_dropout, norm=config.norm, dtype=policy)
         self.encoder = Encoder(name="encoder", **stack_args)
         self.decoder = Decoder(name="decoder", **stack_args)
-        self.embedding_dropout = keras.layers.Dropout(config.dropout, dtype=policy)
+        self.embedding_dropout = keras.layers.Dropout(config.dropout, name="embedding_dropout",
+                                                      dtype=policy)
+        self.build()  # weights exist from here on: ready for load_weights and summary()
 
     def build(self, inputs_shape=None):
-        vector_shape = (None, None, self.config.d_model)
+        if self.built:
+            return
+        ids_shape, vector_shape = (None, None), (None, None, self.config.d_model)
         # Shared layers appear twice below: build each object once.
-        for layer in {id(x): x for x in (self.source_embedding, self.target_embedding,
-                                         self.source_positions, self.target_positions)}.values():
+        for layer in {id(x): x for x in (self.source_embedding, self.target_embedding)}.values():
+            layer.build(ids_shape)
+        for layer in {id(x): x for x in (self.source_positions, self.target_positions)}.values():
             layer.build(vector_shape)
+        self.embedding_dropout.build(vector_shape)
         self.encoder.build(vector_shape)
         self.decoder.build(vector_shape, vector_shape)
         if self.output_projection is not None:

@@ -25,7 +25,6 @@ def train(strategy, data):
     keras.utils.set_random_seed(7)
     with strategy.scope():
         model = Transformer(tiny_config())
-        model.build()
         model.compile(optimizer=keras.optimizers.SGD(0.5), loss=LabelSmoothedCrossEntropy(0.1))
     before = [w.numpy() for w in model.weights]
     initial = model.evaluate(*data, batch_size=8, verbose=0)

@@ -178,7 +178,6 @@ def test_data_parallel_over_two_devices_equals_one_device():
         try:
             keras.utils.set_random_seed(0)
             model = Transformer(config)
-            model.build()
             before = [np.asarray(w.numpy()) for w in model.weights
                       if not w.path.endswith("kv/bias")]
             model.compile(optimizer=paper_optimizer(config.d_model, warmup_steps=10),
@@ -206,7 +205,6 @@ def test_beam_search_equals_tensorflows(tensorflow_reference, tensorflow_referen
     from keras_transformer import Transformer, translate
 
     model = Transformer(tiny_config(vocab_size=VOCAB))
-    model.build()
     model.load_weights(beam_weights(tensorflow_reference_path))
     for case in JAX_CASES:
         search, options = case_args(case, extra_length=5)

@@ -42,7 +42,6 @@ def test_table3_rows_are_presets_in_paper_order():
 def test_parameter_count_matches_formula(name):
     config = TransformerConfig.preset(name, vocab_size=37000)
     model = Transformer(config)
-    model.build()
     count = model.count_params()
     assert count == analytic_parameter_count(config)
     print(f"{name:15s} {count / 1e6:8.1f}M  paper {PAPER_PARAMS_M.get(name, '-')}")

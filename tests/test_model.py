@@ -63,9 +63,33 @@ def test_keras_save_and_load_give_identical_logits(tmp_path):
     np.testing.assert_array_equal(ops.convert_to_numpy(loaded((source, target))), expected)
 
 
+def test_a_model_made_from_its_config_loads_weights_and_summarises(tmp_path):
+    """As a user does with a model dir's config.json and final.weights.h5: no call and no
+    build() first; summary() shows each part's output shape and the parameter count."""
+    config = tiny_config(share_embeddings=False, positional="learned")
+    trained = Transformer(config)
+    source, target = random_ids(2, 5, seed=8), random_ids(2, 4, seed=9)
+    expected = ops.convert_to_numpy(trained((source, target)))
+    trained.save_weights(tmp_path / "final.weights.h5")
+    model = Transformer(config)
+    model.load_weights(tmp_path / "final.weights.h5")
+    np.testing.assert_array_equal(ops.convert_to_numpy(model((source, target))), expected)
+    lines = []
+    Transformer(config).summary(print_fn=lines.append)
+    rows = "\n".join(lines)
+    assert "?" not in rows and "unbuilt" not in rows, rows
+    d, vocab = config.d_model, config.vocab_size
+    for part, shape in [("embedding", f"(None, None, {d})"),
+                        ("output_projection", f"(None, None, {vocab})"),
+                        ("source_positions", f"(1, None, {d})"),
+                        ("encoder", f"(None, None, {d})"), ("decoder", f"(None, None, {d})")]:
+        assert any(line.lstrip("│ ").startswith(part) and shape in line
+                   for line in rows.splitlines()), (part, rows)
+    assert f"Total params: {trained.count_params():,}" in rows
+
+
 def test_every_layer_config_round_trips():
     model = Transformer(tiny_config())
-    model.build()
     seen = 0
     for layer in model._flatten_layers(include_self=True, recursive=True):
         config = layer.get_config()

@@ -60,8 +60,6 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, b
     Returns:
         `Decoded` (ids [batch, num_results, length]).
     """
-    if not model.built:
-        model.build()
     sampling = isinstance(search, Sampling)
     on_tf = core.on_tensorflow()
     if sampling and not on_tf:
@@ -206,8 +204,6 @@ def make_translate_function(model, search=PAPER, *, jit_compile=False, **options
     Args: `search` and `options` as `decode` takes them. Keep the returned function for many
     batches: each call of `make_translate_function` compiles anew.
     """
-    if not model.built:
-        model.build()
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf

@@ -33,6 +33,9 @@ class SharedEmbedding(keras.layers.Layer):
             name="embeddings", shape=(self.vocab_size, self.d_model),
             initializer=keras.initializers.RandomNormal(stddev=self.d_model ** -0.5))
 
+    def compute_output_shape(self, inputs_shape):
+        return tuple(inputs_shape) + (self.d_model,)
+
     def call(self, ids):
         """ids [batch, length] -> [batch, length, d_model], times sqrt(d_model)."""
         vectors = ops.take(self.embeddings, ops.cast(ids, "int32"), axis=0)

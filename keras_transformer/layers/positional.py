@@ -20,6 +20,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
     def get_config(self):  # not dead: without an override Keras' auto-config raises here
         return super().get_config()
 
+    def compute_output_shape(self, input_shape):  # Keras' default build names it so
+        return positions_shape(input_shape)
+
     def call(self, inputs, start=0, positions=None):
         """Encodings of positions start .. start + length - 1 of `inputs` [batch, length, d],
         or of the given `positions`.
@@ -57,6 +60,9 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.max_length = int(max_length)
 
+    def compute_output_shape(self, inputs_shape):
+        return positions_shape(inputs_shape)
+
     def build(self, inputs_shape):
         self.embeddings = self.add_weight(
             name="embeddings", shape=(self.max_length, inputs_shape[-1]),
@@ -74,3 +80,8 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         config = super().get_config()
         config.update(max_length=self.max_length)
         return config
+
+
+def positions_shape(inputs_shape) -> tuple:
+    """[batch, length, d] inputs -> their positions' shape [1, length, d] (added to them)."""
+    return (1,) + tuple(inputs_shape[1:])

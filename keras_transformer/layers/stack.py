@@ -33,6 +33,9 @@ class LayerStack(keras.layers.Layer):
             epsilon=LAYER_NORM_EPSILON, name="final_norm", dtype=self.dtype_policy)
             if norm == "pre" else None)
 
+    def compute_output_shape(self, x_shape, memory_shape=None):
+        return tuple(x_shape)
+
     def build(self, x_shape, memory_shape=None):
         for layer in self.blocks:
             if memory_shape is None:

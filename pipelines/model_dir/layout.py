@@ -96,11 +96,9 @@ def check_vocabulary(model_dir, sha256: str | None) -> None:
 
 
 def build_model(config: TransformerConfig, dtype: str | None = None) -> Transformer:
-    """A built (weights created) Transformer for `config`, in `dtype` (default: the global
-    dtype policy)."""
-    model = Transformer(config, dtype=dtype)
-    model.build()
-    return model
+    """A Transformer (its weights made) for `config`, in `dtype` (default: the global dtype
+    policy)."""
+    return Transformer(config, dtype=dtype)
 
 
 def checkpoint_dir(model_dir) -> pathlib.Path:

@@ -19,7 +19,6 @@ def model():
 
     keras.utils.set_random_seed(7)
     model = Transformer(tiny_config(vocab_size=VOCAB))
-    model.build()
     return model
 
 

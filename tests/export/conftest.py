@@ -74,7 +74,6 @@ def train_briefly(model, spm_proto, corpus) -> list[float]:
 
     from keras_transformer import LabelSmoothedCrossEntropy
 
-    model.build()
     optimizer = keras.optimizers.Adam(3e-3)
     optimizer.build(model.trainable_variables)
     loss_fn = LabelSmoothedCrossEntropy(0.1)

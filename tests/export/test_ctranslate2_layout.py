@@ -21,7 +21,6 @@ def model_and_arrays():
     config = TransformerConfig.preset("base", vocab_size=40, num_layers=2, d_model=D, d_ff=24,
                                       num_heads=HEADS, dropout=0.0, max_length=12)
     model = Transformer(config)
-    model.build()
     return model, ct2.model_arrays(model)
 
 
