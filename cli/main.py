@@ -11,6 +11,7 @@ import contextlib
 import os
 import pathlib
 import sys
+from typing import Callable
 
 from absl import app
 
@@ -25,6 +26,21 @@ PREFIX = {RUN: "", EXPORT: "export/run.py: "}
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def reported_once(log_line: Callable[[str], None]) -> Callable[[str], None]:
+    """`log_line`, with a reused input (the vocabulary, a cleaned split, a token cache: each
+    read by several stages) reported the first time only in a run."""
+    reported = set()
+
+    def log_once(message: str) -> None:
+        if ": reusing " in message:
+            if message in reported:
+                return
+            reported.add(message)
+        log_line(message)
+
+    return log_once
 
 
 def main(front: str) -> None:
@@ -94,7 +110,7 @@ def run_stages() -> int:
     modes = stages.check_modes(FLAGS.mode, given, backend, FLAGS["mode"].present)
     device = device_policy.detect(FLAGS.num_cpu_devices, backend)
     options = resolver.resolve(given, device=device)
-    log(f"options: {describe.describe_origins(options, every=FLAGS.verbose)}")
+    log(describe.describe_origins(options, every=FLAGS.verbose))
     if "train" in modes:
         log(describe.describe_device(options, device))
     keras.utils.set_random_seed(options.training.seed)
@@ -104,6 +120,7 @@ def run_stages() -> int:
     chief = train_lib.is_chief()
     # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
     done = {}  # stage -> what it returned, for the summary
+    stage_log = reported_once(log)
     with stages.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
         for stage in modes:
             if not chief and stage != "train":
@@ -118,17 +135,17 @@ def run_stages() -> int:
             log(f"== {stage} ({options.data.task}, {options.model_dir})")
             if stage == "train":
                 strategy = train_lib.make_strategy(options.training.jit_compile)
-                stages.run_train(options, strategy, log=log)
+                stages.run_train(options, strategy, log=stage_log)
                 done[stage] = None
                 if not train_lib.is_chief(strategy):
                     log("train: done; the chief runs the later stages")
                     return 0
             elif stage == "export":
-                done[stage] = stages.run_export(options, log=log, ops_table=FLAGS.verbose)
+                done[stage] = stages.run_export(options, log=stage_log, ops_table=FLAGS.verbose)
             elif stage in ("evaluate", "translate", "score"):
-                done[stage] = getattr(stages, f"run_{stage}")(options, log=log, out=results)
+                done[stage] = getattr(stages, f"run_{stage}")(options, log=stage_log, out=results)
             else:
-                done[stage] = getattr(stages, f"run_{stage}")(options, log=log)
+                done[stage] = getattr(stages, f"run_{stage}")(options, log=stage_log)
     if modes != FLAGS.mode:
         log(f"export under TensorFlow: python pipelines/run.py --mode "
             f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "

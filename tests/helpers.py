@@ -133,3 +133,4 @@ def reversal_model(seed=5, n=2048, width=6, vocab_size=12, bos=2, eos=3):
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss=LabelSmoothedCrossEntropy(0.1))
     model.fit((source, target_in), target, batch_size=64, epochs=2, verbose=0)
     return model
+

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from cli.quiet import LIBRARY_LINE
-from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL, run_command
+from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL, options_block, run_command
 
 EXPORT = ROOT / "export" / "run.py"
 CPP_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
@@ -66,17 +66,21 @@ def test_a_missing_backend_is_one_line_naming_its_extra(tmp_path):
 
 
 def test_no_cpp_log_lines_unless_verbose(tmp_path, shared_data):
-    """A one-line error stays the last of three short lines (options, stage, error); with
-    --verbose TensorFlow's lines and every option with its origin are shown."""
+    """A one-line error stays the last line, after the options block (within 100 columns)
+    and the stage; with --verbose TensorFlow's lines and every option with its origin are
+    shown."""
     args = ["--mode", "evaluate", "--model_dir", str(tmp_path / "none")]
     quiet = run(args, KT_DATA_DIR=str(shared_data))
     assert quiet.returncode == 2
     assert not CPP_LOG_LINE.search(quiet.stderr), quiet.stderr
     lines = quiet.stderr.strip().splitlines()
-    assert len(lines) == 3 and lines[-1].startswith("error: ") and "config.json" in lines[-1]
-    options = lines[0]
-    assert options.startswith("options: ") and len(options) < 400
-    assert "train_steps=1000" in options and "keep_checkpoints" not in options  # a default
+    options = options_block(quiet.stderr).splitlines()
+    assert lines == options + [lines[-2], lines[-1]], lines
+    assert lines[-2].startswith("== evaluate ")
+    assert lines[-1].startswith("error: ") and "config.json" in lines[-1]
+    assert all(len(line) <= 100 for line in options), options
+    assert "train_steps=1000" in options_block(quiet.stderr)
+    assert "keep_checkpoints" not in options_block(quiet.stderr)  # a default
     verbose = run(args + ["--verbose"], KT_DATA_DIR=str(shared_data))
     assert verbose.returncode == 2
     assert CPP_LOG_LINE.search(verbose.stderr)
@@ -148,7 +152,25 @@ def test_files_are_readable_by_others_and_logs_hold_no_redraws(finished):
         assert (model_dir / name).stat().st_mode & 0o777 == 0o644, name
     for stream in (result.stdout, result.stderr):
         assert "\r" not in stream and "\x1b" not in stream
-    assert "Epoch 2/2" in result.stderr  # a plain line per epoch (checkpoint interval)
+    # A plain line per checkpoint interval, saying what it counts.
+    assert "Epoch" not in result.stderr
+    heads = [line for line in result.stderr.splitlines() if line.startswith("train: steps ")]
+    assert [line.split(" (")[0] for line in heads] == ["train: steps 0 to 10 of 20",
+                                                       "train: steps 10 to 20 of 20"], heads
+    assert heads[0].endswith(" (0.0 passes over the data so far)")
+
+
+def test_tensorboard_plots_against_the_training_step(finished):
+    import tensorflow as tf
+
+    model_dir, _ = finished
+    steps = {}
+    for events in (model_dir / "logs").rglob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(events)):
+            for value in event.summary.value:
+                steps.setdefault((events.parent.name, value.tag), []).append(event.step)
+    assert steps[("train", "epoch_loss")] == [10, 20]
+    assert steps[("validation", "epoch_loss")] == [10, 20]
 
 
 def test_a_rerun_of_a_finished_job_does_no_work_again(finished, shared_data):

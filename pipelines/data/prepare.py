@@ -124,7 +124,7 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
             batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS, *, batch_multiple: int = 1,
             boundaries: Sequence[int] | None = None,
             vocab_sample_lines: int = VOCAB_SAMPLE_LINES, splits: Sequence[str] = SPLITS,
-            log: Log = print) -> dict:
+            tables: bool = True, log: Log = print) -> dict:
     """Build vocabulary and token caches for ``splits``; print corpus stats and bucket table.
 
     Args:
@@ -136,6 +136,7 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
       boundaries: bucket boundaries; ``default_boundaries(task.max_length)`` if None.
       vocab_sample_lines: lines (both sides pooled) sampled to train the vocabulary.
       splits: which splits to prepare ("train" is needed for the bucket table).
+      tables: log the corpus statistics and the bucket table (else computed, not logged).
       log: sink for progress and the report.
     Returns:
       ``{"task", "vocab": {...}, "splits": {split: stats}, "buckets": [rows],
@@ -157,9 +158,10 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
     for split in splits:
         prepared[split] = prepare_split(task, split, work_dir, proto, log=log)
         result["splits"][split] = split_stats(task, prepared[split])
-    log(f"corpus ({task.source_lang} / {task.target_lang}, subword tokens without EOS/BOS):")
+    shown = log if tables else (lambda message: None)
+    shown(f"corpus ({task.source_lang} / {task.target_lang}, subword tokens without EOS/BOS):")
     for split, stats in result["splits"].items():
-        log(_format_split(split, stats))
+        shown(_format_split(split, stats))
     if "train" in prepared:
         lengths = prepared["train"].cache.lengths
         _, rows = _bucket_rows(task, lengths, boundaries, batch_tokens, batch_multiple)
@@ -167,9 +169,9 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
                                        batch_tokens, batch_multiple)
         result.update(buckets=rows, batches_per_epoch=sum(r["batches"] for r in rows),
                       padding=buckets.table_padding(rows), packed=packed)
-        log(f"train buckets (budget {batch_tokens:,} tokens per side, batch multiple "
-            f"{batch_multiple}; padding counts both sides):")
-        log(buckets.format_bucket_table(rows, packed))
+        shown(f"train buckets (budget {batch_tokens:,} tokens per side, batch multiple "
+              f"{batch_multiple}; padding counts both sides):")
+        shown(buckets.format_bucket_table(rows, packed))
     return result
 
 

@@ -11,20 +11,38 @@ from pipelines.tasks import Task
 
 
 def describe_origins(options: Recipe, every: bool = True) -> str:
-    """One log line of the resolved values and where each came from (see the module doc):
-    `every` value, or only those not at the paper's defaults, grouped by origin (a device
-    default by "device": `describe_device` gives its reason)."""
+    """The log's "options:" block: the resolved values and where each came from (see the
+    module doc), `every` value, or only those not at the paper's defaults, one line per
+    origin (a device default's "device": `describe_device` gives its reason), wrapped at
+    WIDTH columns."""
     values = options.values()
     named = [(name, origin) for name, origin in options.origins.items() if name in values]
     if every:
-        return ", ".join(f"{name} {values[name]!r} ({origin})" for name, origin in named)
+        return _block("options:", [f"{name} {values[name]!r} ({origin})"
+                                   for name, origin in named])
     paper = dataclasses.asdict(BeamSearch())
     groups: dict[str, list[str]] = {}
     for name, origin in named:
         if origin != "default" and values[name] != paper.get(name, ...):
             groups.setdefault(origin.split(":")[0], []).append(f"{name}={values[name]}")
-    changed = "; ".join(f"{origin}: {' '.join(items)}" for origin, items in groups.items())
-    return f"{changed or 'all'} (the rest: the paper's defaults; --verbose lists every value)"
+    rows = [_block(f"  {origin}:", items) for origin, items in groups.items()]
+    return "\n".join(["options: the rest at the paper's defaults (--verbose lists every value)"
+                      if rows else "options: all at the paper's defaults", *rows])
+
+
+WIDTH = 100
+"""Columns of the options block."""
+
+
+def _block(head: str, items: list[str]) -> str:
+    """`head` and `items`, space-separated, wrapped between items at WIDTH columns, each
+    line after the first 4 spaces in."""
+    lines = [head]
+    for item in items:
+        if len(lines[-1]) + 1 + len(item) > WIDTH and lines[-1].strip() != head.strip():
+            lines.append("   ")
+        lines[-1] += " " + item
+    return "\n".join(lines)
 
 
 def describe_device(options: Recipe, device: device_policy.Device) -> str:

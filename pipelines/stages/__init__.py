@@ -125,13 +125,20 @@ def run_prepare(options: Recipe, log: Log = print) -> dict:
     log(describe.describe_task(options, task))
     if options.init is not None:  # fine-tuning: the source's vocabulary, never a new one
         init_lib.copy_vocabulary(options.init, options.model_dir, log)
+    # Training files, vocabulary and batch budget are bound once trained: a resumed run's
+    # tables are the ones its first run printed.
+    resumed = md.has_weights(options.model_dir)
     report = prepare.prepare(task, options.model_dir, vocab_size=options.data.vocab_size,
-                             batch_tokens=options.training.batch_tokens, log=log)
+                             batch_tokens=options.training.batch_tokens,
+                             tables=options.verbose or not resumed, log=log)
+    if resumed and not options.verbose:
+        log(f"prepare: the corpus and bucket tables are those of the model's first run "
+            f"({report['batches_per_epoch']:,} batches per pass); --verbose prints them")
     if options.init is not None:
         clean = prepare.clean_split(task, "train", options.model_dir, log=log)
         init_lib.report_coverage(options.init, prepare.vocab_path(options.model_dir).read_bytes(),
                                  [clean.source_path, clean.target_path], log)
-    _record_settings(options, trained=md.has_weights(options.model_dir))
+    _record_settings(options, trained=resumed)
     return report
 
 

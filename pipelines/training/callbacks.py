@@ -50,21 +50,38 @@ class StopAtStep(keras.callbacks.Callback):
 class StepProgbar(keras.callbacks.ProgbarLogger):
     """Keras' progress bar, counting the batches each epoch will run: an epoch is
     `checkpoint_every` updates, but training stops at `train_steps` (StopAtStep), so a run
-    of 100 steps with checkpoints every 1,000 shows 100, not 1,000. `fit` uses it instead of
-    its own when it is among the callbacks."""
+    of 100 steps with checkpoints every 1,000 shows 100, not 1,000. Each epoch starts with a
+    line that says what it counts, "train: steps 2,000 to 3,000 of 8,000 (15.3 passes over
+    the data so far)", not Keras' "Epoch 3/8". `fit` uses it instead of its own when it is among
+    the callbacks."""
 
-    def __init__(self, train_steps, accumulate_steps=1):
+    def __init__(self, train_steps, accumulate_steps=1, batches_per_pass=None, log=print):
         super().__init__()
         self.train_steps, self.accumulate_steps = int(train_steps), int(accumulate_steps)
+        self.batches_per_pass, self.log = batches_per_pass, log
 
     def set_params(self, params):
         super().set_params(params)
         self.steps_per_epoch = params["steps"]
+        self.epochs = 1  # Keras then prints no "Epoch i/n" line: ours says what it counts
 
     def on_epoch_begin(self, epoch, logs=None):
-        left = self.train_steps - int(self.model.optimizer.iterations.numpy())
-        self.target = min(self.steps_per_epoch, left * self.accumulate_steps)
+        step = int(self.model.optimizer.iterations.numpy())
+        self.target = min(self.steps_per_epoch, (self.train_steps - step) * self.accumulate_steps)
+        if self.verbose:
+            passes = (f" ({step * self.accumulate_steps / self.batches_per_pass:.1f} passes "
+                      f"over the data so far)" if self.batches_per_pass else "")
+            self.log(f"train: steps {step:,} to {step + self.target // self.accumulate_steps:,}"
+                     f" of {self.train_steps:,}{passes}")
         super().on_epoch_begin(epoch, logs)
+
+
+class StepTensorBoard(keras.callbacks.TensorBoard):
+    """Keras' TensorBoard callback with each epoch's scalars logged at the optimizer's step
+    (the training step a run, or a resumed one, has reached), not at the epoch's index."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(int(self.model.optimizer.iterations.numpy()), logs)
 
 
 class Throughput(keras.callbacks.Callback):

@@ -267,13 +267,13 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
         f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "
         f"steps {step:,} -> {train_steps:,}")
     callbacks = [cb.StopAtStep(train_steps), cb.Throughput(),
-                 cb.StepProgbar(train_steps, accumulate_steps),
+                 cb.StepProgbar(train_steps, accumulate_steps, data.batches_per_epoch, log=log),
                  cb.StepCheckpoint(manager, checkpoint_every, start_step=step)]
     if dev_metric_fn is not None and t.dev_metric_every:
         callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=dev_every_epochs,
                                       checkpoint_dir=checkpoint_dir,
                                       patience=t.early_stop_patience, log=log))
-    callbacks.append(keras.callbacks.TensorBoard(str(own_dir / "logs")))
+    callbacks.append(cb.StepTensorBoard(str(own_dir / "logs")))
     try:
         model.fit(dataset, validation_data=dev and dev.dataset,
                   validation_steps=dev and dev.batches_per_epoch,

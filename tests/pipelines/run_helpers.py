@@ -163,3 +163,14 @@ def copy_prepared(prepared_dir, model_dir):
     """A model dir that starts with the vocabulary and token caches already built."""
     shutil.copytree(prepared_dir, model_dir)
     return model_dir
+
+
+def options_block(log: str) -> str:
+    """The run log's "options:" block(s): each "options:" line and the indented lines that
+    continue it (`pipelines.settings.describe.describe_origins`)."""
+    block, inside = [], False
+    for line in log.splitlines():
+        inside = line.startswith("options:") or (inside and line.startswith("  "))
+        if inside:
+            block.append(line)
+    return "\n".join(block)

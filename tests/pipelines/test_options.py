@@ -268,13 +268,12 @@ def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
 
 
 def test_the_run_log_says_where_each_value_came_from(tmp_path, shared_data):
-    from tests.pipelines.run_helpers import run_command
+    from tests.pipelines.run_helpers import options_block, run_command
 
     result = run_command([f"--model_dir={tmp_path / 'm'}", "--config=parsing_wsj_sample",
                           "--mode=score", "--verbose"], shared_data, timeout=120)
     assert result.returncode == 2  # score needs --input: the log line comes before
-    options_line = next(line for line in result.stderr.splitlines()
-                        if line.startswith("options: "))
+    options_line = options_block(result.stderr)
     assert "vocab_size 4000 (preset parsing_wsj_sample)" in options_line
     assert "max_length 1024 (preset parsing_wsj_sample)" in options_line
     assert "config 'parsing_wsj_sample' (flag)" in options_line

@@ -16,7 +16,7 @@ import shutil
 
 import pytest
 
-from tests.pipelines.run_helpers import run_command
+from tests.pipelines.run_helpers import options_block, run_command
 
 SMALL = ["--config_override=num_layers=1", "--config_override=d_model=32",
          "--config_override=d_ff=64", "--config_override=num_heads=2", "--eval_sentences=8",
@@ -63,7 +63,7 @@ def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alp
             pieces, settings["model"]["preset"])
         assert (int(beam_shown), float(alpha_shown), int(extra_shown)) == (
             saved["beam_size"], saved["alpha"], saved["extra_length"])
-    options = "\n".join(printed(r"^options: .*$", log))
+    options = options_block(log)
     for shown in printed(r"\bvocab_size=(\d+)", options):
         assert int(shown) == pieces
     for shown in printed(r"\bconfig=(\w+)", options):
