@@ -3,6 +3,12 @@ import keras
 from keras import ops
 
 
+WARMUP_STEPS = 4000
+"""Eq. 3's warm-up in the paper (Section 5.3): every default of it reads this one value."""
+ADAM_EPSILON = 1e-9
+"""Adam's epsilon in the paper (Section 5.3)."""
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) (Eq. 3).
@@ -25,7 +31,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
             which counts micro-batches (`paper_optimizer`'s counts updates: keep 1).
     """
 
-    def __init__(self, d_model, warmup_steps=4000, scale=1.0, accumulation_steps=1):
+    def __init__(self, d_model, warmup_steps=WARMUP_STEPS, scale=1.0, accumulation_steps=1):
         self.d_model = int(d_model)
         self.warmup_steps = int(warmup_steps)
         self.scale = float(scale)
@@ -59,7 +65,8 @@ class UpdateCountingAdam(keras.optimizers.Adam):
         return super()._get_current_learning_rate()
 
 
-def paper_optimizer(d_model, warmup_steps=4000, scale=1.0, epsilon=1e-9, **kwargs):
+def paper_optimizer(d_model, warmup_steps=WARMUP_STEPS, scale=1.0, epsilon=ADAM_EPSILON,
+                    **kwargs):
     """Adam with beta1 0.9, beta2 0.98, epsilon 1e-9 and `NoamSchedule` (Section 5.3), its
     schedule counting updates also under `gradient_accumulation_steps` (a keyword here, as
     Keras's `global_clipnorm` is)."""

@@ -9,7 +9,7 @@ import sys
 from typing import Any, Iterable, Mapping
 
 from export.quantize import QUANTIZE_MODES
-from keras_transformer import PRESETS, TransformerConfig
+from keras_transformer import PRESETS, TransformerConfig, schedules
 from keras_transformer.config import TRAINING_FIELDS
 from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling
 from pipelines.model_dir import init_from as init_lib
@@ -115,8 +115,11 @@ def _task_options(given: Mapping[str, Any], saved: Mapping[str, Any],
 
 
 def _paper_layer() -> dict[str, Any]:
-    """The paper's and the tool's defaults: the settings table's, and the paper's search."""
+    """The paper's and the tool's defaults: the settings table's, and the library's own for
+    the paper's optimizer and search."""
     return {**{row.name: row.default for row in table.SETTINGS if row.option},
+            "warmup_steps": schedules.WARMUP_STEPS, "adam_epsilon": schedules.ADAM_EPSILON,
+            "config_override": {},
             **dataclasses.asdict(BeamSearch())}
 
 

@@ -103,7 +103,8 @@ SETTINGS = (
        "After prepare: the model dir's.", default="multi30k_ende", saved=("task",),
        binding=FIXED),
     _task_option("data_dir", "Where the task's data is: the folder holding multi30k/, the "
-                 "tfds data dir, or the WSJ tree dir.", decided_by="$KT_DATA_DIR"),
+                 "tfds data dir, or the WSJ tree dir.",
+                 decided_by="$KT_DATA_DIR for multi30k_ende, else the task's"),
     _task_option("manual_dir", "tfds manual download dir."),
     *[_task_option(f"{split}_{side}", f"task=text: {split} {word} file" + (
         "; any translation task: your own test set, scored by a trained model dir's "
@@ -143,11 +144,11 @@ SETTINGS = (
     _training("accumulate_steps", "integer", "Batches accumulated per update (reach the "
               "paper's batch on fewer devices).", FIXED, default=1, at_least=1),
     _training("warmup_steps", "integer", "Learning-rate warm-up (Eq. 3).", FIXED, at_least=1,
-              default=4_000, decided_by=RECIPE),
+              decided_by=RECIPE + ", else the paper's 4,000 (keras_transformer.schedules)"),
     _training("lr_scale", "float", "Constant factor on the Eq. 3 learning rate.", FIXED,
               default=1.0, at_least=0),
-    _training("adam_epsilon", "float", "Adam's epsilon (the paper's 1e-9; fairseq's 1e-8).",
-              FIXED, default=1e-9, above=0),
+    _training("adam_epsilon", "float", "Adam's epsilon (fairseq's: 1e-8).", FIXED, above=0,
+              decided_by="the paper's 1e-9 (keras_transformer.schedules)"),
     _training("clip_norm", "float", "Clip the gradients to this global norm before each "
               "update (0: no clipping, as the paper; fairseq's transformer recipes: 0 or 25).",
               FIXED, default=0.0, at_least=0),

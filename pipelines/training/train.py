@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
                                TransformerConfig, paper_optimizer)
+from keras_transformer.schedules import ADAM_EPSILON, WARMUP_STEPS
 from pipelines.data.buckets import bucket_batch_sizes
 from pipelines.data.prepare import training_input, validation_input
 from pipelines.errors import ConfigError
@@ -109,9 +110,9 @@ def worker_dir(strategy, model_dir) -> pathlib.Path:
     return pathlib.Path(model_dir) / "workers" / f"{resolver.task_type}-{resolver.task_id}"
 
 
-def compile_model(config: TransformerConfig, strategy, *, label_smoothing, warmup_steps=4000,
-                  lr_scale=1.0, accumulate_steps=1, jit_compile=False, steps_per_execution=1,
-                  adam_epsilon=1e-9, clip_norm=0.0):
+def compile_model(config: TransformerConfig, strategy, *, label_smoothing,
+                  warmup_steps=WARMUP_STEPS, lr_scale=1.0, accumulate_steps=1, jit_compile=False,
+                  steps_per_execution=1, adam_epsilon=ADAM_EPSILON, clip_norm=0.0):
     """Builds and compiles the model and its optimizer in the strategy's scope.
 
     Under the mixed_float16 dtype policy the optimizer is a `LossScaleOptimizer` around

@@ -267,6 +267,36 @@ def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
     assert (run.model.max_length, run.origins["max_length"]) == (179, "config.json")
 
 
+def test_every_value_has_an_origin_and_every_default_one_value(tmp_path):
+    """What a run shows with its origin is every value it runs with; the paper's optimizer
+    defaults of the library's API are the run's (`keras_transformer.schedules`)."""
+    import inspect
+
+    from keras_transformer import schedules
+    from pipelines.training import train as train_lib
+
+    run = resolver.resolve({"model_dir": str(tmp_path / "m")})
+    decided = {name for name, value in run.values().items() if value is not None}
+    assert decided <= set(run.origins), decided - set(run.origins)
+    # Decided when training starts, and said there (`memory_check`): the RAM available.
+    assert {name for name, value in run.values().items() if value is None} == {
+        "memory_limit_mb"}
+    paper = resolver._paper_layer()
+    for function, names in [
+            (schedules.NoamSchedule, {"warmup_steps": "warmup_steps"}),
+            (schedules.paper_optimizer, {"warmup_steps": "warmup_steps",
+                                         "epsilon": "adam_epsilon", "scale": "lr_scale"}),
+            (train_lib.compile_model, {name: name for name in (
+                "warmup_steps", "adam_epsilon", "lr_scale", "accumulate_steps", "clip_norm",
+                "jit_compile", "steps_per_execution")})]:
+        defaults = inspect.signature(function).parameters
+        for parameter, setting in names.items():
+            assert defaults[parameter].default == (paper[setting] or False), (function,
+                                                                               parameter)
+    assert (run.training.warmup_steps, run.origins["warmup_steps"]) == (1000, "task multi30k_ende")
+    assert (run.training.adam_epsilon, run.origins["adam_epsilon"]) == (1e-9, "default")
+
+
 def test_the_run_log_says_where_each_value_came_from(tmp_path, shared_data):
     from tests.pipelines.run_helpers import options_block, run_command
 
