@@ -144,11 +144,11 @@ SETTINGS = (
     _training("accumulate_steps", "integer", "Batches accumulated per update (reach the "
               "paper's batch on fewer devices).", FIXED, default=1, at_least=1),
     _training("warmup_steps", "integer", "Learning-rate warm-up (Eq. 3).", FIXED, at_least=1,
-              decided_by=RECIPE + ", else the paper's 4,000 (keras_transformer.schedules)"),
+              decided_by=RECIPE + ", else the paper's (keras_transformer.schedules)"),
     _training("lr_scale", "float", "Constant factor on the Eq. 3 learning rate.", FIXED,
               default=1.0, at_least=0),
     _training("adam_epsilon", "float", "Adam's epsilon (fairseq's: 1e-8).", FIXED, above=0,
-              decided_by="the paper's 1e-9 (keras_transformer.schedules)"),
+              decided_by="the paper's (keras_transformer.schedules)"),
     _training("clip_norm", "float", "Clip the gradients to this global norm before each "
               "update (0: no clipping, as the paper; fairseq's transformer recipes: 0 or 25).",
               FIXED, default=0.0, at_least=0),
