@@ -182,6 +182,12 @@ def test_a_rerun_of_a_finished_job_does_no_work_again(finished, shared_data):
         assert any(line.startswith(said) and ("nothing to do" in line or "up to date" in line)
                    for line in again.stderr.splitlines()), (said, again.stderr[-2000:])
     assert again.stdout == first.stdout  # the same scores, printed again
+    # Printed once a run: the tables by the first run, a reused input by its first reader.
+    assert "train buckets" not in again.stderr and "corpus (" not in again.stderr
+    assert "prepare: the corpus and bucket tables are the ones the model's first run " \
+           "printed (" in again.stderr
+    reused = [line for line in again.stderr.splitlines() if ": reusing " in line]
+    assert reused and len(reused) == len(set(reused)), reused
     asked = rerun([f"--model_dir={model_dir}", "--mode=export", "--export_version=2"],
                   shared_data)
     assert asked.returncode == 0, asked.stderr[-3000:]

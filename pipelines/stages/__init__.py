@@ -129,11 +129,11 @@ def run_prepare(options: Recipe, log: Log = print) -> dict:
     # tables are the ones its first run printed.
     resumed = md.has_weights(options.model_dir)
     report = prepare.prepare(task, options.model_dir, vocab_size=options.data.vocab_size,
-                             batch_tokens=options.training.batch_tokens,
-                             tables=options.verbose or not resumed, log=log)
-    if resumed and not options.verbose:
-        log(f"prepare: the corpus and bucket tables are those of the model's first run "
-            f"({report['batches_per_epoch']:,} batches per pass); --verbose prints them")
+                             batch_tokens=options.training.batch_tokens, tables=not resumed,
+                             log=log)
+    if resumed:
+        log(f"prepare: the corpus and bucket tables are the ones the model's first run "
+            f"printed ({report['batches_per_epoch']:,} batches per pass over the data)")
     if options.init is not None:
         clean = prepare.clean_split(task, "train", options.model_dir, log=log)
         init_lib.report_coverage(options.init, prepare.vocab_path(options.model_dir).read_bytes(),
