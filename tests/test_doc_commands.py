@@ -13,7 +13,8 @@ pipelines/run.py`, the README's first command) trains `runs/multi30k_ende`, and 
 
 Training commands (`python pipelines/run.py` whose --mode trains) get `SMALL_MODEL` appended:
 a tiny model, and the steps flags of `SMALL_STEPS` that the command does not give itself,
-so that each finishes in seconds. Blocks that cannot run here (Docker, a server, other
+so that each finishes in seconds; the main job's checkpoints ckpt-900 and ckpt-1000 named in a
+command are the small run's last two, ckpt-10 and ckpt-20 (`SMALL_CHECKPOINTS`). Blocks that cannot run here (Docker, a server, other
 virtual environments, downloads) carry the line `<!-- not run by tests/test_doc_commands.py:
 REASON -->` just above their fence. Every command must exit 0, and the project's print no
 library log line (TensorFlow's C++ or absl logging, SentencePiece's; a block that runs
@@ -38,6 +39,7 @@ BLOCK = re.compile(r"(?:<!-- (not run by tests/test_doc_commands\.py: [^>]*?) --
 SMALL_MODEL = [*TINY_MODEL, "--extra_length=8", "--eval_sentences=20"]
 SMALL_STEPS = {"--train_steps": "20", "--checkpoint_every": "10", "--average_last": "2",
                "--keep_best_by": "last"}  # 20 steps reach no dev metric (parsing's recipe)
+SMALL_CHECKPOINTS = {"ckpt-900": "ckpt-10", "ckpt-1000": "ckpt-20"}
 TRAINING = re.compile(r"^python pipelines/run\.py(?![^#]*--mode[ =](?![\w,]*train))[^#<>|]*")
 
 
@@ -58,6 +60,8 @@ def command_blocks():
 
 def small(block: str) -> str:
     """The block with its training commands made small (see the module docstring)."""
+    for real, small_run in SMALL_CHECKPOINTS.items():
+        block = re.sub(rf"\b{real}\b", small_run, block)
     lines = block.replace("\\\n", " ").splitlines()
     for i, line in enumerate(lines):
         match = TRAINING.match(line)

@@ -368,6 +368,33 @@ def test_evaluate_never_replaces_a_recorded_result(finished, shared_data, tmp_pa
     assert "is up to date" in again.stderr, again.stderr[-2000:]  # the recorded one
 
 
+def test_chosen_checkpoints_average_into_a_file_of_their_own(finished, shared_data):
+    """--average_checkpoints writes average.<names>.weights.h5 and leaves final.weights.h5
+    as it is; --checkpoint decodes that file, under a result named by it, as it decodes the
+    checkpoint itself; a rerun is up to date; an unknown name is one line."""
+    model_dir, _ = finished
+    final = (model_dir / "final.weights.h5").read_bytes()
+    average = [f"--model_dir={model_dir}", "--mode=average", "--average_checkpoints=ckpt-10"]
+    made = rerun(average, shared_data)
+    assert made.returncode == 0, made.stderr[-3000:]
+    named = model_dir / "average.ckpt-10.weights.h5"
+    assert f"average: 1 checkpoint(s) (ckpt-10) -> {named}" in made.stderr
+    assert (model_dir / "final.weights.h5").read_bytes() == final
+    assert "is up to date" in rerun(average, shared_data).stderr
+    hypotheses = []
+    for checkpoint, name in (("ckpt-10", "test.ckpt-10.first20"),
+                             (named.name, "test.average.ckpt-10.first20")):
+        result = rerun([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20",
+                        f"--checkpoint={checkpoint}"], shared_data)
+        assert result.returncode == 0, result.stderr[-3000:]
+        hypotheses.append((model_dir / "eval" / f"{name}.hyp").read_text(encoding="utf-8"))
+    assert hypotheses[0] == hypotheses[1] and hypotheses[0].count("\n") == 20
+    missing = rerun([*average[:2], "--average_checkpoints=ckpt-10,ckpt-99"], shared_data)
+    assert missing.returncode == 2 and missing.stderr.strip().splitlines()[-1].endswith(
+        "no checkpoint ckpt-99 (have: ckpt-10, ckpt-20); --average_checkpoints takes these "
+        "names")
+
+
 def test_one_call_from_python_translates_as_the_translate_stage(finished, shared_data,
                                                                  tmp_path):
     """`pipelines.load.load(model_dir)`: the translate stage's translations of

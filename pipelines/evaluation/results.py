@@ -2,7 +2,8 @@
 recorded one. `eval/<split>.json` (and `.hyp`) is the whole split of the model dir's own data,
 decoded from final.weights.h5 with its saved decoding settings (settings.json). A run that
 differs gets a name of its own, by what differs, in this order: given test files (their
-contents' digest, `test.files-1a2b3c4d`), a checkpoint (`test.ckpt-500`), each decoding
+contents' digest, `test.files-1a2b3c4d`), a checkpoint (`test.ckpt-500`) or weights file
+(`test.average.ckpt-400+ckpt-500`, its name without `.weights.h5`), each decoding
 setting (`test.beam_size2`) and the first N sentences (`test.first20`). `eval/index.json`
 lists every result with its settings and scores."""
 
@@ -12,7 +13,7 @@ from typing import Sequence
 
 from pipelines.errors import DataError
 from pipelines.model_dir.files import read_json, write_json_atomic
-from pipelines.model_dir.layout import EVAL_DIR
+from pipelines.model_dir.layout import EVAL_DIR, WEIGHTS_SUFFIX
 
 INDEX_FILE = "index.json"
 
@@ -24,7 +25,8 @@ def result_name(split: str, decoding: dict, saved: dict | None, *, sentences: in
     `sentences` (0: all)."""
     changed = sorted(k for k, v in decoding.items() if saved and k in saved and saved[k] != v)
     return ".".join([split, *([f"files-{files_digest(files)}"] if files else []),
-                     *([checkpoint] if checkpoint else []),
+                     *([pathlib.Path(checkpoint).name.removesuffix(WEIGHTS_SUFFIX)]
+                       if checkpoint else []),
                      *(f"{k}{decoding[k]}" for k in changed),
                      *([f"first{sentences}"] if sentences else [])])
 

@@ -16,6 +16,7 @@ and in a later `--mode average`. Every task's metric (BLEU, F1) is better when h
 
 import json
 import pathlib
+from typing import Sequence
 
 import keras
 import numpy as np
@@ -255,16 +256,27 @@ def checkpoint_paths(checkpoint_dir) -> list[str]:
     return list(state.all_model_checkpoint_paths) if state else []
 
 
+def _named(paths: Sequence[str], names: Sequence[str], checkpoint_dir) -> list[str]:
+    """The checkpoints of `paths` called `names`, oldest first; ModelDirError naming the
+    ones that are not there."""
+    by_name = {pathlib.Path(p).name: p for p in paths}
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        raise ModelDirError(f"{checkpoint_dir}: no checkpoint {', '.join(missing)} (have: "
+                            f"{', '.join(by_name)}); --average_checkpoints takes these names")
+    return [p for p in paths if pathlib.Path(p).name in names]
+
+
 def restore_weights(model, path: str) -> None:
     """Loads the model weights of checkpoint `path` into `model` (optimizer state ignored)."""
     _restore(_mirrors(model), path, partial=True)
 
 
 def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by="last",
-                        log=print) -> pathlib.Path:
+                        log=print, chosen: Sequence[str] = ()) -> pathlib.Path:
     """Averages the model weights of `last_n` checkpoints into `out_path` (.weights.h5): the
     last ones, or with `keep_best_by` "dev_metric" those with the best recorded dev metric
-    (`select_checkpoints`).
+    (`select_checkpoints`); or the `chosen` ones, by name (ckpt-N).
 
     The paper averages the last 5 (base) or 20 (big) checkpoints, written at 10-minute
     intervals, for its test results. Optimizer state is not averaged (not needed to decode).
@@ -273,6 +285,9 @@ def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by=
     if not paths:
         raise ModelDirError(f"{checkpoint_dir}: no checkpoints to average. Train first.")
     metrics = read_metrics(checkpoint_dir) if keep_best_by == "dev_metric" else None
+    if chosen:
+        metrics, last_n = None, len(chosen)
+        paths = _named(paths, chosen, checkpoint_dir)
     paths = select_checkpoints(paths, last_n, metrics)
     if not paths:
         raise ModelDirError(f"{checkpoint_dir}: no checkpoint has a dev metric recorded in "

@@ -7,6 +7,8 @@
                                     pipelines/model_dir/checkpoints.py)
                                     and dev_metric.jsonl, their recorded dev metric
     <model_dir>/final.weights.h5    the model used for evaluation and export (averaged)
+    <model_dir>/average.ckpt-N+ckpt-M.weights.h5
+                                    chosen checkpoints averaged (--average_checkpoints)
     <model_dir>/eval/               hypotheses and scores
     <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches
     <model_dir>/.lock               held by the run writing the dir (pipelines/model_dir/lock.py)
@@ -29,7 +31,8 @@ from pipelines.model_dir.files import write_atomic, write_json_atomic
 CONFIG_FILE = "config.json"
 SETTINGS_FILE = "settings.json"
 VOCAB_FILE = "spm.model"
-FINAL_WEIGHTS_FILE = "final.weights.h5"
+WEIGHTS_SUFFIX = ".weights.h5"
+FINAL_WEIGHTS_FILE = "final" + WEIGHTS_SUFFIX
 CHECKPOINT_DIR = "checkpoints"
 EVAL_DIR = "eval"
 EXPORT_DIR = "export"
@@ -109,6 +112,21 @@ def final_weights(model_dir) -> pathlib.Path:
     return pathlib.Path(model_dir) / FINAL_WEIGHTS_FILE
 
 
+def average_weights(model_dir, checkpoints_chosen) -> pathlib.Path:
+    """Where chosen checkpoints are averaged unless --average_output names a file."""
+    return pathlib.Path(model_dir) / f"average.{'+'.join(checkpoints_chosen)}{WEIGHTS_SUFFIX}"
+
+
+def weights_file(model_dir, checkpoint: str | None) -> pathlib.Path | None:
+    """The weights file that `checkpoint` names (a NAME.weights.h5 path, as given or inside
+    the model dir), or None when it names a ckpt-N checkpoint or nothing."""
+    if not checkpoint or not checkpoint.endswith(WEIGHTS_SUFFIX):
+        return None
+    path = pathlib.Path(checkpoint)
+    inside = pathlib.Path(model_dir) / path
+    return inside if not path.exists() and inside.exists() else path
+
+
 def has_weights(model_dir) -> bool:
     """Whether training has written anything to decode with (a checkpoint or final weights)."""
     return final_weights(model_dir).is_file() or bool(
@@ -118,7 +136,8 @@ def has_weights(model_dir) -> bool:
 def load_final_model(model_dir, precision: str = "float32", checkpoint: str | None = None,
                      log: Log = print) -> Transformer:
     """The model to decode with: final.weights.h5 (the averaged checkpoints), else the latest
-    checkpoint, or the named `checkpoint` ("ckpt-N"), saying which when it is not the first.
+    checkpoint, or the named `checkpoint` ("ckpt-N", or a weights file: `weights_file`),
+    saying which when it is not the first.
 
     `precision` "bfloat16" gives an inference copy with bfloat16 weights and compute (logits
     and attention softmax stay float32): beam search reads half the bytes per step, faster
@@ -128,8 +147,9 @@ def load_final_model(model_dir, precision: str = "float32", checkpoint: str | No
         ModelDirError: nothing to load, or the weights file is damaged.
     """
     config = load_config(model_dir)
-    path = final_weights(model_dir)
-    if checkpoint is None and path.is_file():
+    named = weights_file(model_dir, checkpoint)
+    path = named or final_weights(model_dir)
+    if (checkpoint is None or named) and path.is_file():
         model = build_model(config, dtype=precision)
         try:
             model.load_weights(path)
@@ -138,6 +158,10 @@ def load_final_model(model_dir, precision: str = "float32", checkpoint: str | No
                                 f"(pipelines/run.py --mode average --model_dir {model_dir})"
                                 ) from None
         return model
+    if named:
+        raise ModelDirError(f"--checkpoint {checkpoint}: no such weights file (nor in "
+                            f"{model_dir}); average into it first (--mode average "
+                            f"--average_output FILE)")
     saved = checkpoints.checkpoint_paths(checkpoint_dir(model_dir))
     if checkpoint is not None:
         named = [p for p in saved if pathlib.Path(p).name == checkpoint]

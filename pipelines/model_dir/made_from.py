@@ -58,8 +58,11 @@ def record(options: Recipe, name: str, inputs: dict, product, **extra) -> None:
 
 
 def weights_identity(options: Recipe) -> list:
-    """What the model decoded with is made from: the final weights (or the named checkpoint)
-    and the checkpoint state (a newer checkpoint may be used where no final weights are)."""
+    """What the model decoded with is made from: the final weights (or the named checkpoint
+    or weights file) and the checkpoint state (a newer checkpoint may be used where no final
+    weights are)."""
     name, state = options.evaluation.checkpoint, md.checkpoint_dir(options.model_dir)
-    weights = md.final_weights(options.model_dir) if name is None else state / f"{name}.index"
+    weights = (md.weights_file(options.model_dir, name)
+               or (md.final_weights(options.model_dir) if name is None
+                   else state / f"{name}.index"))
     return content_identity(options, [p for p in (weights, state / "checkpoint") if p.exists()])

@@ -96,6 +96,15 @@ class EvalOptions:
 
 
 @dataclasses.dataclass(frozen=True)
+class AverageOptions:
+    """Which checkpoints the average stage averages into which file, where the user chose;
+    empty: the --average_last ones (or the best by dev metric) into final.weights.h5."""
+
+    checkpoints: tuple[str, ...] = ()   # ckpt-N names
+    output: str | None = None           # a .weights.h5 path instead of final.weights.h5
+
+
+@dataclasses.dataclass(frozen=True)
 class ExportOptions:
     """Where and how the export stage writes the SavedModel (the table's rows)."""
 
@@ -140,6 +149,7 @@ class Recipe:
     training: TrainingOptions
     decoding: DecodingOptions
     evaluation: EvalOptions
+    average: AverageOptions
     export: ExportOptions
     io: IOOptions
     verbose: int  # Keras' progress: 1 a bar, 2 a line per epoch (checkpoint)

@@ -17,9 +17,9 @@ from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
 from pipelines.settings import device_policy, table
 from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIONS,
-                                        TRAINING_FILES, DataOptions, DecodingOptions,
-                                        EvalOptions, ExportOptions, IOOptions, ModelOptions,
-                                        Recipe, TrainingOptions)
+                                        TRAINING_FILES, AverageOptions, DataOptions,
+                                        DecodingOptions, EvalOptions, ExportOptions,
+                                        IOOptions, ModelOptions, Recipe, TrainingOptions)
 from pipelines.tasks import Task, get_task
 
 Layer = tuple[str, Mapping[str, Any]]
@@ -70,7 +70,8 @@ def resolve(given: Mapping[str, Any], *,
     task_options.update({k: recipe[k] for k in task.content_options()
                          if k in recipe and k not in task_options})
     task = get_task(task.name, **task_options)
-    values, origins = merge([("default", _paper_layer()), (f"task {task.name}", _task_layer(task)),
+    task_origin = f"task {task.name}" + (f" ({task.recipe_note})" if task.recipe_note else "")
+    values, origins = merge([("default", _paper_layer()), (task_origin, _task_layer(task)),
                              (f"preset {preset}", recipe), *upper])
     _derive(values, origins, task, device or device_policy.Device())
     training = TrainingOptions(**{f.name: values.get(f.name)
@@ -89,6 +90,8 @@ def resolve(given: Mapping[str, Any], *,
         evaluation=EvalOptions(values["eval_split"], values["eval_sentences"],
                                values["decode_jit_compile"], values.get("checkpoint"),
                                test_files),
+        average=AverageOptions(tuple(values.get("average_checkpoints") or ()),
+                               values.get("average_output")),
         export=ExportOptions(values.get("export_dir"), values.get("export_version"),
                              values["overwrite_export"], values["export_jit_compile"],
                              values["check_ops"], _quantize(given), _export_format(given)),

@@ -124,8 +124,8 @@ SETTINGS = (
             saved=("task_options", "target_form"), binding=FIXED),
     # The model.
     _s("config", "string", "Preset name (keras_transformer/config.py): base, big, the "
-       "paper's Table 3 rows A1-A4, B1-B2, C1-C7, D1-D4, E; multi30k_small, multi30k_quality, "
-       "multi30k_tiny, parsing_wsj, parsing_wsj_sample.",
+       "paper's Table 3 rows A1-A4, B1-B2, C1-C7, D1-D4, E; small, multi30k_small, "
+       "multi30k_quality, multi30k_tiny, parsing_wsj, parsing_wsj_sample.",
        decided_by="the task's", saved=("model", "preset"), binding=FIXED),
     _s("config_override", "multi_string", "key=value overriding a config field; repeatable, "
        "e.g. --config_override dropout=0.3.", saved=("model", "config_overrides"),
@@ -158,6 +158,13 @@ SETTINGS = (
               "dev_metric the best ones are kept too).", default=20, at_least=1),
     _training("average_last", "integer", "Checkpoints averaged for evaluation and export (5 "
               "as for the paper's base; 20 for big).", default=5, at_least=1),
+    _s("average_checkpoints", "list", "average: these checkpoints (ckpt-N names, comma "
+       "separated) instead of the --average_last ones, into --average_output; "
+       "final.weights.h5 is left as it is.", decided_by="the --average_last ones"),
+    _s("average_output", "string", "average: the weights file to write instead of "
+       "final.weights.h5 (NAME.weights.h5; decode it with --checkpoint).",
+       decided_by="with --average_checkpoints, average.CKPTS.weights.h5 in the model dir, "
+       "else final.weights.h5"),
     _training("seed", "integer", "Random seed (weights, data order, dropout; and translate's "
               "sampling: the same seed, the same samples).", default=0, at_least=0),
     _training("jit_compile", "bool", "Compile the training step with XLA.",
@@ -217,7 +224,8 @@ SETTINGS = (
     _s("eval_sentences", "integer", "Score only the first N sentences (0: all).", default=0,
        at_least=0),
     _s("checkpoint", "string", "evaluate, translate, score, export: decode this checkpoint "
-       "(ckpt-N) instead of final.weights.h5."),
+       "(ckpt-N), or this weights file (NAME.weights.h5, as --average_output writes), "
+       "instead of final.weights.h5."),
     # Translate and score.
     _s("input", "string", "translate: file of source sentences.", decided_by="stdin"),
     _s("output", "string", "translate: output file.", decided_by="stdout"),

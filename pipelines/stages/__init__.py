@@ -15,6 +15,7 @@ here under their names. What average, evaluate and export made, and from what, i
 import contextlib
 import dataclasses
 import json
+import pathlib
 import sys
 import time
 from typing import Callable, Sequence, TextIO
@@ -48,7 +49,8 @@ STARTS_MODEL_DIR = ("prepare", "train")
 def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) -> list[str]:
     """The stages to run for --mode `modes` (`asked`: given, not the default) under
     `backend`; ConfigError for an unknown stage, one this backend cannot run, or a
-    translate-only flag (sampling, --terms), --quantize or --format without its stage."""
+    translate-only flag (sampling, --terms), --quantize, --format or an averaging flag without
+    its stage."""
     from pipelines.settings.options import SAMPLING_FLAGS
 
     unknown = [m for m in modes if m not in STAGES]
@@ -76,6 +78,14 @@ def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) ->
                           "decodes the weights as trained)")
     if "format" in given and "export" not in modes:
         raise ConfigError("--format: only --mode export writes one")
+    averaging = [name for name in ("average_checkpoints", "average_output") if name in given]
+    if averaging and "average" not in modes:
+        raise ConfigError(f"--{averaging[0]}: only --mode average writes an average (then "
+                          f"decode it with --checkpoint FILE.weights.h5)")
+    output = given.get("average_output")
+    if output is not None and not output.endswith(md.WEIGHTS_SUFFIX):
+        raise ConfigError(f"--average_output {output}: name a {md.WEIGHTS_SUFFIX} file (Keras "
+                          f"writes weights only there)")
     return run
 
 
@@ -219,18 +229,26 @@ def _eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count
 
 
 def run_average(options: Recipe, log: Log = print):
-    t, state = options.training, md.checkpoint_dir(options.model_dir)
+    """Averages the --average_last checkpoints (or the best by dev metric) into
+    final.weights.h5, or the chosen ones (--average_checkpoints) into a file of their own."""
+    t, chosen, state = options.training, options.average.checkpoints, md.checkpoint_dir(
+        options.model_dir)
+    out = pathlib.Path(options.average.output or (
+        md.average_weights(options.model_dir, chosen) if chosen
+        else md.final_weights(options.model_dir)))
+    final = out == md.final_weights(options.model_dir)
     inputs = {"checkpoints": made_from.content_identity(options,
         [p for p in (state / "checkpoint", state / checkpoints.METRIC_LOG) if p.exists()]),
-        "average_last": t.average_last, "keep_best_by": t.keep_best_by}
-    final = md.final_weights(options.model_dir)
-    if made_from.up_to_date(options, "average", inputs):
-        log(f"average: {final} is up to date (no checkpoint since); nothing to do")
+        "average_last": t.average_last, "keep_best_by": t.keep_best_by,
+        **({} if final else {"chosen": list(chosen), "output": made_from.relative(options, out)})}
+    record = "average" if final else f"average_{out.name}"
+    if made_from.up_to_date(options, record, inputs):
+        log(f"average: {out} is up to date (no checkpoint since); nothing to do")
         return
     model = md.build_model(md.load_config(options.model_dir))
-    checkpoints.average_checkpoints(model, state, final, t.average_last,
-                                    keep_best_by=t.keep_best_by, log=log)
-    made_from.record(options, "average", inputs, final)
+    checkpoints.average_checkpoints(model, state, out, t.average_last,
+                                    keep_best_by=t.keep_best_by, log=log, chosen=chosen)
+    made_from.record(options, record, inputs, out)
 
 
 def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -> dict:

@@ -44,6 +44,9 @@ class Task(abc.ABC):
     decoding: BeamSearch = BeamSearch()
     recipe: dict = dataclasses.field(default_factory=dict)
     """Settings the task brings beyond these fields, by flag name (below a preset's)."""
+    recipe_note: str = ""
+    """How the task chose its preset, vocabulary and recipe, where it measured them (its
+    origin in the options block says so)."""
     preset_overrides: dict = dataclasses.field(default_factory=dict)
     """Preset name -> the `TransformerConfig` fields this task changes in it."""
     test_files: tuple[str, str] | tuple[()] = ()

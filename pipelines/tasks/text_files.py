@@ -4,6 +4,7 @@ import dataclasses
 import pathlib
 
 from pipelines.errors import DataError
+from pipelines.tasks import corpus_recipe
 from pipelines.tasks.base import Task, check_split
 
 
@@ -29,10 +30,17 @@ class TextFilesTask(Task):
 def text(train_src: str | None = None, train_tgt: str | None = None,
          dev_src: str | None = None, dev_tgt: str | None = None, test_src: str | None = None,
          test_tgt: str | None = None, **options) -> TextFilesTask:
-    """Parallel text files given by path (languages "src"/"tgt" unless overridden)."""
+    """Parallel text files given by path (languages "src"/"tgt" unless overridden): the
+    paper's base recipe, or one sized to a smaller training corpus
+    (`pipelines.tasks.corpus_recipe`)."""
+    size = corpus_recipe.measure(train_src, train_tgt) if train_src and train_tgt else None
+    recipe = corpus_recipe.sized(size) if size else None
     return TextFilesTask(
-        name="text", source_lang="src", target_lang="tgt", vocab_size=32_000,
-        max_source_length=256, max_target_length=256, preset="base",
+        name="text", source_lang="src", target_lang="tgt",
+        vocab_size=recipe.vocab_size if recipe else 32_000,
+        preset=recipe.preset if recipe else "base", recipe=recipe.recipe if recipe else {},
+        recipe_note=recipe.note if recipe else "",
+        max_source_length=256, max_target_length=256,
         files=(("train", train_src, train_tgt), ("dev", dev_src, dev_tgt),
                ("test", test_src, test_tgt)),
         **options)

@@ -39,6 +39,24 @@ def test_average_equals_mean_of_last_checkpoints(tmp_path):
         np.testing.assert_allclose(got.numpy(), (a + b) / 2, rtol=1e-6, atol=1e-7)
 
 
+def test_chosen_checkpoints_are_averaged_and_decoded_from_their_file(tmp_path):
+    md.save_config(tmp_path, tiny_config())
+    saved = _saved_checkpoints(md.checkpoint_dir(tmp_path))
+    out = md.average_weights(tmp_path, ["ckpt-10", "ckpt-30"])
+    assert out.name == "average.ckpt-10+ckpt-30.weights.h5"
+    checkpoints.average_checkpoints(build_model(tiny_config()), md.checkpoint_dir(tmp_path),
+                                    out, log=lambda _: None, chosen=["ckpt-30", "ckpt-10"])
+    loaded = md.load_final_model(tmp_path, checkpoint=out.name)  # found in the model dir
+    for got, a, b in zip(loaded.weights, saved[0], saved[2]):
+        np.testing.assert_allclose(got.numpy(), (a + b) / 2, rtol=1e-6, atol=1e-7)
+    assert not md.final_weights(tmp_path).exists()
+    with pytest.raises(ModelDirError, match=r"no checkpoint ckpt-5 \(have: ckpt-10, ckpt-20, "):
+        checkpoints.average_checkpoints(build_model(tiny_config()), md.checkpoint_dir(tmp_path),
+                                        out, chosen=["ckpt-5"])
+    with pytest.raises(ModelDirError, match=r"^--checkpoint other.weights.h5: no such weights "):
+        md.load_final_model(tmp_path, checkpoint="other.weights.h5")
+
+
 def test_restore_latest_returns_the_step_weights_and_adam_moments(tmp_path):
     model = build_model(tiny_config())
     optimizer = keras.optimizers.Adam()
