@@ -1,7 +1,9 @@
 """The run log's lines about the resolved recipe: its values and where each came from
-(`describe_origins`), the task line (`describe_task`), the device's precision and XLA
-choices (`describe_device`), and a run too short for its warm-up (`describe_short_run`).
-Each renders the recipe, never a task's or preset's default."""
+(`describe_origins`), the task line (`describe_task`), the model it makes
+(`describe_model`), the device's precision and XLA choices (`describe_device`), the
+decoding or sampling (`describe_decoding`, `describe_sampling`), and a run too short for its
+warm-up (`describe_short_run`). Each renders the recipe, never a task's or preset's
+default."""
 import dataclasses
 
 from keras_transformer.decoding import BeamSearch
@@ -59,6 +61,21 @@ def describe_decoding(options: Recipe) -> str:
     d, b = options.decoding, options.decoding.beam
     return (f"beam {b.beam_size}, alpha {b.alpha}, extra length {b.extra_length}, stop rule "
             f"{b.stop_rule}, max input length {d.max_input_length}, {d.precision}")
+
+
+def describe_sampling(options: Recipe) -> str:
+    """The recipe's sampling, as translate runs it."""
+    s = options.decoding.sampling
+    return (f"top-k {s.topk or 'all'}, top-p {s.topp}, temperature {s.temperature}, seed "
+            f"{s.seed}, alpha {s.alpha}, extra length {s.extra_length}")
+
+
+def describe_model(options: Recipe, config) -> str:
+    """The training log's model block: the preset (and overrides) and every field of the
+    `TransformerConfig` it made, which config.json records."""
+    overrides = options.model.config_overrides
+    head = f"train: model {options.model.preset}" + (f" with {overrides}" if overrides else "")
+    return _block(head + ":", [f"{name}={value}" for name, value in config.to_dict().items()])
 
 
 def describe_task(options: Recipe, task: Task) -> str:

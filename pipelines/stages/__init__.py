@@ -180,8 +180,7 @@ def run_train(options: Recipe, strategy, log: Log = print):
         _record_settings(options, trained=True)
     training = options.training
     keras.mixed_precision.set_global_policy(training.precision_policy)
-    log(f"train: config {config.to_dict()}")
-    log(f"train: {training}")
+    log(describe.describe_model(options, config))
     short = describe.describe_short_run(options)
     if short:
         log(short)

@@ -119,7 +119,7 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
     chunk seeds from `chunk_seed`) instead of found by beam search."""
     translator = make_translator(options, options.make_task(), log)
     widened = options.io.n_best > options.decoding.beam.beam_size  # see _translate_lines
-    log(f"translate: sampling instead of beam search, {options.decoding.sampling}"
+    log(f"translate: sampling instead of beam search, {describe.describe_sampling(options)}"
         if options.decoding.sampling else f"translate: {describe.describe_decoding(options)}"
         + (f" (beam widened to {options.io.n_best} for --n_best)" if widened else ""))
     lines = (line for _, line in iter_lines(options.io.input))

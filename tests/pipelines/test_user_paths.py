@@ -127,7 +127,8 @@ def test_the_check_catches_a_printed_value_the_run_did_not_use(tmp_path):
         "beam_size": 4, "alpha": 0.6, "extra_length": 50, "precision": "float32"}}))
     task = ("task multi30k_ende: en->de, vocab {}, max length 128/128, preset {}, beam 4, "
             "alpha 0.6, extra length 50, stop rule exact, max input length 128, float32")
-    lines = ["train: TrainingOptions(train_steps={}, batch_tokens=512)",
+    lines = ["train: 1 replica(s), 9 batches per pass over the data, batch budget 512 tokens "
+             "x 1 accumulated, steps 0 -> {}",
              f"export: wrote {export.parent} (signatures x; default beam 4, alpha 0.6, extra "
              f"length 50, max input length 128, float32)"]
     good = "\n".join([task.format(300, "multi30k_small"), *lines]).format(20)
