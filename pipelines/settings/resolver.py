@@ -38,18 +38,24 @@ def merge(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, str]]:
     return values, origins
 
 
+def _highest(layers: Iterable[Layer], name: str) -> Any:
+    """`name`'s value in the highest of `layers` that gives it (None: none does): what the
+    merge will make it, read before the layers below (the task's, the preset's) exist."""
+    return next((layer[name] for _, layer in reversed(list(layers))
+                 if layer.get(name) is not None), None)
+
+
 def resolve(given: Mapping[str, Any], *,
             device: device_policy.Device | None = None) -> Recipe:
-    """The run's recipe from the flags the user gave (`given`, name -> value): layers,
-    lowest first, the paper's (and the tool's) defaults, the task's, the preset's, a
-    fine-tuned dir's source, the model dir's config.json and settings.json, the flags (the
-    task and preset are read from the layers above them first). `device`: what training
-    runs on (`device_policy.detect()`; None: a CPU without bfloat16 instructions).
+    """The run's recipe from the flags the user gave (`given`, name -> value): layers merged
+    once, lowest first: the paper's (and the tool's) defaults, the task's, the preset's, a
+    fine-tuned dir's source, the model dir's config.json and settings.json, the flags (task
+    and preset named by the layers above theirs). `device`: what training runs on
+    (`device_policy.detect()`; None: a CPU without bfloat16 instructions).
 
     Raises:
         ConfigError: a flag contradicts the model directory, or names an unknown preset.
-        ModelDirError: settings.json is unreadable.
-        DataError: an unknown task or task option.
+        ModelDirError: settings.json is unreadable. DataError: an unknown task or option.
     """
     table.check_bounds(given)
     model_dir = given.get("model_dir") or os.path.join("runs", given.get("task")
@@ -57,21 +63,19 @@ def resolve(given: Mapping[str, Any], *,
     saved = md.load_settings(model_dir)
     md.check_vocabulary(model_dir, saved.get("spm_sha256"))
     init = init_lib.resolve(given, model_dir, saved)
+    check_against_saved(_flag_layer(given), saved, model_dir)
     upper = [("init_from", init.model_layer() if init else {}),
              (md.CONFIG_FILE, _config_layer(model_dir)),
              (md.SETTINGS_FILE, _saved_layer(saved)), ("flag", _flag_layer(given))]
-    top, top_origins = merge([("default", _paper_layer()), *upper])
-    check_against_saved(top, top_origins, saved, model_dir)
     task_options, test_files = _task_options(given, saved, model_dir)
-    task = get_task(top["task"], **task_options)
-    preset = top.get("config") or task.preset
+    task = get_task(_highest(upper, "task") or table.default("task"), **task_options)
+    preset = _highest(upper, "config") or task.preset
     recipe = _preset_layer(preset)
     # A preset's recipe may say what the task is (parsing's target form).
     task_options.update({k: recipe[k] for k in task.content_options()
                          if k in recipe and k not in task_options})
     task = get_task(task.name, **task_options)
-    task_origin = f"task {task.name}" + (f" ({task.recipe_note})" if task.recipe_note else "")
-    values, origins = merge([("default", _paper_layer()), (task_origin, _task_layer(task)),
+    values, origins = merge([("default", _paper_layer()), (task.origin, _task_layer(task)),
                              (f"preset {preset}", recipe), *upper])
     _derive(values, origins, task, device or device_policy.Device())
     training = TrainingOptions(**{f.name: values.get(f.name)
@@ -90,8 +94,8 @@ def resolve(given: Mapping[str, Any], *,
         evaluation=EvalOptions(values["eval_split"], values["eval_sentences"],
                                values["decode_jit_compile"], values.get("checkpoint"),
                                test_files),
-        average=AverageOptions(tuple(values.get("average_checkpoints") or ()),
-                               values.get("average_output")),
+        average=AverageOptions(tuple(values.get("average_checkpoints") or ()), values.get(
+            "average_output")),
         export=ExportOptions(values.get("export_dir"), values.get("export_version"),
                              values["overwrite_export"], values["export_jit_compile"],
                              values["check_ops"], _quantize(given), _export_format(given)),
@@ -182,7 +186,7 @@ def _default(values: dict, origins: dict, name: str, origin: str, value) -> None
 def _derive(values: dict, origins: dict, task: Task, device: device_policy.Device) -> None:
     """Where no layer gave them, the settings that follow from others: the model's positions
     (the task's longest sentence and output), the device's choices, decoding's precision."""
-    _default(values, origins, "max_length", f"task {task.name}", max(
+    _default(values, origins, "max_length", task.origin, max(
         task.max_length, task.max_source_length + values["extra_length"] + 1))
     policy, why = device_policy.precision(device)
     _default(values, origins, "mixed_precision", f"device: {why}", policy != "float32")
@@ -246,16 +250,16 @@ def _show(value) -> str:
     return repr(value) if not isinstance(value, dict) else str(value or "{}")
 
 
-def check_against_saved(values: Mapping[str, Any], origins: Mapping[str, str],
-                        saved: Mapping[str, Any], model_dir: str) -> None:
-    """The binding rule: ConfigError for the first flag that contradicts what settings.json
-    says the model is (FIXED rows). Model and training settings and the training files bind
+def check_against_saved(flags: Mapping[str, Any], saved: Mapping[str, Any],
+                        model_dir: str) -> None:
+    """The binding rule: ConfigError for the first flag (`flags`: the flag layer, which every
+    merge lets win) that contradicts what settings.json says the model is (FIXED rows). Model and training settings and the training files bind
     once a checkpoint exists (a first run stopped by the memory check may still change them).
     Decoding flags apply to the run that gives them (its results are named by them), and the
     saved ones stay."""
     trained = md.has_weights(model_dir)
     for name, row in table.saved_rows().items():
-        if origins.get(name) != "flag" or row.binding != table.FIXED:
+        if flags.get(name) is None or row.binding != table.FIXED:
             continue
         if (row.saved[0] in ("model", "training") or name in TRAINING_FILES) and not trained:
             continue
@@ -263,11 +267,11 @@ def check_against_saved(values: Mapping[str, Any], origins: Mapping[str, str],
             value = _lookup(saved, row.saved)
         except KeyError:
             continue
-        if values[name] != value:
+        if flags[name] != value:
             remedy = ("; to train on other files, fine-tune into a new dir: --init_from "
                       f"{model_dir} --model_dir NEW" if name in TRAINING_FILES else "")
             raise ConfigError(
-                f"--{name} {_show(values[name])} differs from {_show(value)}, what "
+                f"--{name} {_show(flags[name])} differs from {_show(value)}, what "
                 f"{os.path.join(model_dir, md.SETTINGS_FILE)} says this model was trained "
                 f"with; drop the flag to continue this model, or give a new --model_dir"
                 f"{remedy}")

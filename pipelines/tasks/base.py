@@ -56,6 +56,11 @@ class Task(abc.ABC):
     """The key of `score`'s result that judges a model (dev metric, best checkpoints)."""
 
     @property
+    def origin(self) -> str:
+        """Where the task layer's values come from, as the options block names it."""
+        return f"task {self.name}" + (f" ({self.recipe_note})" if self.recipe_note else "")
+
+    @property
     def max_length(self) -> int:
         """Longest sequence the model must embed (for the positional encoding size)."""
         return max(self.max_source_length, self.max_target_length)

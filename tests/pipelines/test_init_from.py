@@ -133,7 +133,7 @@ def test_refusals(source, corpora, tmp_path):
         (unaveraged, new, {}, "no final.weights.h5 to start from"),
         (source, unaveraged, {}, "already holds a model trained without it"),
         (source, elsewhere, {}, "was started from /other/source; drop the flag"),
-        (source, new, {"config": "big"}, "--config 'big' differs from 'base', the model of "
+        (source, new, {"config": "big"}, "--config 'big' differs from 'small', the model of "
                                          "--init_from"),
         (source, new, {"vocab_size": 2000}, "--vocab_size 2000 differs from 1000"),
         (source, new, {"init_optimizer": True, "train_steps": 100},
