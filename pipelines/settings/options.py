@@ -75,11 +75,16 @@ class DecodingOptions:
                 "precision": self.precision}
 
 
+PYTHON_TYPES = {"integer": int, "float": float, "bool": bool, "enum": str, "string": str}
+"""The Python type of each settings-table type that a training row has."""
+
 TrainingOptions = dataclasses.make_dataclass("TrainingOptions", [
-    *((name, Any) for name, row in table.saved_rows().items() if row.saved[0] == "training"),
-    ("memory_limit_mb", Any), ("precision_policy", str, "float32")], frozen=True)
+    *((name, PYTHON_TYPES[row.type]) for name, row in table.saved_rows().items()
+      if row.saved[0] == "training"),
+    ("memory_limit_mb", int | None), ("precision_policy", str, "float32")], frozen=True)
 TrainingOptions.__doc__ = """The training run: a field for each training row of the settings
-table, and the Keras dtype policy that --mixed_precision means on this device."""
+table, typed by its row, and the Keras dtype policy that --mixed_precision means on this
+device."""
 
 
 @dataclasses.dataclass(frozen=True)
