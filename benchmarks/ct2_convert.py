@@ -215,7 +215,7 @@ def check(args):
     """Our beam search (in-process, float32) against CTranslate2 on the first sentences."""
     import tensorflow as tf
 
-    from export import text
+    from keras_transformer.data import text
     from keras_transformer.decoding import BeamSearch, decode
 
     model, proto = load_model(args.model_dir)

@@ -5,12 +5,12 @@ well (the translate stage uses them, so it answers exactly as the served model d
 
 * ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
   float32 [batch]: pre-processing, SentencePiece tokenization (the model proto is embedded
-  in the graph), EOS, truncation and padding (`export.text`), beam search
+  in the graph), EOS, truncation and padding (`keras_transformer.data.text`), beam search
   (`keras_transformer.decoding.decode`), detokenization, post-processing.
 * ``translate_ids``: ``source_ids`` int32 [batch, length] -> ``ids`` int32 [batch, length'],
   ``score`` float32 [batch], for clients that tokenize themselves: ids outside the
   vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
-  keeping its EOS (`export.text.truncate_ids`).
+  keeping its EOS (`keras_transformer.data.text.truncate_ids`).
 * ``translate_with_options`` / ``translate_ids_with_options``: the same with six inputs
   (source or source_ids, beam_size, alpha, num_results, max_extra_length, target_prefix or
   target_prefix_ids) -> ``translations`` (``ids``), ``scores``, (``tokens``,)
@@ -38,7 +38,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from export import text
+from keras_transformer.data import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.errors import UserError
 from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling, decode
@@ -103,7 +103,7 @@ class Translator:
             every signature.
         max_input_length: the longest source in tokens (capped by and defaulting to
             `model.config.max_length`): longer inputs keep their first pieces
-            (`export.text.sentences_to_ids`).
+            (`keras_transformer.data.text.sentences_to_ids`).
         jit_compile: compile the id -> id beam search with XLA (`tf.function(jit_compile=True)`).
         constraint: a `keras_transformer.decoding.DecodingConstraint` on the output tokens.
         preprocess: in-graph `sentences -> sentences` applied before tokenization.

@@ -1,5 +1,6 @@
 """Data for `model.fit` from the library alone: the SentencePiece vocabulary (`tokenizer`),
-tokenized pairs of text files and token-budget training batches (`batches`, `buckets`).
+sentences <-> ids (`text`: EOS, truncation, padding, blank lines), tokenized pairs of text
+files and token-budget training batches (`batches`, `buckets`).
 
 The pipeline (`pipelines/`: corpora, caching, statistics) builds on these same functions.
 """

@@ -1,5 +1,5 @@
 """tf.data input of the pipeline: id batches of sentences for decoding, tokenized by the
-exported model's rule (``export.text.sentences_to_ids``), and the library's training batches
+exported model's rule (``keras_transformer.data.text.sentences_to_ids``), and the library's training batches
 (`keras_transformer.data.batches`), re-exported here.
 """
 
@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from export import text
+from keras_transformer.data import text
 from keras_transformer.constants import PAD_ID
 from keras_transformer.data.batches import (global_batches, to_model_example,  # noqa: F401
                                             training_batches, training_examples)

@@ -280,7 +280,7 @@ def eval_input(task: Task, split: str, work_dir: os.PathLike | str, *,
 
     Every line is kept (no empty-pair skipping), so output i belongs to reference i. Sources
     are cut at ``max_source_length`` tokens (default: the task's limit), as the exported
-    model cuts them (``export.text.sentences_to_ids``).
+    model cuts them (``keras_transformer.data.text.sentences_to_ids``).
     """
     proto = ensure_vocab(task, work_dir, log=log)
     clean = clean_split(task, split, work_dir, log=log)

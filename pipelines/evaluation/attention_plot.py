@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from export import text
+from keras_transformer.data import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import BeamSearch, decode
 from pipelines.model_dir.files import atomic_files

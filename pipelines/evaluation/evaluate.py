@@ -1,7 +1,7 @@
 """The one decode loop: beam search over id batches of a split, back to text in corpus order.
 
 The evaluate stage, the dev metric during training and the benchmarks decode through here,
-with the exported SavedModel's rules: `export.text` for ids and text, and
+with the exported SavedModel's rules: `keras_transformer.data.text` for ids and text, and
 `keras_transformer.decoding`'s search, on every Keras backend.
 """
 
@@ -13,7 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from export import text
+from keras_transformer.data import text
 from keras_transformer.decoding import BeamSearch, make_translate_function
 from pipelines.data import dataset as ds_lib
 from pipelines.errors import ConfigError

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 
 import tensorflow as tf
 
-from export import text
+from keras_transformer.data import text
 from pipelines import Log
 from pipelines.data import prepare
 from pipelines.data import vocab as vocab_lib

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export import op_check, text
+from export import op_check
+from keras_transformer.data import text
 from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERVING_SIGNATURE,
                                 VOCAB_COPY_FILE, export_saved_model, next_version,
                                 write_translator)
@@ -53,7 +54,7 @@ def _strings(tensor):
 
 
 def _tokenize(translator, sources):
-    """Source ids as the text signature makes them (`export.text`)."""
+    """Source ids as the text signature makes them (`keras_transformer.data.text`)."""
     import tensorflow_text as tf_text
 
     tokenizer = tf_text.SentencepieceTokenizer(model=translator.spm_proto, out_type=tf.int32)

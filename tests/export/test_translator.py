@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export import text
+from keras_transformer.data import text
 from export.translator import ExportError, Translator
 from keras_transformer import BeamSearch, Transformer
 from tests.export.conftest import VOCAB_SIZE

@@ -87,7 +87,7 @@ def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shar
 def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, shared_data):
     import numpy as np
 
-    from export import text
+    from keras_transformer.data import text
     from keras_transformer.decoding import score_ids
     from pipelines.data import vocab
     from pipelines.model_dir import layout as md

@@ -1,8 +1,8 @@
 """Sentences <-> ids around any in-graph tokenizer: the one rule for both directions.
 
-It works on TensorFlow strings and ragged tensors, so it lives beside the serving functions
-rather than in the backend-neutral library; `pipelines` imports it from here, and `export`
-still imports nothing of `pipelines`.
+It works on TensorFlow strings and ragged tensors, beside the in-graph tokenizer
+(`keras_transformer.data.tokenizer`); the data pipeline, evaluation, the translate stage and
+the export import it from here.
 
 Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that the EOS the model
 was trained with always fits, EOS appended, rows 0-padded to the longest. Ids -> sentence:
