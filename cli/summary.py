@@ -37,8 +37,10 @@ def lines(model_dir, results: dict, metric: str | None = None, split: str = "tes
     wall = time.monotonic() - STARTED
     out = [f"== done in {wall:,.1f} s ({cpu_seconds():,.1f} s CPU): {', '.join(results)}"]
     if model_dir:
+        from pipelines.model_dir import layout as md  # loaded by then: the run read the dir
+
         out.append(f"model dir: {model_dir}")
-        weights = pathlib.Path(model_dir) / "final.weights.h5"
+        weights = md.final_weights(model_dir)
         if weights.is_file():
             out.append(f"final weights: {weights}")
     if isinstance(results.get("evaluate"), dict):

@@ -5,7 +5,7 @@ Every step is idempotent and reuses earlier work, so ``prepare`` can run before 
 
 Layout inside ``work_dir``::
 
-    spm.model                          shared SentencePiece model (vocab.MODEL_FILENAME)
+    spm.model                          shared SentencePiece model (layout.VOCAB_FILE)
     data/<task>/                       text materialized by the task (tfds, decompressed gz)
     clean/<task>/<split>/              cleaned parallel text + manifest.json (text_io)
     cache/<task>-<split>-<hash>/       tokenized pairs (shards) + lengths.npy (token_cache)
@@ -29,6 +29,7 @@ from pipelines.data import token_cache
 from pipelines.data import vocab as vocab_lib
 from pipelines.data.text_io import CleanResult, clean_parallel, read_lines
 from pipelines.errors import DataError
+from pipelines.model_dir import layout as md
 from pipelines.tasks import SPLITS, Task
 
 VOCAB_SAMPLE_LINES = 1_000_000
@@ -36,7 +37,7 @@ VOCAB_SAMPLE_LINES = 1_000_000
 
 def vocab_path(work_dir: os.PathLike | str) -> pathlib.Path:
     """Where the shared SentencePiece model of ``work_dir`` lives."""
-    return pathlib.Path(work_dir) / vocab_lib.MODEL_FILENAME
+    return pathlib.Path(work_dir) / md.VOCAB_FILE
 
 
 def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
@@ -44,7 +45,7 @@ def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
     """The task's text for ``split``, validated and cleaned (train drops empty pairs)."""
     src, tgt = task.data_files(split, work_dir, log=log)
     given = split == "test" and task.test_files  # a user's test set, cleaned beside the task's
-    out = pathlib.Path(work_dir) / "clean" / task.name / (f"{split}.given" if given else split)
+    out = pathlib.Path(work_dir) / md.CLEAN_DIR / task.name / (f"{split}.given" if given else split)
     return clean_parallel(src, tgt, out, drop_empty=split == "train", log=log)
 
 
@@ -89,7 +90,7 @@ def prepare_split(task: Task, split: str, work_dir: os.PathLike | str, proto: by
     clean = clean_split(task, split, work_dir, log=log)
     key = token_cache.cache_key(task.name, split, vocab_lib.model_digest(proto), clean.digest)
     cache = token_cache.load_or_build_cache(
-        clean.source_path, clean.target_path, proto, pathlib.Path(work_dir) / "cache" / key,
+        clean.source_path, clean.target_path, proto, pathlib.Path(work_dir) / md.CACHE_DIR / key,
         log=log)
     return PreparedSplit(split, clean, cache)
 

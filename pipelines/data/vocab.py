@@ -17,9 +17,9 @@ from pipelines import Log
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration, heartbeat
 from pipelines.data.text_io import PROGRESS_EVERY, iter_lines
 from pipelines.errors import DataError
+from pipelines.model_dir import layout as md
 from pipelines.model_dir.files import write_atomic
 
-MODEL_FILENAME = "spm.model"
 
 
 def sample_lines(paths: Sequence[os.PathLike | str], num_lines: int, *, seed: int = 0,
@@ -91,7 +91,7 @@ def build_vocab(train_files: Sequence[os.PathLike | str], model_dir: os.PathLike
         raise DataError(
             f"SentencePiece training failed for vocab_size={vocab_size} on {len(sample):,} lines "
             f"from {', '.join(map(str, train_files))}: {e}.{hint}") from e
-    path = pathlib.Path(model_dir) / MODEL_FILENAME
+    path = pathlib.Path(model_dir) / md.VOCAB_FILE
     write_atomic(path, proto)
     log(f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 {model_digest(proto)[:12]}; "
         f"trained in {format_duration(time.monotonic() - start)})")
@@ -109,7 +109,7 @@ def read_model_proto(path: os.PathLike | str) -> bytes:
 
     path = pathlib.Path(path)
     if path.is_dir():
-        path = path / MODEL_FILENAME
+        path = path / md.VOCAB_FILE
     if not path.is_file():
         raise DataError(f"{path}: SentencePiece model not found. Build it first "
                         "(pipelines/run.py --mode prepare) or point to an existing spm.model.")

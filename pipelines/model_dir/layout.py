@@ -6,6 +6,10 @@
     <model_dir>/checkpoints/        periodic training checkpoints (see
                                     pipelines/model_dir/checkpoints.py)
                                     and dev_metric.jsonl, their recorded dev metric
+    <model_dir>/logs/               TensorBoard's event files
+    <model_dir>/workers/<task>/     another worker's checkpoints (multi-worker training)
+    <model_dir>/clean/, cache/      each split's cleaned text and its token ids (prepare)
+    <model_dir>/made_from/          what each stage's product was made from (made_from.py)
     <model_dir>/final.weights.h5    the model used for evaluation and export (averaged)
     <model_dir>/average.ckpt-N+ckpt-M.weights.h5
                                     chosen checkpoints averaged (--average_checkpoints)
@@ -34,6 +38,11 @@ VOCAB_FILE = "spm.model"
 WEIGHTS_SUFFIX = ".weights.h5"
 FINAL_WEIGHTS_FILE = "final" + WEIGHTS_SUFFIX
 CHECKPOINT_DIR = "checkpoints"
+LOGS_DIR = "logs"
+WORKERS_DIR = "workers"
+CLEAN_DIR = "clean"
+CACHE_DIR = "cache"
+MADE_FROM_DIR = "made_from"
 EVAL_DIR = "eval"
 EXPORT_DIR = "export"
 CT2_EXPORT_DIR = "export_ct2"  # --format ctranslate2

@@ -20,7 +20,7 @@ VERSION = 2
 
 
 def _path(options: Recipe, name: str) -> pathlib.Path:
-    return pathlib.Path(options.model_dir) / "made_from" / f"{name}.json"
+    return pathlib.Path(options.model_dir) / md.MADE_FROM_DIR / f"{name}.json"
 
 
 def relative(options: Recipe, path) -> str:

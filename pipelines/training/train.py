@@ -16,6 +16,7 @@ from pipelines.data.buckets import bucket_batch_sizes
 from pipelines.data.prepare import training_input, validation_input
 from pipelines.errors import ConfigError
 from pipelines.model_dir import checkpoints
+from pipelines.model_dir import layout as md
 from pipelines.model_dir.layout import CHECKPOINT_DIR, build_model
 from pipelines.settings.options import TrainingOptions
 from pipelines.training import callbacks as cb
@@ -107,7 +108,7 @@ def worker_dir(strategy, model_dir) -> pathlib.Path:
     if is_chief(strategy):
         return pathlib.Path(model_dir)
     resolver = strategy.cluster_resolver
-    return pathlib.Path(model_dir) / "workers" / f"{resolver.task_type}-{resolver.task_id}"
+    return pathlib.Path(model_dir) / md.WORKERS_DIR / f"{resolver.task_type}-{resolver.task_id}"
 
 
 def compile_model(config: TransformerConfig, strategy, *, label_smoothing,
@@ -274,7 +275,7 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
         callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=dev_every_epochs,
                                       checkpoint_dir=checkpoint_dir,
                                       patience=t.early_stop_patience, log=log))
-    callbacks.append(cb.StepTensorBoard(str(own_dir / "logs")))
+    callbacks.append(cb.StepTensorBoard(str(own_dir / md.LOGS_DIR)))
     try:
         model.fit(dataset, validation_data=dev and dev.dataset,
                   validation_steps=dev and dev.batches_per_epoch,
