@@ -191,27 +191,11 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
     digest = hashlib.sha256()
     megabytes = (source_path.stat().st_size + target_path.stat().st_size) / 1e6
     progress = Progress("clean", megabytes, "MB", log, interval=progress_interval)
-    read = 0
     src_out, tgt_out = out_dir / "source.txt", out_dir / "target.txt"
     (out_dir / _MANIFEST).unlink(missing_ok=True)  # never pair an old manifest with new files
     with atomic_files(src_out, tgt_out, out_dir / _MANIFEST) as (src_tmp, tgt_tmp, manifest_tmp):
-        with open(source_path, "rb") as fs, open(target_path, "rb") as ft, \
-                open(src_tmp, "wb") as out_s, open(tgt_tmp, "wb") as out_t:
-            for number, (raw_s, raw_t) in enumerate(itertools.zip_longest(fs, ft), start=1):
-                if raw_s is None or raw_t is None:
-                    n_src = number - 1 + (raw_s is not None) + sum(1 for _ in fs)
-                    n_tgt = number - 1 + (raw_t is not None) + sum(1 for _ in ft)
-                    raise DataError(
-                        f"{source_path} has {n_src:,} lines but {target_path} has {n_tgt:,}: "
-                        "parallel files must have one line per sentence on both sides. "
-                        f"The first unmatched line is {number:,}; check for a truncated "
-                        "download or embedded newlines.")
-                stats.pairs_read += 1
-                read += len(raw_s) + len(raw_t)
-                if stats.pairs_read % PROGRESS_EVERY == 0:
-                    progress.update(read / 1e6, {"pairs": stats.pairs_read})
-                text_s = _clean_line(source_path, number, raw_s, stats)
-                text_t = _clean_line(target_path, number, raw_t, stats)
+        with open(src_tmp, "wb") as out_s, open(tgt_tmp, "wb") as out_t:
+            for text_s, text_t in _cleaned_pairs(source_path, target_path, stats, progress):
                 empty_s, empty_t = not text_s, not text_t
                 if empty_s or empty_t:
                     if drop_empty:
@@ -237,6 +221,29 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
     log(f"clean: {source_path.name} / {target_path.name}: {stats.summary()} "
         f"(in {format_duration(progress.elapsed())})")
     return result
+
+
+def _cleaned_pairs(source_path: pathlib.Path, target_path: pathlib.Path, stats: CleanStats,
+                   progress: Progress):
+    """Each line pair of the two files, cleaned (`_clean_line`), counted in `stats`, with a
+    progress line now and then; DataError where the files' line counts differ."""
+    read = 0
+    with open(source_path, "rb") as fs, open(target_path, "rb") as ft:
+        for number, (raw_s, raw_t) in enumerate(itertools.zip_longest(fs, ft), start=1):
+            if raw_s is None or raw_t is None:
+                n_src = number - 1 + (raw_s is not None) + sum(1 for _ in fs)
+                n_tgt = number - 1 + (raw_t is not None) + sum(1 for _ in ft)
+                raise DataError(
+                    f"{source_path} has {n_src:,} lines but {target_path} has {n_tgt:,}: "
+                    "parallel files must have one line per sentence on both sides. "
+                    f"The first unmatched line is {number:,}; check for a truncated "
+                    "download or embedded newlines.")
+            stats.pairs_read += 1
+            read += len(raw_s) + len(raw_t)
+            if stats.pairs_read % PROGRESS_EVERY == 0:
+                progress.update(read / 1e6, {"pairs": stats.pairs_read})
+            yield (_clean_line(source_path, number, raw_s, stats),
+                   _clean_line(target_path, number, raw_t, stats))
 
 
 def _clean_line(path: pathlib.Path, number: int, raw: bytes, stats: CleanStats) -> str:

@@ -110,6 +110,61 @@ def _resume_key(options: Recipe) -> dict | None:
         "checkpoint": options.evaluation.checkpoint}, default=str))
 
 
+class _InputLines:
+    """The translate stage's input, read in chunks of `TRANSLATE_CHUNK` lines with the files
+    read beside it (prefixes, terms: one line per input line), counting the lines read, the
+    first line (for --plot_attention) and the lines longer than the model reads."""
+
+    def __init__(self, options: Recipe, max_length: int, spm_proto: bytes, log: Log):
+        self.lines = (line for _, line in iter_lines(options.io.input))
+        # Files read line by line with the input: (path, lines, what one line holds).
+        self.beside = {name: (path, (line for _, line in iter_lines(path)), what)
+                       for name, path, what in (("prefixes", options.io.prefix_file, "prefix"),
+                                                ("terms", options.io.terms_file,
+                                                 "line of terms"))
+                       if path is not None}
+        self.count, self.first, self.cut = 0, None, 0
+        self.max_length, self.log = max_length, log
+        self.pieces = vocab_lib.python_processor(spm_proto)
+
+    def skip(self, done: int) -> None:
+        """Reads past the first `done` lines (already translated), keeping the first one."""
+        self.count, self.first = done, next(self.lines, None)
+        collections.deque(itertools.islice(self.lines, done - 1), maxlen=0)
+        for _, source, _ in self.beside.values():
+            collections.deque(itertools.islice(source, done), maxlen=0)
+
+    def chunks(self):
+        """(index, lines, prefixes or None, terms or None) per chunk."""
+        while chunk := list(itertools.islice(self.lines, TRANSLATE_CHUNK)):
+            prefixes, terms = (self._beside(name, chunk) for name in ("prefixes", "terms"))
+            self.first = chunk[0] if self.first is None else self.first
+            self._warn_if_cut(chunk)
+            self.count += len(chunk)
+            yield (self.count - len(chunk)) // TRANSLATE_CHUNK, chunk, prefixes, terms
+
+    def _warn_if_cut(self, chunk: list[str]) -> None:
+        """One stderr line per source longer than the model reads (EOS included)."""
+        for offset, ids in enumerate(self.pieces.encode(chunk)):
+            if len(ids) + 1 > self.max_length:
+                self.cut += 1
+                self.log(f"translate: line {self.count + offset + 1}: {len(ids) + 1:,} tokens "
+                         f"(EOS included), more than the {self.max_length} the model reads "
+                         f"(--max_input_length): translated from its first "
+                         f"{self.max_length - 1} pieces")
+
+    def _beside(self, name: str, chunk: list[str]) -> list[str] | None:
+        if name not in self.beside:
+            return None
+        path, source, what = self.beside[name]
+        taken = list(itertools.islice(source, len(chunk)))
+        if len(taken) != len(chunk):
+            raise DataError(f"{path} has fewer lines than the input ({self.count + len(taken)} "
+                            f"for at least {self.count + len(chunk)}); give one {what} per "
+                            "input line")
+        return taken
+
+
 def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:
     """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
     one output line per input line, streamed in chunks, exactly as the exported model
@@ -122,77 +177,39 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
     log(f"translate: sampling instead of beam search, {describe.describe_sampling(options)}"
         if options.decoding.sampling else f"translate: {describe.describe_decoding(options)}"
         + (f" (beam widened to {options.io.n_best} for --n_best)" if widened else ""))
-    lines = (line for _, line in iter_lines(options.io.input))
-    # Files read line by line with the input: (path, lines, what one line holds).
-    beside = {name: (path, (line for _, line in iter_lines(path)), what)
-              for name, path, what in (("prefixes", options.io.prefix_file, "prefix"),
-                                       ("terms", options.io.terms_file, "line of terms"))
-              if path is not None}
-    count, first, cut = 0, None, 0
-    pieces = vocab_lib.python_processor(translator.spm_proto)
+    source = _InputLines(options, translator.max_length, translator.spm_proto, log)
     progress = Progress("translate", None, "lines", log)
 
-    def warn_if_cut(chunk: list[str]) -> None:
-        """One stderr line per source longer than the model reads (EOS included)."""
-        nonlocal cut
-        for offset, ids in enumerate(pieces.encode(chunk)):
-            if len(ids) + 1 > translator.max_length:
-                cut += 1
-                log(f"translate: line {count + offset + 1}: {len(ids) + 1:,} tokens (EOS "
-                    f"included), more than the {translator.max_length} the model reads "
-                    f"(--max_input_length): translated from its first "
-                    f"{translator.max_length - 1} pieces")
-
-    def lines_beside(name: str, chunk: list[str]) -> list[str] | None:
-        if name not in beside:
-            return None
-        path, source, what = beside[name]
-        taken = list(itertools.islice(source, len(chunk)))
-        if len(taken) != len(chunk):
-            raise DataError(f"{path} has fewer lines than the input ({count + len(taken)} "
-                            f"for at least {count + len(chunk)}); give one {what} per input "
-                            "line")
-        return taken
-
     def translations():
-        nonlocal count, first
-        while chunk := list(itertools.islice(lines, TRANSLATE_CHUNK)):
-            chunk_prefixes, chunk_terms = (lines_beside(name, chunk)
-                                           for name in ("prefixes", "terms"))
-            first = chunk[0] if first is None else first
-            warn_if_cut(chunk)
-            count += len(chunk)
-            index = (count - len(chunk)) // TRANSLATE_CHUNK
+        for index, chunk, prefixes, terms in source.chunks():
             yield [line + "\n" for line in _translate_lines(
-                translator, options, chunk, chunk_prefixes, index, chunk_terms)]
-            progress.update(count)
+                translator, options, chunk, prefixes, index, terms)]
+            progress.update(source.count)
 
     if options.io.output:
         with resumable(options.io.output, _resume_key(options)) as (write, done):
             if done:
                 log(f"translate: resuming {options.io.output} after its first {done:,} lines")
-                count, first = done, next(lines, None)  # the done lines: read, not translated
-                collections.deque(itertools.islice(lines, done - 1), maxlen=0)
-                for _, source, _ in beside.values():
-                    collections.deque(itertools.islice(source, done), maxlen=0)
+                source.skip(done)  # the done lines: read, not translated
             for chunk in translations():
-                write(chunk, count)
+                write(chunk, source.count)
     else:
         out = out or sys.stdout
         for chunk in translations():
             out.writelines(chunk)
             out.flush()
-    log(f"translate: {count:,} lines" + (f"; {cut:,} cut to the first "
-                                         f"{translator.max_length - 1} pieces" if cut else ""))
-    if options.io.plot_attention and first is not None:
+    log(f"translate: {source.count:,} lines" + (
+        f"; {source.cut:,} cut to the first {translator.max_length - 1} pieces"
+        if source.cut else ""))
+    if options.io.plot_attention and source.first is not None:
         from pipelines.evaluation.attention_plot import plot_attention
 
         tokenizer = vocab_lib.load_tokenizer(translator.spm_proto)
-        plot_attention(translator.model, tokenizer, first, options.io.plot_attention,
+        plot_attention(translator.model, tokenizer, source.first, options.io.plot_attention,
                        translator.search, input_length=translator.max_length,
                        constraint=translator.constraint)
         log(f"translate: attention of the first sentence -> {options.io.plot_attention}")
-    return count
+    return source.count
 
 
 def run_score(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:

@@ -180,12 +180,75 @@ def _record_missing_metric(model, step, checkpoint_every, every_epochs, checkpoi
                               dev_metric_fn(model))
 
 
+def _check_memory(model, strategy, task, config: TransformerConfig, t: TrainingOptions, *,
+                  resumed: bool, log) -> None:
+    """Stops before training (`memory_check`) when the largest batch would not fit; under
+    another backend only says that it cannot check."""
+    if keras.backend.backend() != "tensorflow":
+        log(f"train: the largest-batch memory check runs under TensorFlow only; under "
+            f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
+        build_compiled_metrics(model, config.vocab_size)  # TensorFlow's fit iterates once
+        return
+    replicas = strategy.num_replicas_in_sync
+    longest = task.max_length  # the largest bucket's boundary
+    per_replica = bucket_batch_sizes([longest], t.batch_tokens, replicas)[0] // replicas
+    # The probe draws dropout masks. A resumed run puts the restored random state back,
+    # so it goes on as the uninterrupted run, which drew them once, at its start.
+    restored = [(v, v.numpy()) for v in checkpoints.random_state(model)] if resumed else []
+    memory_check.check_largest_batch(
+        model, strategy, memory_check.largest_batch(
+            per_replica, min(longest, task.max_source_length),
+            min(longest, task.max_target_length), config.vocab_size),
+        limit_mb=t.memory_limit_mb, jit_compile=t.jit_compile, log=log)
+    for variable, value in restored:
+        variable.assign(value)
+
+
+def _training_data(task, model_dir, t: TrainingOptions, replicas: int,
+                   steps: tuple[int, int], validate: bool, log):
+    """(the training input, its dataset past the updates made from `steps`' first to its
+    second, the dev input or None)."""
+    # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
+    # is padded to its own longest sentence. Packed rows have one shape.
+    data = training_input(task, model_dir, batch_tokens=t.batch_tokens, batch_multiple=replicas,
+                          seed=t.seed, pad_to_bucket=t.jit_compile, pack=t.pack, log=log)
+    dataset = data.dataset
+    initial_step, step = steps
+    if step > initial_step:  # the batches the restored updates were made of
+        log(f"train: skipping the {(step - initial_step) * t.accumulate_steps:,} batches "
+            f"trained on before step {step:,}, so that the data order goes on as if the run "
+            f"had not stopped")
+        dataset = dataset.skip((step - initial_step) * t.accumulate_steps)
+    # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
+    # from one epoch to the next, and a finite one would run dry in the second epoch. Never
+    # packed: its per-token loss is the same, and its batches per pass are then exact.
+    dev = (validation_input(task, model_dir, batch_tokens=t.batch_tokens,
+                            batch_multiple=replicas, pad_to_bucket=t.jit_compile, log=log)
+           if validate and task.has_split("dev") else None)
+    return data, dataset, dev
+
+
+def _finished(step: int, t: TrainingOptions, checkpoint_dir, log) -> bool:
+    """Whether a resumed run has nothing left to train (its steps, or an early stop that a
+    rerun keeps), saying so."""
+    if step >= t.train_steps:
+        log(f"train: already at step {step:,} >= --train_steps {t.train_steps:,}; nothing to "
+            f"do")
+        return True
+    stopped = t.early_stop_patience and step and checkpoints.plateau(
+        checkpoints.read_metrics(checkpoint_dir), t.early_stop_patience)
+    if stopped:
+        log(f"train: stopped early before, at step {step:,}: {stopped}; nothing to do "
+            f"(a larger --early_stop_patience, or 0, trains on)")
+    return bool(stopped)
+
+
 def train(task, model_dir, config: TransformerConfig, training: TrainingOptions, *, strategy,
           dev_metric_fn=None, validate: bool = True, verbose=1, log=print,
           initialise=None, initial_step: int = 0):
     """Trains until the optimizer has made `training.train_steps` updates, resuming if it can.
 
-    One Keras "epoch" is `checkpoint_every` updates and ends with a checkpoint (model +
+    One Keras "epoch" is `t.checkpoint_every` updates and ends with a checkpoint (model +
     optimizer). A resumed run goes on with the data order where its checkpoint left it (the
     same seed, the batches already trained on skipped), so it trains the same model as an
     uninterrupted run. `dev_metric_fn` (`model -> score`) runs every `dev_metric_every`
@@ -200,11 +263,9 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
         The trained model (its last-step weights; averaging is a later stage).
     """
     t = training
-    train_steps, batch_tokens, accumulate_steps = t.train_steps, t.batch_tokens, t.accumulate_steps
-    checkpoint_every, jit_compile, seed = t.checkpoint_every, t.jit_compile, t.seed
     model = compile_model(config, strategy, label_smoothing=t.label_smoothing,
                           warmup_steps=t.warmup_steps, lr_scale=t.lr_scale,
-                          accumulate_steps=accumulate_steps, jit_compile=jit_compile,
+                          accumulate_steps=t.accumulate_steps, jit_compile=t.jit_compile,
                           steps_per_execution=t.steps_per_execution,
                           adam_epsilon=t.adam_epsilon, clip_norm=t.clip_norm)
     own_dir = worker_dir(strategy, model_dir)
@@ -216,61 +277,24 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     step = checkpoints.restore_latest(manager, optimizer)
     if step:
         log(f"train: resumed from {manager.latest_checkpoint} at step {step:,}")
-    dev_every_epochs = max(1, -(-t.dev_metric_every // checkpoint_every))
+    dev_every_epochs = max(1, -(-t.dev_metric_every // t.checkpoint_every))
     if step and dev_metric_fn is not None and t.dev_metric_every:
-        _record_missing_metric(model, step, checkpoint_every, dev_every_epochs,
+        _record_missing_metric(model, step, t.checkpoint_every, dev_every_epochs,
                                checkpoint_dir, dev_metric_fn, log)
     if not step and initialise is not None:
         step = initialise(model, optimizer)
-    if step >= train_steps:
-        log(f"train: already at step {step:,} >= --train_steps {train_steps:,}; nothing to do")
-        return model
-    stopped = t.early_stop_patience and step and checkpoints.plateau(
-        checkpoints.read_metrics(checkpoint_dir), t.early_stop_patience)
-    if stopped:
-        log(f"train: stopped early before, at step {step:,}: {stopped}; nothing to do "
-            f"(a larger --early_stop_patience, or 0, trains on)")
+    if _finished(step, t, checkpoint_dir, log):
         return model
     replicas = strategy.num_replicas_in_sync
-    longest = task.max_length  # the largest bucket's boundary
-    per_replica = bucket_batch_sizes([longest], batch_tokens, replicas)[0] // replicas
-    if keras.backend.backend() == "tensorflow":
-        # The probe draws dropout masks. A resumed run puts the restored random state back,
-        # so it goes on as the uninterrupted run, which drew them once, at its start.
-        restored = [(v, v.numpy()) for v in checkpoints.random_state(model)] if step else []
-        memory_check.check_largest_batch(
-            model, strategy, memory_check.largest_batch(
-                per_replica, min(longest, task.max_source_length),
-                min(longest, task.max_target_length), config.vocab_size),
-            limit_mb=t.memory_limit_mb, jit_compile=jit_compile, log=log)
-        for variable, value in restored:
-            variable.assign(value)
-    else:
-        log(f"train: the largest-batch memory check runs under TensorFlow only; under "
-            f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
-        build_compiled_metrics(model, config.vocab_size)  # TensorFlow's fit iterates once
-    # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
-    # is padded to its own longest sentence. Packed rows have one shape.
-    data = training_input(task, model_dir, batch_tokens=batch_tokens, batch_multiple=replicas,
-                          seed=seed, pad_to_bucket=jit_compile, pack=t.pack, log=log)
-    dataset = data.dataset
-    if step > initial_step:  # the batches the restored updates were made of
-        log(f"train: skipping the {(step - initial_step) * accumulate_steps:,} batches trained "
-            f"on before step {step:,}, so that the data order goes on as if the run had not "
-            f"stopped")
-        dataset = dataset.skip((step - initial_step) * accumulate_steps)
-    # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
-    # from one epoch to the next, and a finite one would run dry in the second epoch. Never
-    # packed: its per-token loss is the same, and its batches per pass are then exact.
-    dev = (validation_input(task, model_dir, batch_tokens=batch_tokens,
-                            batch_multiple=replicas, pad_to_bucket=jit_compile, log=log)
-           if validate and task.has_split("dev") else None)
+    _check_memory(model, strategy, task, config, t, resumed=bool(step), log=log)
+    data, dataset, dev = _training_data(task, model_dir, t, replicas, (initial_step, step),
+                                        validate, log)
     log(f"train: {replicas} replica(s), {data.batches_per_epoch:,} batches per pass over the "
-        f"data, batch budget {batch_tokens:,} tokens x {accumulate_steps} accumulated, "
-        f"steps {step:,} -> {train_steps:,}")
-    callbacks = [cb.StopAtStep(train_steps), cb.Throughput(),
-                 cb.StepProgbar(train_steps, accumulate_steps, data.batches_per_epoch, log=log),
-                 cb.StepCheckpoint(manager, checkpoint_every, start_step=step)]
+        f"data, batch budget {t.batch_tokens:,} tokens x {t.accumulate_steps} accumulated, "
+        f"steps {step:,} -> {t.train_steps:,}")
+    callbacks = [cb.StopAtStep(t.train_steps), cb.Throughput(), cb.StepProgbar(
+                     t.train_steps, t.accumulate_steps, data.batches_per_epoch, log=log),
+                 cb.StepCheckpoint(manager, t.checkpoint_every, start_step=step)]
     if dev_metric_fn is not None and t.dev_metric_every:
         callbacks.append(cb.DevMetric(dev_metric_fn, every_epochs=dev_every_epochs,
                                       checkpoint_dir=checkpoint_dir,
@@ -279,9 +303,9 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
     try:
         model.fit(dataset, validation_data=dev and dev.dataset,
                   validation_steps=dev and dev.batches_per_epoch,
-                  epochs=math.ceil(train_steps / checkpoint_every),
-                  initial_epoch=step // checkpoint_every,
-                  steps_per_epoch=checkpoint_every * accumulate_steps,
+                  epochs=math.ceil(t.train_steps / t.checkpoint_every),
+                  initial_epoch=step // t.checkpoint_every,
+                  steps_per_epoch=t.checkpoint_every * t.accumulate_steps,
                   callbacks=callbacks, verbose=verbose, shuffle=False)
     except KeyboardInterrupt:  # Ctrl-C: say where training stands (the CLI prints it)
         kept = manager.latest_checkpoint
