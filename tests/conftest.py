@@ -73,9 +73,7 @@ def _seed():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """The quick tier's mark, and the xdist groups and order (tests/tiers.py); before
-    xdist reads the groups."""
+    """The xdist groups and order (tests/tiers.py); before xdist reads the groups."""
     from tests import tiers
 
-    tiers.mark_quick(items)
     tiers.group_and_order(config, items)

@@ -81,6 +81,7 @@ def test_the_library_under_jax(tmp_path):
         assert f"PASSED tests/test_backends.py::{test}" in result.stdout, test
 
 
+@pytest.mark.quick
 @on_tensorflow
 def test_the_package_imports_without_tensorflow_under_jax():
     """Under another backend `import keras_transformer` (model, layers, loss, schedule,

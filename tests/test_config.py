@@ -32,13 +32,15 @@ def analytic_parameter_count(c: TransformerConfig) -> int:
     return c.num_layers * (encoder_layer + decoder_layer) + embeddings + positions + final_norms
 
 
+@pytest.mark.quick
 def test_table3_rows_are_presets_in_paper_order():
     names = list(PRESETS)
     assert names[:2] == ["base", "big"]
     assert names[2:2 + len(TABLE3_ROWS)] == TABLE3_ROWS
 
 
-@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.quick) if name == "base"
+                                  else name for name in PRESETS])
 def test_parameter_count_matches_formula(name):
     config = TransformerConfig.preset(name, vocab_size=37000)
     model = Transformer(config)
@@ -53,6 +55,7 @@ def test_base_and_big_match_table3_within_5_percent(name, paper_millions):
     assert abs(analytic_parameter_count(config) / 1e6 - paper_millions) <= 0.05 * paper_millions
 
 
+@pytest.mark.quick
 def test_preset_rows_change_only_what_the_paper_lists():
     base = TransformerConfig.preset("base")
     assert TransformerConfig.preset("A1").num_heads == 1 and TransformerConfig.preset("A1").d_k == 512
@@ -74,12 +77,14 @@ def test_an_older_config_json_with_training_fields_still_loads():
     assert "label_smoothing" not in base.to_dict() and "train_steps" not in base.to_dict()
 
 
+@pytest.mark.quick
 def test_json_round_trip_and_overrides():
     config = TransformerConfig.preset("big", vocab_size=1234, norm="pre")
     assert TransformerConfig.from_json(config.to_json()) == config
     assert config.vocab_size == 1234 and config.norm == "pre"
 
 
+@pytest.mark.quick
 def test_bad_config_is_refused_with_a_clear_message():
     with pytest.raises(ValueError, match="Unknown preset 'huge'"):
         TransformerConfig.preset("huge")

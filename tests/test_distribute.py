@@ -9,6 +9,7 @@ import pytest
 SCRIPT = pathlib.Path(__file__).with_name("distribute_check.py")
 
 
+@pytest.mark.quick
 def test_mirrored_strategy_matches_one_replica():
     result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
                             timeout=300, cwd=SCRIPT.parents[1])

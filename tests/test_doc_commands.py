@@ -103,6 +103,7 @@ def workdir(tmp_path_factory, shared_data):
     return work
 
 
+@pytest.mark.quick
 def test_the_doc_blocks_are_found():
     blocks = command_blocks()
     assert len(blocks) > 20

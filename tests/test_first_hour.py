@@ -44,7 +44,7 @@ def failing_imports(tmp_path, *names):
 
 
 @pytest.mark.parametrize("script", [RUN, EXPORT], ids=["pipelines", "export"])
-@pytest.mark.parametrize("flag", ["--help", "--helpfull"])
+@pytest.mark.parametrize("flag", [pytest.param("--help", marks=pytest.mark.quick), "--helpfull"])
 def test_help_exits_0_before_tensorflow_is_imported(tmp_path, script, flag):
     """With TensorFlow unimportable, help still prints: it never imports TensorFlow."""
     result = run([flag], script=script, shim=failing_imports(tmp_path, "tensorflow"))
@@ -54,6 +54,7 @@ def test_help_exits_0_before_tensorflow_is_imported(tmp_path, script, flag):
     assert ("--verbosity: " in result.stdout) == (flag == "--helpfull")  # absl's own flags
 
 
+@pytest.mark.quick
 def test_a_missing_backend_is_one_line_naming_its_extra(tmp_path):
     result = run(["--backend", "jax", "--model_dir", str(tmp_path / "m")],
                  shim=failing_imports(tmp_path, "jax"))
@@ -90,6 +91,7 @@ def test_no_cpp_log_lines_unless_verbose(tmp_path, shared_data):
     assert CPP_LOG_LINE.search(chosen.stderr)
 
 
+@pytest.mark.quick
 def test_the_distribution_has_a_name_of_its_own():
     """`keras-transformer` on the package index is another project: ours installs as
     `keras-transformer-nmt` (import name `keras_transformer`), as the README says."""

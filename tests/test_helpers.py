@@ -1,7 +1,10 @@
 """Where the tests find real data: the decision, and the checked download (no network)."""
 import gzip
 
+import pytest
 from tests import helpers
+
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
 
 MISSING = "real test data not found at {}: set $KT_DATA_DIR"
 

@@ -5,6 +5,8 @@ import pathlib
 
 import pytest
 
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYERS = ("cli", "pipelines", "export", "keras_transformer")
 """From the top down: a package may import those below it, never those above."""

@@ -9,6 +9,8 @@ from keras_transformer import LabelSmoothedCrossEntropy, Perplexity, TokenAccura
 from keras_transformer.losses import smoothed_loss_floor
 from tests.helpers import gradients
 
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+
 
 def loss_and_gradient(label_smoothing):
     """The loss of a fixed padded batch of 37-way logits and its gradient with respect to

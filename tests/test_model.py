@@ -11,6 +11,7 @@ from keras_transformer.schedules import paper_optimizer
 from tests.helpers import gradients, random_ids, tiny_config
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_decoder_is_causal(norm):
     model = Transformer(tiny_config(norm=norm))
@@ -24,7 +25,7 @@ def test_decoder_is_causal(norm):
         assert not np.allclose(other[:, t:], logits[:, t:], atol=1e-3)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("norm", [pytest.param("post", marks=pytest.mark.quick), "pre"])
 def test_source_padding_does_not_change_logits(norm):
     model = Transformer(tiny_config(norm=norm))
     source, target = random_ids(2, 6, seed=4), random_ids(2, 5, seed=5)
@@ -88,6 +89,7 @@ def test_a_model_made_from_its_config_loads_weights_and_summarises(tmp_path):
     assert f"Total params: {trained.count_params():,}" in rows
 
 
+@pytest.mark.quick
 def test_every_layer_config_round_trips():
     model = Transformer(tiny_config())
     seen = 0
@@ -222,6 +224,7 @@ def test_a_packed_batch_gives_the_gradients_of_the_same_pairs_unpacked(positiona
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=variable.path)
 
 
+@pytest.mark.quick
 def test_a_packed_batch_without_segments_is_refused():
     model = Transformer(tiny_config())
     inputs, _ = packed_rows(example_pairs(), PAIRS_BY_ROW, *ROW_LENGTHS)

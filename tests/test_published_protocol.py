@@ -61,6 +61,7 @@ def test_bpe_pieces_never_cross_moses_tokens(shared_data):
         assert processor.decode(processor.encode(line)) == line
 
 
+@pytest.mark.quick
 def test_lr_scale_peaks_at_0005_on_step_2000():
     d_model = TransformerConfig.preset("multi30k_tiny").d_model
     scale = protocol.lr_scale_for_peak(0.005, d_model, 2000)
@@ -98,6 +99,7 @@ def test_multi30k_tiny_has_the_published_shape():
     assert table.default("label_smoothing") == 0.1  # the preset's recipe leaves it to the paper
 
 
+@pytest.mark.quick
 def test_bad_flag_is_one_line_and_exit_2(capsys):
     assert protocol.main(["--train_steps", "0"]) == 2
     assert capsys.readouterr().err.strip().splitlines() == [

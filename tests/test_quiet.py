@@ -4,7 +4,10 @@ them written before it exits or dies."""
 import subprocess
 import sys
 
+import pytest
 from tests.pipelines.run_helpers import ROOT
+
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
 
 CHILD = r"""
 import os, subprocess, sys

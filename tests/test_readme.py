@@ -24,11 +24,13 @@ def readme_script():
     return match.group(1)
 
 
+@pytest.mark.quick
 def test_readme_is_at_most_200_lines():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 200, f"README.md has {len(lines)} lines: move detail into docs/"
 
 
+@pytest.mark.quick
 def test_every_relative_link_in_readme_and_docs_points_at_a_file():
     files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     assert len(files) > 1, "docs/ has no .md files"
@@ -43,6 +45,7 @@ def test_every_relative_link_in_readme_and_docs_points_at_a_file():
     assert not broken, broken
 
 
+@pytest.mark.quick
 def test_readme_test_command_is_the_one_ci_runs():
     """.ci/run installs the test extra and runs the command under its "README's test command"
     comment; the README's quick start shows both on its "# the tests" line."""

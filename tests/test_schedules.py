@@ -3,6 +3,8 @@ import pytest
 
 from keras_transformer import NoamSchedule, paper_optimizer
 
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+
 
 @pytest.mark.parametrize("step", [1, 100, 4000, 4001, 100000])
 def test_noam_equals_formula(step):

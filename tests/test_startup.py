@@ -7,6 +7,8 @@ import pytest
 
 from tests.pipelines.run_helpers import ROOT
 
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+
 CHILD = r"""
 from cli import startup
 startup.import_tensorflow(verbose=False)

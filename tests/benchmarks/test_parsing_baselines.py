@@ -1,8 +1,10 @@
 """The word-blind parsing baselines as a regression test of the project's EVALB and trees."""
+import pytest
 from benchmarks import parsing_baselines
 from pipelines.tasks.parsing import treebank
 
 
+@pytest.mark.quick
 def test_right_branching_dev_f1_on_the_wsj_sample(shared_data):
     """The right-branching tree of every dev sentence of the 10% WSJ sample, scored by
     `pipelines.tasks.parsing.evalb` (COLLINS.prm): 17.27 labelled F1 when issue 14 was filed.

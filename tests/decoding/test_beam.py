@@ -38,6 +38,7 @@ def plain_greedy(model, source, steps):
     return out
 
 
+@pytest.mark.quick
 def test_beam_one_without_penalty_is_greedy(model, source):
     ids, *_ = decode(model, source, BeamSearch(beam_size=1, alpha=0.0, extra_length=4), eos_id=EOS)
     ids = ids.numpy()[:, 0]
@@ -49,7 +50,8 @@ def test_beam_one_without_penalty_is_greedy(model, source):
     assert len(np.unique(ids)) > 3  # the model really produces varied output
 
 
-@pytest.mark.parametrize("beam_size,alpha", [(1, 0.0), (4, 0.6), (3, 1.0)])
+@pytest.mark.parametrize("beam_size,alpha", [
+    (1, 0.0), pytest.param(4, 0.6, marks=pytest.mark.quick), (3, 1.0)])
 def test_returned_score_equals_full_forward_rescoring(model, source, beam_size, alpha):
     ids, scores, *_ = decode(model, source,
                              BeamSearch(beam_size=beam_size, alpha=alpha, extra_length=5),
@@ -182,6 +184,7 @@ def test_prefix_is_forced_scored_and_token_scores_add_up(model, source):
     assert plain.token_log_probs is None and plain.alignment is None
 
 
+@pytest.mark.quick
 def test_alignment_layer_is_the_penultimate():
     from keras_transformer.decoding import alignment_layer
 
@@ -216,6 +219,7 @@ def test_token_details_tracked_in_the_search_equal_the_teacher_forced_pass(model
                                   forced.alignment.numpy())
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("kind", ["normal", "ties", "mostly_masked"])
 def test_blocked_top_k_equals_tensorflows(kind):
     """Values and indices equal `tf.math.top_k`'s, ties (to the lower index) included, for
@@ -237,6 +241,7 @@ def test_blocked_top_k_equals_tensorflows(kind):
                 np.testing.assert_array_equal(got[1], expected[1])
 
 
+@pytest.mark.quick
 def test_candidates_equal_ranking_the_whole_vocabulary():
     """`_candidates` (top tokens per hypothesis, one log-sum-exp) picks what ranking every
     beam x vocabulary sum of the log-softmax does, with padding never chosen, only the end
@@ -284,6 +289,7 @@ def scripted_step(ids, step, cache, sentences):
     return tf.broadcast_to(logits[:, None], tf.concat([tf.shape(ids), [5]], 0)), cache
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("leaving", [False, True], ids=["fixed_rows", "sentences_leave"])
 def test_the_stop_rules(leaving):
     """"exact" searches on while a live hypothesis could still win and finds "4 4 EOS";

@@ -127,6 +127,7 @@ def test_compiled_functions_and_translate_agree(model):
     np.testing.assert_allclose(np.asarray(scores), np.asarray(expected[1]), atol=1e-5)
 
 
+@pytest.mark.quick
 def test_num_results_beyond_the_beam_is_refused():
     with pytest.raises(ValueError, match="num_results"):
         decode(Transformer(tiny_config()), varied_source(), BeamSearch(beam_size=2),

@@ -157,6 +157,7 @@ def test_first_token_frequencies_follow_the_tempered_truncated_softmax(
             assert _chi_square(counts, wrong) > 3 * critical, (counts, wrong * 4000)
 
 
+@pytest.mark.quick
 def test_truncation_keeps_the_smallest_set_reaching_p_of_the_top_k():
     log_probs = np.log(np.array([[0.05, 0.5, 0.15, 0.3]], np.float32))
 
@@ -209,6 +210,7 @@ def test_constraint_and_prefix_restrict_the_samples(model, source):
     assert np.isin(unconstrained.numpy(), forbidden).any()  # the constraint did something
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize("field,value,message", [
     ("topk", -1, "topk must be an integer >= 0"), ("topp", 0.0, "topp must be in (0, 1]"),
     ("topp", 1.5, "topp must be in (0, 1]"), ("temperature", 0.0, "temperature must be"),

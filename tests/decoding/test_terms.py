@@ -26,6 +26,7 @@ def _walk(phrases, tokens):
     return {name: value.numpy()[0, 0] for name, value in state.items()}, needs
 
 
+@pytest.mark.quick
 def test_phrases_are_met_in_any_order_and_broken_ones_start_again():
     phrases = [[5, 6, 0], [7, 0, 0], [0, 0, 0]]  # the empty third phrase is met already
     state, needs = _walk(phrases, [5, 8, 7, 5, 6])
@@ -41,6 +42,7 @@ def test_phrases_are_met_in_any_order_and_broken_ones_start_again():
     assert needs == [3, 2, 1, 0] and state["met"].tolist() == [True, True]
 
 
+@pytest.mark.quick
 def test_next_and_forced_tokens_continue_the_phrase_in_progress():
     phrases = tf.constant([[[5, 6, 4], [7, 0, 0], [9, 8, 0]]], tf.int32)
     lengths = terms.phrase_lengths(phrases)
@@ -55,6 +57,7 @@ def test_next_and_forced_tokens_continue_the_phrase_in_progress():
     assert int(terms.forced_token(state, phrases)[0, 0]) == 5
 
 
+@pytest.mark.quick
 def test_round_robin_gives_every_bank_a_turn_best_first():
     scores = tf.constant([[-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]])
     banks = tf.constant([[0, 0, 0, 2, 1, 2]])

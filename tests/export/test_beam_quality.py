@@ -1,4 +1,5 @@
 """Beam search beats greedy decoding on a model trained on the real Multi30k data."""
+import pytest
 import numpy as np
 import tensorflow as tf
 
@@ -6,6 +7,7 @@ from keras_transformer.decoding import BeamSearch, decode, score_ids
 from pipelines.data.vocab import BOS_ID, EOS_ID, python_processor
 
 
+@pytest.mark.quick
 def test_beam_four_scores_at_least_greedy_on_most_validation_sentences(trained_model,
                                                                        spm_proto, shared_data):
     processor = python_processor(spm_proto)

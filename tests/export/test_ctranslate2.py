@@ -39,6 +39,7 @@ def test_without_the_extra_the_format_is_refused_before_any_work(model_dir, tmp_
     assert not output.exists()
 
 
+@pytest.mark.quick
 def test_format_mistakes(model_dir):
     """--quantize (CTranslate2 quantizes when it loads) and --format outside export."""
     from pipelines.settings import resolver

@@ -24,6 +24,7 @@ def model_and_arrays():
     return model, ct2.model_arrays(model)
 
 
+@pytest.mark.quick
 def test_names_and_shapes(model_and_arrays):
     _, arrays = model_and_arrays
     assert arrays["encoder/embeddings_0/weight"].shape == (40, D)

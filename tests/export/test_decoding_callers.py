@@ -110,6 +110,7 @@ def test_score_uses_the_saved_alpha(recipe_of, tmp_path, monkeypatch):
     assert alphas == [SAVED["alpha"]]
 
 
+@pytest.mark.quick
 def test_the_keras_api(trained_model, searches):
     from keras_transformer import BeamSearch, translate
 

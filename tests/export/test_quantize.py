@@ -62,6 +62,7 @@ def _bytes(path: pathlib.Path) -> int:
 
 
 # ---------------------------------------------------------------------- the rule
+@pytest.mark.quick
 def test_quantize_int8_rounds_each_channel_to_its_own_step():
     rng = np.random.default_rng(0)
     matrix = rng.normal(size=(6, 5)).astype(np.float32) * np.array([1, 10, 0.01, 0, 3],

@@ -182,6 +182,7 @@ def test_translate_cli_samples_as_the_saved_model_does_per_seed(case, model_dir,
         assert lines[0] == [t.decode("utf-8") for t in served]
 
 
+@pytest.mark.quick
 def test_chunk_seeds_start_at_the_seed_and_differ_per_chunk():
     assert chunk_seed(7, 0) == 7
     assert len({chunk_seed(7, i) for i in range(100)} | {chunk_seed(8, i) for i in range(100)}

@@ -120,6 +120,7 @@ def test_versions_are_numbered_and_never_silently_replaced(translator, model_dir
     (dict(extra_length=-1), "extra_length must be an integer >= 0"),
     (dict(alpha=-0.5), "alpha must be a number >= 0"),
 ])
+@pytest.mark.quick
 def test_invalid_decoding_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         BeamSearch(**kwargs)

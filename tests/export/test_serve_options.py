@@ -78,6 +78,7 @@ def _ids_all_inputs(source_ids, beam_size, alpha, num_results, max_extra_length,
             **_sampling_inputs(**sampling)}
 
 
+@pytest.mark.quick
 def test_the_requests_here_send_every_input_of_their_signature():
     """What the tests below send is, name for name, what each options signature takes
     (`export.translator`'s input specs): a renamed or added input fails here first."""

@@ -129,10 +129,12 @@ def case(exported, translator, shared_data, tmp_path_factory):
     return {"result": result, "readme": readme, "alone": alone, "batches": batches}
 
 
+@pytest.mark.quick
 def test_every_signature_equals_the_golden_file(exported):
     assert served_signatures(exported) == GOLDEN
 
 
+@pytest.mark.quick
 def test_the_golden_file_keeps_every_released_signature_as_released():
     """The released entries, spelled out once more: editing one of them in the golden file
     (instead of adding a signature) fails here too."""

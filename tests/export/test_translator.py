@@ -56,6 +56,7 @@ def test_ids_outside_the_vocabulary_are_invalid_argument(translator, bad):
         translator.translate_ids_with_options(source, *OPTIONS, tf.zeros([1, 1], tf.int32))
 
 
+@pytest.mark.quick
 def test_export_error_is_a_user_error_and_export_imports_no_pipelines():
     from pipelines.errors import UserError
 

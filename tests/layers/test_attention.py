@@ -53,6 +53,7 @@ def reference(layer, query, memory=None, mask=None):
     return concat @ kernel + bias, weights
 
 
+@pytest.mark.quick
 def test_self_attention_layer():
     x = normal((BATCH, LENGTH, D_MODEL), seed=1)
     changed = x.copy()
@@ -109,6 +110,7 @@ def test_matches_equation_1_and_padded_keys_get_zero_weight(self_attention):
     assert np.all(weights[1, :, :, :3] > 0)
 
 
+@pytest.mark.quick
 def test_scores_are_scaled_by_sqrt_d_k():
     """Identical keys for every position: only the 1/sqrt(d_k) scale sets the peakedness."""
     layer = MultiHeadAttention(num_heads=1, key_dim=4)
@@ -124,6 +126,7 @@ def test_scores_are_scaled_by_sqrt_d_k():
         assert np.allclose(to_numpy(weights)[0, 0], expected, atol=1e-6) == close
 
 
+@pytest.mark.quick
 def test_causal_mask_hides_later_positions():
     layer = MultiHeadAttention(num_heads=2, key_dim=8)
     x = normal((BATCH, LENGTH, D_MODEL), seed=9)
@@ -139,6 +142,7 @@ def test_causal_mask_hides_later_positions():
                                atol=1e-3)
 
 
+@pytest.mark.quick
 def test_fully_padded_sentence_stays_finite():
     """A batch-filler sentence of pad only (every key masked) must not produce NaN."""
     layer = MultiHeadAttention(num_heads=2, key_dim=8)

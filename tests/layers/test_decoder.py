@@ -28,7 +28,7 @@ def inputs():
     return x, memory, changed
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("norm", [pytest.param("post", marks=pytest.mark.quick), "pre"])
 def test_decoder_layer(norm):
     x, memory, changed = inputs()
     run_layer_test(
@@ -71,6 +71,7 @@ def test_decoder_layer_self_mask_hides_later_targets():
                            to_numpy(layer(x, memory))[:, :2], atol=1e-3)
 
 
+@pytest.mark.quick
 def test_decoder_is_causal_without_being_asked():
     decoder = Decoder(num_layers=2, **LAYER)
     x, memory, _ = inputs()

@@ -1,4 +1,5 @@
 """SharedEmbedding: embeddings times sqrt(d_model), tied with the pre-softmax projection (3.4)."""
+import pytest
 import keras
 import numpy as np
 from keras import ops
@@ -6,6 +7,8 @@ from keras import ops
 from keras_transformer.layers import SharedEmbedding
 from tests.helpers import gradients
 from tests.layers.harness import dtype, normal, run_layer_test, to_numpy
+
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
 
 VOCAB, D_MODEL = 20, 16
 IDS = np.array([[5, 7, 0, 19, 3], [1, 1, 2, 0, 0]], "int32")

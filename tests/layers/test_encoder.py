@@ -27,7 +27,7 @@ def padded_batch():
     return x, changed, padding_mask(ids)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("norm", ["post", pytest.param("pre", marks=pytest.mark.quick)])
 def test_encoder_layer(norm):
     x, changed, mask = padded_batch()
     run_layer_test(
@@ -57,6 +57,7 @@ def test_encoder_stack(norm, num_layers, weights, params):
     assert (layer.final_norm is not None) == (norm == "pre")
 
 
+@pytest.mark.quick
 def test_appended_padding_does_not_change_real_positions():
     encoder = Encoder(num_layers=2, **LAYER)
     x = normal((BATCH, 4, D_MODEL), seed=3)

@@ -1,8 +1,11 @@
 """FeedForward: FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position (Eq. 2, 3.3)."""
+import pytest
 import numpy as np
 
 from keras_transformer.layers import FeedForward
 from tests.layers.harness import normal, run_layer_test, to_numpy
+
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
 
 D_MODEL, D_FF = 16, 32
 

@@ -5,12 +5,15 @@ A mask is boolean, True where attention is allowed, and broadcasts against score
 [batch, heads, queries, keys]. The layers and the model rely on exactly these shapes and
 values; `apply_mask` is what turns them into zero attention weight.
 """
+import pytest
 import numpy as np
 from keras import ops
 
 from keras_transformer.constants import PAD_ID
 from keras_transformer.layers.masks import apply_mask, causal_mask, padding_mask, segment_mask
 from tests.layers.harness import to_numpy
+
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
 
 
 def test_padding_mask_masks_pad_id_only():

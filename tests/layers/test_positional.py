@@ -11,6 +11,8 @@ import pytest
 from keras_transformer.layers import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from tests.layers.harness import normal, run_layer_test, to_numpy
 
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+
 D_MODEL = 16
 
 

@@ -9,6 +9,8 @@ from keras_transformer.layers import Encoder, EncoderLayer
 from keras_transformer.layers.residual import residual
 from tests.layers.harness import normal, to_numpy
 
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+
 X = normal((2, 4, 8), seed=1, scale=3.0) + 2.0
 
 

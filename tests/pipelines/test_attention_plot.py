@@ -1,4 +1,5 @@
 """The attention picture: what it plots is the cross-attention of the translation shown."""
+import pytest
 import matplotlib.image
 import numpy as np
 
@@ -9,6 +10,7 @@ from pipelines.model_dir.layout import build_model
 from tests.helpers import tiny_config
 
 
+@pytest.mark.quick
 def test_plot_shows_every_heads_attention_rows_summing_to_one(tmp_path):
     lines = ["a dog runs in the snow", "two men play football", "a cat sleeps"] * 50
     corpus = tmp_path / "corpus.txt"

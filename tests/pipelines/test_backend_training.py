@@ -43,6 +43,7 @@ def train(model_dir, shared_data, *flags, backend="tensorflow"):
     return result
 
 
+@pytest.mark.quick
 def test_jax_with_several_cpu_devices_asks_xla_for_them(monkeypatch):
     """`--backend jax --num_cpu_devices 2` (as in the last test below) sets the Keras backend
     and XLA's host device count before anything imports JAX (`cli.startup`, in-process);

@@ -175,6 +175,7 @@ def test_decoding_loads_the_average_else_the_latest_or_a_named_checkpoint(tmp_pa
         md.load_final_model(tmp_path, checkpoint="ckpt-20")
 
 
+@pytest.mark.quick
 def test_no_untrained_checkpoint_under_accumulation():
     """With --accumulate_steps 2 the update counter is still 0 after the first micro-batch:
     no ckpt-0 (averaging could mix the initial weights in), one save per update."""
@@ -201,6 +202,7 @@ def test_no_untrained_checkpoint_under_accumulation():
     assert saved == [2, 4]
 
 
+@pytest.mark.quick
 def test_best_checkpoints_by_recorded_dev_metric(tmp_path):
     """--keep_best_by dev_metric: the best recorded values, the later step on a tie, only
     checkpoints with a record; read back from dev_metric.jsonl as a later run sees it."""
@@ -274,6 +276,7 @@ def test_the_best_checkpoints_outlive_keep_checkpoints(tmp_path):
     assert on_disk() == [7, 8]
 
 
+@pytest.mark.quick
 def test_early_stop_after_patience_evaluations_without_improvement(tmp_path):
     """DevMetric stops `fit` at the `patience`-th evaluation in a row that does not beat the
     best (a tie does not), saying so once; a resumed run counts the recorded history."""

@@ -55,7 +55,8 @@ def refused(args, message, shared_data, watch, script="pipelines/run.py"):
 # The resolver's refusals are tested in-process (tests/pipelines/test_options.py); these
 # show that each kind reaches the user as one line and exit status 2.
 @pytest.mark.parametrize("args, message", [
-    (["--mode=translate,bogus"], "--mode bogus: choose from prepare, train"),
+    pytest.param(["--mode=translate,bogus"], "--mode bogus: choose from prepare, train",
+                 marks=pytest.mark.quick),
     (["--beam_size=abc"], "flag --beam_size=abc"),
     (["--mode=evaluate", "--beam_size=0"], "--beam_size 0: must be >= 1"),
     (["--mode=evaluate", "--quantize=int8"], "--quantize: only --mode export and translate"),

@@ -23,6 +23,7 @@ def multi30k(shared_data, tmp_path_factory):
     return task, work_dir, proto, train
 
 
+@pytest.mark.quick
 def test_model_example_adds_eos_and_bos_where_they_belong():
     (source, target_in), target_out = ds_lib.to_model_example(
         tf.constant([7, 8, 9]), tf.constant([10, 11])
@@ -32,6 +33,7 @@ def test_model_example_adds_eos_and_bos_where_they_belong():
     assert target_out.numpy().tolist() == [10, 11, vocab.EOS_ID]
 
 
+@pytest.mark.quick
 def test_default_boundaries_are_fine_when_short_and_geometric_when_long():
     b = buckets.default_boundaries(256)
     assert b[:8] == [8, 12, 16, 20, 24, 28, 32, 36] and b[-1] == 256
@@ -42,6 +44,7 @@ def test_default_boundaries_are_fine_when_short_and_geometric_when_long():
     assert buckets.default_boundaries(100)[-1] == 100
 
 
+@pytest.mark.quick
 def test_batch_sizes_follow_the_budget_and_the_replica_multiple():
     assert buckets.bucket_batch_sizes([8, 100, 256], 25_000) == [3125, 250, 97]
     assert buckets.bucket_batch_sizes([8, 100, 256], 25_000, batch_multiple=8) == [3120, 248, 96]

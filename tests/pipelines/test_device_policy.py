@@ -33,6 +33,7 @@ BASE = TransformerConfig.preset("base").d_model  # 512
     (JAX_CPU, "float32", "mixed_bfloat16", "jax compiles every step with XLA"),
     (JAX_AMPERE, "mixed_bfloat16", "mixed_bfloat16", "8.0 has bfloat16 tensor cores"),
 ])
+@pytest.mark.quick
 def test_each_device_s_precision(device, policy, mixed, why):
     """The default policy and its reason; `mixed` is what --mixed_precision means there."""
     name, reason = device_policy.precision(device)
@@ -57,6 +58,7 @@ def test_each_device_s_xla_setting(device, d_model, policy, on, why):
     assert compiled is on and why in reason
 
 
+@pytest.mark.quick
 def test_cpu_flags_are_read_as_whole_words():
     cpuinfo = "flags\t\t: fpu avx512f avx512_bf16 amx_tile\nflags\t\t: fpu avx512_bf16x\n"
     assert device_policy.cpu_flags(cpuinfo) == {"avx512_bf16"}

@@ -150,6 +150,7 @@ def test_refusals(source, corpora, tmp_path):
     assert not new.exists()
 
 
+@pytest.mark.quick
 def test_a_refusal_is_one_line_and_exit_2(corpora, tmp_path, shared_data):
     result = fine_tune(tmp_path / "missing", tmp_path / "new", corpora, shared_data)
     assert result.returncode == 2, result.stderr[-3000:]

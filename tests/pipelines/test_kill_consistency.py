@@ -517,6 +517,7 @@ def kill_chain(reference: Reference, stage: str, plan: Callable, tally: Tally,
 
 
 # ------------------------------------------------------------------------ the checks themselves
+@pytest.mark.quick
 def test_a_kill_check_sees_torn_lost_and_mixed_files(tmp_path):
     """The checks every kill below relies on, on hand-made folders (no run): a folder where
     each output is the earlier or the finished one, with a writer's temporaries left, passes;

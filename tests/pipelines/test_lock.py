@@ -33,6 +33,7 @@ def holder(tmp_path):
         child.wait(timeout=60)
 
 
+@pytest.mark.quick
 def test_a_second_writer_is_refused_and_a_released_lock_is_taken(tmp_path):
     with lock.hold(tmp_path) as path:
         record = json.loads(path.read_text())
@@ -110,6 +111,7 @@ def test_cli_writers_wait_for_no_one_and_a_killed_holder_frees_the_dir(holder, s
     assert json.loads((model_dir / lock.LOCK_FILE).read_text())["pid"] == process.pid
 
 
+@pytest.mark.quick
 def test_which_stages_write():
     from pipelines.settings import resolver
     from pipelines import stages

@@ -1,9 +1,11 @@
 """The memory check's own measurements (the check itself runs in tests/pipelines/test_run.py)."""
 import os
 
+import pytest
 from pipelines.training import memory_check
 
 
+@pytest.mark.quick
 def test_resident_memory_counts_the_kernel_s_page_size(tmp_path, monkeypatch):
     """/proc/self/statm counts pages, whose size is the kernel's (64 KiB on some ARM
     machines), not an assumed 4 KiB."""

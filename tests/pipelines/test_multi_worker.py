@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 import numpy as np
 import tensorflow as tf
 
@@ -44,6 +45,7 @@ def run_two_workers(script, tmp_path):
     return [np.load(tmp_path / f"worker{i}.npz") for i in range(2)]
 
 
+@pytest.mark.quick
 def test_two_workers_train_to_identical_weights(tmp_path):
     first, second = run_two_workers(SCRIPT, tmp_path)
     assert int(first["steps"]) == int(second["steps"]) == 6

@@ -10,6 +10,7 @@ from pipelines.errors import ConfigError, DataError, ModelDirError
 from pipelines.model_dir import layout as md
 
 
+@pytest.mark.quick
 def test_a_new_model_dir_takes_task_then_paper_defaults(tmp_path):
     run = resolver.resolve({"model_dir": str(tmp_path / "m")})
     assert run.data.task == "multi30k_ende" and run.data.vocab_size == 8_000
@@ -62,6 +63,7 @@ def test_settings_json_is_the_truth_after_training(tmp_path):
     ({"accumulate_steps": 4}, "--accumulate_steps 4 differs from 1"),
     ({"vocab_size": 1000}, "--vocab_size 1000 differs from 16000"),
 ])
+@pytest.mark.quick
 def test_a_flag_that_contradicts_the_model_is_refused(tmp_path, given, message):
     _trained(tmp_path)
     with pytest.raises(ConfigError, match="drop the flag to continue this model") as error:
@@ -83,6 +85,7 @@ def test_model_settings_bind_only_once_weights_exist(tmp_path):
     assert run.training.batch_tokens == 25_000
 
 
+@pytest.mark.quick
 def test_decoding_flags_apply_to_their_run(tmp_path):
     """A model is not trained with a beam: decoding flags need no --override_saved."""
     _trained(tmp_path)
@@ -207,6 +210,7 @@ def test_settings_of_earlier_versions_are_read(tmp_path):
     assert (beam.beam_size, beam.alpha, beam.extra_length) == (2, 1.0, 5)
 
 
+@pytest.mark.quick
 def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):
     (tmp_path / "settings.json").write_text("{not json")
     with pytest.raises(ModelDirError, match="settings.json: unreadable"):

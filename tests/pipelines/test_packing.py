@@ -15,6 +15,7 @@ from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
 QUIET = lambda message: None  # noqa: E731
 
 
+@pytest.mark.quick
 def test_rows_hold_the_longest_pair_and_follow_the_sides_totals():
     # Targets twice as long as sources; the longest target is 30 (31 with EOS).
     lengths = np.array([[5, 10]] * 40 + [[12, 30]], np.int32)
@@ -33,6 +34,7 @@ def test_rows_hold_the_longest_pair_and_follow_the_sides_totals():
         packing.rows_per_batch(rows, rows.target - 1)
 
 
+@pytest.mark.quick
 def test_the_packer_places_every_pair_once_and_never_overfills_a_row():
     rng = np.random.default_rng(0)
     source = rng.integers(1, 40, 500).astype(np.int32)
@@ -50,6 +52,7 @@ def test_the_packer_places_every_pair_once_and_never_overfills_a_row():
     assert fill > 0.9
 
 
+@pytest.mark.quick
 def test_a_pair_longer_than_a_row_is_refused():
     with pytest.raises(tf.errors.InvalidArgumentError, match="longer than a packed row"):
         packing.assign_rows(np.array([3, 9], np.int32), np.array([3, 3], np.int32),

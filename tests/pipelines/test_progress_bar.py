@@ -3,7 +3,10 @@ updates, but a run of fewer --train_steps stops before it ends (issue 43: 100 st
 the default 1,000 showed `1000/1000`)."""
 import re
 
+import pytest
 from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
+
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
 
 
 def test_the_bar_shows_the_steps_that_run(prepared, shared_data, tmp_path):

@@ -4,12 +4,15 @@ import ast
 import dataclasses
 import inspect
 
+import pytest
 from keras_transformer import (PRESETS, BeamSearch, LabelSmoothedCrossEntropy, NoamSchedule,
                                Sampling, TransformerConfig)
 from keras_transformer.data.buckets import DEFAULT_BATCH_TOKENS
 from pipelines.settings import options, resolver, table
 from pipelines.tasks import TASKS, Task, get_task
 from pipelines.training.train import compile_model
+
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
 
 
 def _keyword_defaults(function) -> dict:

@@ -206,6 +206,7 @@ def test_mirrored_strategy_over_two_cpu_devices_trains(prepared, tmp_path, share
     assert 'model_checkpoint_path: "ckpt-6"' in (model_dir / "checkpoints" / "checkpoint").read_text()
 
 
+@pytest.mark.quick
 def test_xla_with_several_cpu_devices_is_refused_clearly(prepared, tmp_path, shared_data):
     model_dir = copy_prepared(prepared, tmp_path / "model")
     result = run_command([f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=2",

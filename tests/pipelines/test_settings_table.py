@@ -42,6 +42,7 @@ def test_every_flag_is_a_row_of_the_table(script, front):
     assert len(table.TABLE) == len(table.SETTINGS)  # no name twice in the table
 
 
+@pytest.mark.quick
 def test_each_default_is_written_once():
     """A row's default lives in its `default` field, and the help shows it from there; no
     help text states a default of its own."""
@@ -52,6 +53,7 @@ def test_each_default_is_written_once():
             assert row.help_text().endswith(f"{shown})"), row.name
 
 
+@pytest.mark.quick
 def test_the_bounds_are_the_table_s():
     """Numeric rows are checked against their bounds before anything runs."""
     from pipelines.errors import ConfigError

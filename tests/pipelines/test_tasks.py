@@ -30,6 +30,7 @@ def no_network(monkeypatch):
 # --------------------------------------------------------------------------- registry
 
 
+@pytest.mark.quick
 def test_registry_defaults():
     assert set(tasks.TASKS) >= {"wmt14_ende", "wmt14_enfr", "multi30k_ende", "text"}
     ende, enfr = get_task("wmt14_ende"), get_task("wmt14_enfr")
@@ -53,6 +54,7 @@ def dataclasses_frozen_error():
     return dataclasses.FrozenInstanceError
 
 
+@pytest.mark.quick
 def test_get_task_overrides_ignores_none_and_rejects_unknown():
     task = get_task("multi30k_ende", vocab_size=4000, max_source_length=None, data_dir=None)
     assert task.vocab_size == 4000 and task.max_source_length == 128
@@ -88,6 +90,7 @@ def test_multi30k_uses_kt_data_dir(shared_data, tmp_path, monkeypatch):
     assert task.split_files("test", tmp_path)[1] == shared_data / "multi30k" / "test_2016_flickr.de"
 
 
+@pytest.mark.quick
 def test_multi30k_truncated_file_is_reported(tmp_path):
     (tmp_path / "multi30k").mkdir()
     for lang in ("en", "de"):
@@ -144,6 +147,7 @@ def test_multi30k_offline_fails_fast_with_instructions(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- text files
 
 
+@pytest.mark.quick
 def test_text_task_returns_given_files_and_explains_missing_ones(tmp_path):
     task = get_task(
         "text", train_src="a.src", train_tgt="a.tgt", source_lang="en", target_lang="cs"

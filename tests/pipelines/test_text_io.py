@@ -9,6 +9,8 @@ from pipelines.data import text_io
 from pipelines.data.text_io import clean_parallel
 from pipelines.errors import DataError
 
+pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+
 
 def write(path, data: bytes):
     path.write_bytes(data)

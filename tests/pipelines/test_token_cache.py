@@ -72,6 +72,7 @@ def test_shards_on_several_processes_give_the_in_graph_tokenizers_ids(corpus, tm
     assert "cache: reusing" in logs[-1] and np.array_equal(again.lengths, cache.lengths)
 
 
+@pytest.mark.quick
 def test_shard_offsets_cut_where_lines_end(tmp_path):
     path = tmp_path / "f"
     for data, every, want in [
@@ -185,6 +186,7 @@ def test_a_changed_shard_size_starts_the_partial_build_anew(corpus, tmp_path):
     assert len(cache.shard_files()) == 3 and len(cached_pairs(cache)) == 2005
 
 
+@pytest.mark.quick
 def test_progress_lines_give_done_total_rate_and_eta():
     now = [100.0]
     logs = []

@@ -106,6 +106,7 @@ def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alp
     assert alpha is None or {float(shown[2]) for shown in exports} == {alpha}
 
 
+@pytest.mark.quick
 def test_the_check_catches_a_printed_value_the_run_did_not_use(tmp_path):
     """`check` fails where a line says another vocabulary, preset or step count than the
     model dir's (what the release before the recipe printed), and passes where they agree."""

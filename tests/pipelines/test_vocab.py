@@ -119,6 +119,7 @@ def test_bpe_training_reports_that_it_is_still_running(tmp_path, monkeypatch):
     assert "trained in 0s" in logs[-1]
 
 
+@pytest.mark.quick
 def test_missing_model_and_empty_corpus_are_clear_errors(tmp_path):
     with pytest.raises(DataError, match="spm.model: SentencePiece model not found"):
         vocab.read_model_proto(tmp_path)
@@ -136,6 +137,7 @@ def test_too_large_vocab_is_a_clear_error(tmp_path):
         vocab.build_vocab([small], tmp_path, 5000, log=lambda m: None)
 
 
+@pytest.mark.quick
 def test_a_vocabulary_with_other_special_ids_is_refused(tmp_path):
     import io
 

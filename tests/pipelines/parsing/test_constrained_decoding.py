@@ -151,6 +151,7 @@ def test_in_graph_trees_equal_python_delinearization(sample):
         "f", "-LRB-", "x", "-RRB-"]
 
 
+@pytest.mark.quick
 def test_in_graph_trees_carry_the_predicted_pos_tags():
     got = serving.trees_from_linearized(
         tf.constant(["John runs .", "a b", "a"]),
@@ -161,6 +162,7 @@ def test_in_graph_trees_carry_the_predicted_pos_tags():
         "(TOP (NP (DT a)))"]  # a word symbol without a word left is dropped
 
 
+@pytest.mark.quick
 def test_serving_input_squeezes_whitespace():
     got = serving.normalize_sentences(tf.constant(["  John  has\ta dog . ", ""]))
     assert [g.decode() for g in got.numpy()] == ["John has a dog .", ""]

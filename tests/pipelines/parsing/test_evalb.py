@@ -47,6 +47,7 @@ CAT = (
 )
 
 
+@pytest.mark.quick
 def test_gold_brackets_of_the_example():
     assert brackets(gold(CAT), deleted={6}) == collections.Counter(
         {("S", 0, 6): 1, ("NP", 0, 2): 1, ("VP", 2, 6): 1, ("PP", 3, 6): 1, ("NP", 4, 6): 1}
@@ -77,6 +78,7 @@ def test_raw_gold_scores_like_preprocessed_gold(dev_raw, dev):
     assert score_corpus(dev, dev_raw)["f1"] == 100.0
 
 
+@pytest.mark.quick
 def test_missing_constituent():
     # The NP "the mat" inside the PP is missing: 4 of 5 gold brackets are found, and all 4
     # test brackets are right. P = 4/4, R = 4/5, F1 = 2 * 1.0 * 0.8 / 1.8.
@@ -90,6 +92,7 @@ def test_missing_constituent():
     assert scores["exact"] == 0
 
 
+@pytest.mark.quick
 def test_wrong_label():
     # "The cat" labelled ADJP instead of NP: 4 of 5 brackets match on each side.
     tree = gold(CAT)
@@ -185,6 +188,7 @@ def test_max_length_keeps_short_sentences(dev):
     assert 0 < short["sentences"] < len(dev)
 
 
+@pytest.mark.quick
 def test_mismatched_inputs_are_errors():
     cat = gold(CAT)
     other = gold("(TOP (S (NP (PRP It)) (VP (VBZ works))))")

@@ -38,6 +38,7 @@ def tree(text):
     return nltk.Tree.fromstring(text)
 
 
+@pytest.mark.quick
 def test_linearize_example_from_vinyals():
     gold = tree("(TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))")
     words, symbols = linearize(gold, "xx")
@@ -101,6 +102,7 @@ def test_every_sample_tree_round_trips(sample, name, target_form):
     assert round_tripped == SAMPLE_FILES[name]
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "target, words, expected, repairs",
     [
@@ -221,6 +223,7 @@ def test_truncation_at_every_position_gives_the_words(sample):
         assert (repairs == 0) == (end == len(symbols))
 
 
+@pytest.mark.quick
 def test_is_well_formed_rejects_bad_trees():
     words = ["a", "b"]
     assert is_well_formed(tree("(TOP (S (XX a) (XX b)))"), words)

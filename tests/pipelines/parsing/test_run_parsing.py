@@ -11,6 +11,7 @@ from tests.export import serving_check
 from tests.pipelines.run_helpers import TINY_MODEL, run_command
 
 
+@pytest.mark.quick
 def test_an_unknown_target_form_is_one_line_naming_the_forms(tmp_path, shared_data):
     """A parsing run's --target_form is checked with the flags, before any work: one line,
     exit 2, the forms that exist, no model dir made."""

@@ -205,6 +205,7 @@ def test_the_task_owns_its_metric(task, dev_text):
     assert bleu[translation.metric_name] == bleu["sacrebleu"] == pytest.approx(100.0)
 
 
+@pytest.mark.quick
 def test_wsj_sections_below_data_dir(tmp_path):
     root = tmp_path / "treebank_3"
     for section in range(0, 25):
@@ -225,6 +226,7 @@ def test_wsj_sections_below_data_dir(tmp_path):
         mixed.split_files("test", tmp_path / "w2")
 
 
+@pytest.mark.quick
 def test_missing_or_malformed_trees_are_reported(tmp_path):
     with pytest.raises(DataError, match="--test_trees FILE"):
         get_task("ptb_parsing").split_files("test", tmp_path)

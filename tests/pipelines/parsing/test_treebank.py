@@ -64,6 +64,7 @@ def test_preprocess_sample_is_clean(raw_sample):
             assert "-" not in label or label.startswith("-")
 
 
+@pytest.mark.quick
 def test_preprocess_rules_on_a_hand_made_tree():
     raw = nltk.Tree.fromstring(
         """( (S (NP-SBJ-1 (NNP Mr.) (NNP Smith))
@@ -96,6 +97,7 @@ def test_preprocess_root_variants():
         preprocess(nltk.Tree.fromstring("( (S (NP the dog) (VP (VBD ran))) )"))
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "label, expected",
     [
@@ -116,6 +118,7 @@ def test_strip_label(label, expected):
 GOOD_TREE = "( (S (NP (DT The) (NN cat)) (VP (VBD sat))) )\n"
 
 
+@pytest.mark.quick
 @pytest.mark.parametrize(
     "text, where",
     [
