@@ -42,7 +42,7 @@ def shared_data() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def prepared(tmp_path_factory, shared_data):
+def prepared(tmp_path_factory, worker_id, shared_data):
     """A model dir after `--mode prepare` with the tiny test settings (copy it to use it).
 
     Prepared with the README's form, `--data_dir` naming the folder that holds multi30k/;
@@ -60,7 +60,7 @@ def prepared(tmp_path_factory, shared_data):
         assert "padding" in result.stderr  # the bucket table, a log
         assert result.stdout == ""  # prepare has no results
 
-    return build_once(tmp_path_factory, "prepared", prepare) / "model"
+    return build_once(tmp_path_factory, worker_id, "prepared", prepare) / "model"
 
 
 @pytest.fixture(autouse=True)

@@ -10,22 +10,21 @@ import pathlib
 import shutil
 
 
-def shared_root(tmp_path_factory) -> pathlib.Path:
+def shared_root(tmp_path_factory, worker_id: str) -> pathlib.Path:
     """The temporary root of this test run: shared by its xdist workers (each has its own
-    folder below it), else the session's own."""
+    folder below it: xdist's documented recipe for a session fixture built once, with its
+    `worker_id` fixture, "master" without workers), else the session's own."""
     base = tmp_path_factory.getbasetemp()
-    # xdist gives each worker `<root>/popen-gw<N>` (an environment variable would be
-    # inherited by a pytest that a test starts).
-    return base.parent if base.name.startswith("popen-gw") else base
+    return base if worker_id == "master" else base.parent
 
 
-def build_once(tmp_path_factory, name: str, build) -> pathlib.Path:
+def build_once(tmp_path_factory, worker_id: str, name: str, build) -> pathlib.Path:
     """`<shared root>/<name>`, a new folder filled by `build(path)` the first time any worker asks for it.
 
     A build that failed (raised) leaves no `.done` mark: the next asker builds it anew (and
     fails the same way, with the same message).
     """
-    root = shared_root(tmp_path_factory)
+    root = shared_root(tmp_path_factory, worker_id)
     path, done = root / name, root / f"{name}.done"
     with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -14,6 +14,8 @@ to be slow are handed out first (`SLOW_FIRST`), so that no worker starts one at 
 """
 from __future__ import annotations
 
+import ast
+import functools
 import pathlib
 
 import pytest
@@ -55,14 +57,27 @@ def _rank(nodeid: str) -> int:
 
 
 def _module_scoped(item) -> bool:
-    """Whether `item` uses a fixture of module (or class) scope: the tests that share it
-    must run on one worker, or each worker builds it."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    return any(fixturedef.scope in ("module", "class")
-               for name in info.names_closure
-               for fixturedef in info.name2fixturedefs.get(name, ()))
+    """Whether `item` uses a fixture of module (or class) scope (`item.fixturenames` holds
+    every fixture it needs): the tests that share it must run on one worker, or each worker
+    builds it."""
+    return bool(set(item.fixturenames) & _shared_fixtures(pathlib.Path(item.path)))
+
+
+@functools.cache
+def _shared_fixtures(test_file: pathlib.Path) -> frozenset[str]:
+    """The module- and class-scoped fixtures that `test_file` can use: its own and its
+    folders' conftest.py's, read from their source."""
+    files = [test_file, *(folder / "conftest.py" for folder in test_file.parents
+                          if folder == ROOT / "tests" or ROOT / "tests" in folder.parents)]
+    names = set()
+    for path in (f for f in files if f.is_file()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(d, ast.Call) and any(
+                        k.arg == "scope" and getattr(k.value, "value", None) in ("module", "class")
+                        for k in d.keywords) for d in node.decorator_list):
+                names.add(node.name)
+    return frozenset(names)
 
 
 def group_and_order(config, items) -> None:

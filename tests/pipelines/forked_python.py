@@ -3,11 +3,11 @@
 (TensorFlow imported once), started with this process's stdin, stdout, stderr, directory and
 environment; every other command line runs the real interpreter.
 
-`install(folder, socket)` writes the `python` that runs this file. A run whose environment
-sets TensorFlow's C++ log level, or that asks for another backend or `--verbose`, runs the
-real interpreter: `run_server` imported TensorFlow with the level 3 that a run sets itself
-where the user set none. This process waits for the fork's status and exits with it; if it
-ends first (Ctrl-C, a timeout), its connection closes and the server kills the fork.
+`install(folder, socket)` writes the `python` that runs this file. A run that `forkable`
+refuses runs the real interpreter: `run_server` imported TensorFlow with the level 3 that a
+run sets itself where the user set none, and the environment its pytest worker had. This
+process waits for the fork's status and exits with it; if it ends first (Ctrl-C, a timeout),
+its connection closes and the server kills the fork.
 """
 import json
 import os
@@ -30,15 +30,27 @@ def install(folder, server_socket: str) -> dict:
     return {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}", SERVER: server_socket}
 
 
-def forkable(args) -> bool:
-    return (bool(args) and os.path.normpath(args[0]) in FORKED and SERVER in os.environ
-            and "TF_CPP_MIN_LOG_LEVEL" not in os.environ
-            and not any(arg.startswith(("--verbose", "--backend")) for arg in args[1:]))
+IMPORT_TIME_ENV = frozenset({"KERAS_BACKEND", "XLA_FLAGS", "PYTHONPATH", "TF_CONFIG",
+                             "CUDA_VISIBLE_DEVICES", "TF_ENABLE_ONEDNN_OPTS"})
+"""Environment variables a process reads when it imports (besides TensorFlow's C++ log
+level, below): a run that sets one gets a fresh interpreter, not a fork of `run_server`."""
+
+
+def forkable(args, env, changed) -> bool:
+    """The one rule for whether `python ARGS` may be a fork of `run_server`: a forked script,
+    TensorFlow's C++ log level in `env` unset or 3 (the server's), no `--verbose` (which
+    lowers it) or `--backend`, and none of `IMPORT_TIME_ENV` among the `changed` names
+    (those the caller set beyond the environment the server was started with)."""
+    return (bool(args) and os.path.normpath(args[0]) in FORKED
+            and env.get("TF_CPP_MIN_LOG_LEVEL") in (None, "3")
+            and not any(arg.startswith(("--verbose", "--backend")) for arg in args[1:])
+            and not IMPORT_TIME_ENV & set(changed))
 
 
 def main() -> None:
     args = sys.argv[1:]
-    if not forkable(args):
+    # A shell's environment: any import-time variable it holds counts as set here.
+    if SERVER not in os.environ or not forkable(args, os.environ, set(os.environ)):
         os.execv(sys.executable, [sys.executable, *args])
     env = {key: value for key, value in os.environ.items() if key != SERVER}
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -13,6 +13,8 @@ import sys
 import tempfile
 import time
 
+from tests.pipelines import forked_python
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RUN = ROOT / "pipelines" / "run.py"
@@ -27,14 +29,15 @@ def run_command(args, data_dir=None, timeout=600, wait=True, env_data_dir=True, 
     or if not `wait` the running process (stdout and stderr together on its `stdout`).
 
     The run is a fork of `run_server` (TensorFlow imported once), unless it needs a fresh
-    interpreter: another backend, or an `env` that a process reads at import.
+    interpreter (`forked_python.forkable`: a backend, --verbose, or an `env` that a process
+    reads at import).
 
     `env_data_dir`: point $KT_DATA_DIR at `data_dir` (else remove it from the environment).
     `stdin`: the text the run reads (a run not waited for reads none). `user_env`: no TF C++
     log level, as a user's shell sets none (the run filters the libraries' lines itself);
     else the level 3.
     """
-    fresh = env is not None and bool(set(env) & IMPORT_TIME_ENV)
+    changed = set(env or ())
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
     if user_env:
         env.pop("TF_CPP_MIN_LOG_LEVEL")
@@ -42,7 +45,7 @@ def run_command(args, data_dir=None, timeout=600, wait=True, env_data_dir=True, 
     if env_data_dir:
         env["KT_DATA_DIR"] = str(data_dir)
     command = [sys.executable, str(script), *args]
-    if fresh or _backend(args) != "tensorflow":
+    if not forked_python.forkable([os.path.relpath(script, ROOT), *args], env, changed):
         if not wait:
             return subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True)
@@ -71,17 +74,7 @@ def run_command(args, data_dir=None, timeout=600, wait=True, env_data_dir=True, 
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
-IMPORT_TIME_ENV = {"KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL", "XLA_FLAGS", "PYTHONPATH",
-                   "TF_CONFIG"}
-"""Environment variables a process reads when it imports: a run given one of them gets a
-fresh interpreter, not a fork of `run_server`'s."""
 _server = None
-
-
-def _backend(args) -> str:
-    from cli import startup
-
-    return startup.early_flag(["run.py", *args], "backend", "tensorflow")
 
 
 def server_socket() -> str:

@@ -3,8 +3,11 @@
 
 Started by `tests.pipelines.run_helpers` (one per pytest worker): importing TensorFlow,
 Keras and the package costs a CLI process about 3.5 s of CPU, and leaving it about 1 s more,
-which the suite paid for each of its hundreds of runs. Forking is safe here because importing
-TensorFlow starts no thread pool (the eager context is made on first use, in the child).
+which the suite paid for each of its hundreds of runs. Forking is safe here because the
+server has one thread, checked before every fork: importing TensorFlow starts no thread pool
+(the eager context is made on first use, in the child), and numpy's OpenBLAS, which starts
+one at import, is told to use one thread (the children's numpy multiplies nothing that
+matters; their TensorFlow makes its own pools).
 
 It listens on the Unix socket named by its argument. A request is one message: a JSON line
 (`argv`, `env`, `cwd`) with three file descriptors, the child's stdin, stdout and stderr
@@ -20,7 +23,6 @@ those. TensorFlow's C++ log level is 3 here, as a run sets it itself when the us
 a request with the level 3 or none runs as such a run does (without one, `cli.startup` reads
 none and filters the libraries' lines out of stderr, `cli.quiet`).
 """
-import atexit
 import json
 import os
 import selectors
@@ -34,6 +36,7 @@ sys.path[:] = [ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.p
     os.path.abspath(__file__))]
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 os.environ["KERAS_BACKEND"] = "tensorflow"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"  # else numpy's import starts a pool thread
 
 import keras  # noqa: E402,F401
 import tensorflow  # noqa: E402,F401
@@ -58,7 +61,8 @@ def front(argv0: str) -> str:
 def child(request, fds) -> None:
     """Runs the command line of `request` in this (forked) process and exits with its status,
     as `python pipelines/run.py` (or `export/run.py`) started with those descriptors would:
-    its exit functions run (`cli.quiet` forwards the last lines of stderr in one)."""
+    its exit functions run (`cli.quiet` forwards the last lines of stderr in one): its
+    `SystemExit` leaves `serve` and the interpreter, as it would leave a script."""
     code = 1
     try:
         for fd, target in zip(fds, (0, 1, 2)):
@@ -81,14 +85,18 @@ def child(request, fds) -> None:
         import traceback
 
         traceback.print_exc()
-    finally:
-        _flush()
-        try:
-            atexit._run_exitfuncs()
-        except BaseException:  # noqa: BLE001
-            pass
-        _flush()
-        os._exit(code)
+    _flush()
+    sys.exit(code)
+
+
+def _check_single_thread() -> None:
+    """Raises RuntimeError unless this process has one thread (Linux's /proc/self/task): a
+    fork copies only the calling thread, so a lock another one held would stay held."""
+    threads = os.listdir("/proc/self/task")
+    if len(threads) != 1:
+        names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in threads]
+        raise RuntimeError(f"run_server: {len(threads)} threads before a fork ({names}); "
+                           f"forking would copy only this one")
 
 
 def _flush() -> None:
@@ -116,6 +124,7 @@ def serve(path: str) -> None:
             if key.data == "listener":
                 connection, _ = listener.accept()
                 message, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+                _check_single_thread()
                 pid = os.fork()
                 if pid == 0:
                     listener.close()
