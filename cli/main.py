@@ -97,10 +97,10 @@ def run_export() -> int:
 
 def run_stages() -> int:
     """pipelines/run.py: the stages of --mode, in order."""
-    from pipelines.training import train as train_lib
+    from pipelines.training import devices
 
     backend = FLAGS.backend
-    train_lib.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts
+    devices.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts
     import keras
 
     from pipelines import stages
@@ -117,7 +117,7 @@ def run_stages() -> int:
     results = sys.stdout
     # One writer per model dir (its lock). Under multi-worker training only the chief
     # writes it; the other workers only train, into <model_dir>/workers/.
-    chief = train_lib.is_chief()
+    chief = devices.is_chief()
     # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
     done = {}  # stage -> what it returned, for the summary
     stage_log = reported_once(log)
@@ -134,10 +134,10 @@ def run_stages() -> int:
                 continue
             log(f"== {stage} ({options.data.task}, {options.model_dir})")
             if stage == "train":
-                strategy = train_lib.make_strategy(options.training.jit_compile)
+                strategy = devices.make_strategy(options.training.jit_compile)
                 stages.run_train(options, strategy, log=stage_log)
                 done[stage] = None
-                if not train_lib.is_chief(strategy):
+                if not devices.is_chief(strategy):
                     log("train: done; the chief runs the later stages")
                     return 0
             elif stage == "export":

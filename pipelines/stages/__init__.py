@@ -109,9 +109,9 @@ def model_dir_lock(modes: Sequence[str], options: Recipe):
         ModelDirLocked: another run holds the lock.
     """
     from pipelines.model_dir import lock
-    from pipelines.training import train as train_lib
+    from pipelines.training import devices
 
-    if not (train_lib.is_chief() and any(writes(stage, options) for stage in modes)):
+    if not (devices.is_chief() and any(writes(stage, options) for stage in modes)):
         return contextlib.nullcontext()
     return lock.hold(options.model_dir,
                      create=any(stage in STARTS_MODEL_DIR for stage in modes))
@@ -153,6 +153,7 @@ def run_prepare(options: Recipe, log: Log = print) -> dict:
 
 
 def run_train(options: Recipe, strategy, log: Log = print):
+    from pipelines.training import devices
     from pipelines.training import train as train_lib
 
     task = options.make_task()
@@ -161,7 +162,7 @@ def run_train(options: Recipe, strategy, log: Log = print):
                           "--dev_src/--dev_tgt, --dev_trees) or drop the flag")
     # Under MultiWorkerMirroredStrategy only the chief writes the model dir; the other
     # workers compute the same config and write only below workers/ (their checkpoints).
-    chief = train_lib.is_chief(strategy)
+    chief = devices.is_chief(strategy)
     if not chief and not prepare.vocab_path(options.model_dir).is_file():
         raise ModelDirError(f"{options.model_dir} is not prepared: run --mode prepare once "
                             f"before starting the workers (only the chief writes it)")

@@ -1,114 +1,23 @@
 """The training stage: `model.fit` under a `tf.distribute` strategy (under JAX, Keras's own
-distribution), resumable at any step."""
+distribution; `pipelines.training.devices` makes it), resumable at any step."""
 
-import contextlib
 import math
-import os
 import pathlib
 
 import keras
-import tensorflow as tf
 
 from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
                                TransformerConfig, paper_optimizer)
 from keras_transformer.schedules import ADAM_EPSILON, WARMUP_STEPS
 from pipelines.data.buckets import bucket_batch_sizes
 from pipelines.data.prepare import training_input, validation_input
-from pipelines.errors import ConfigError
 from pipelines.model_dir import checkpoints
 from pipelines.model_dir import layout as md
 from pipelines.model_dir.layout import CHECKPOINT_DIR, build_model
 from pipelines.settings.options import TrainingOptions
 from pipelines.training import callbacks as cb
 from pipelines.training import memory_check, multi_worker
-
-
-def configure_devices(count: int, backend: str = "tensorflow") -> None:
-    """Under TensorFlow, splits the CPU into `count` logical devices, so MirroredStrategy has
-    replicas. Under another backend, TensorFlow only feeds the data: it is kept off the GPUs,
-    whose memory the backend needs (its CPU device count is XLA's flag, `run.py`'s
-    `select_backend`).
-
-    Must run before TensorFlow initialises its devices (before any op runs).
-    """
-    if backend != "tensorflow":
-        tf.config.set_visible_devices([], "GPU")
-    elif count > 1:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * count)
-
-
-class KerasDistribution:
-    """What training needs of a strategy, under a Keras backend other than TensorFlow: the
-    replica count and a scope. With several local devices, `keras.distribution.DataParallel`
-    replicates the variables on each and splits every batch between them (JAX's
-    counterpart of MirroredStrategy); the loss's token sums are then global already."""
-
-    def __init__(self):
-        devices = keras.distribution.list_devices()
-        self.num_replicas_in_sync = len(devices)
-        if len(devices) > 1:
-            keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
-
-    @staticmethod
-    def scope():
-        return contextlib.nullcontext()
-
-
-def make_strategy(jit_compile: bool = False):
-    """MultiWorkerMirroredStrategy when TF_CONFIG is set, else MirroredStrategy over the local
-    GPUs or logical CPUs, else (one device) the default strategy. Under another Keras
-    backend, `KerasDistribution`."""
-    if keras.backend.backend() != "tensorflow":
-        if os.environ.get("TF_CONFIG"):
-            raise ConfigError("TF_CONFIG is set: multi-worker training is TensorFlow's "
-                              "(MultiWorkerMirroredStrategy); train with --backend tensorflow, "
-                              "or unset TF_CONFIG to train on this machine's devices")
-        return KerasDistribution()
-    if os.environ.get("TF_CONFIG"):
-        strategy = tf.distribute.MultiWorkerMirroredStrategy()
-        local = len(strategy.extended.worker_devices)
-    else:
-        devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
-        local = len(devices)
-        strategy = (tf.distribute.MirroredStrategy([d.name for d in devices]) if local > 1
-                    else tf.distribute.get_strategy())
-    if jit_compile and local > 1 and not tf.config.list_logical_devices("GPU"):
-        # XLA clusters cannot reach variables on another CPU device ("Trying to access
-        # resource ... located in device CPU:1 from device CPU:0") and can hang at exit.
-        raise ConfigError(
-            "--jit_compile is not supported with several CPU devices: XLA cannot access "
-            "variables mirrored on another logical CPU. Use --num_cpu_devices 1 (the default) "
-            "with --jit_compile, or --nojit_compile with several devices.")
-    return strategy
-
-
-def is_chief(strategy=None) -> bool:
-    """True for a single process, and for the chief of a multi-worker cluster (the "chief"
-    task, else worker 0): the one that writes the model dir and runs the later stages.
-    Without `strategy` (before one exists) the cluster is read from TF_CONFIG, as
-    `make_strategy` reads it."""
-    if strategy is None:
-        resolver = (tf.distribute.cluster_resolver.TFConfigClusterResolver()
-                    if os.environ.get("TF_CONFIG") else None)
-    else:
-        resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    has_chief = "chief" in resolver.cluster_spec().as_dict()
-    return (resolver.task_type == "chief" or
-            (not has_chief and resolver.task_type == "worker" and resolver.task_id == 0))
-
-
-def worker_dir(strategy, model_dir) -> pathlib.Path:
-    """Where this worker writes checkpoints and logs: the model dir for the chief (or a
-    single process); a private subdirectory for other workers, which must still save
-    (saving mirrored variables is collective) but must not overwrite the chief's files."""
-    if is_chief(strategy):
-        return pathlib.Path(model_dir)
-    resolver = strategy.cluster_resolver
-    return pathlib.Path(model_dir) / md.WORKERS_DIR / f"{resolver.task_type}-{resolver.task_id}"
+from pipelines.training.devices import worker_dir
 
 
 def compile_model(config: TransformerConfig, strategy, *, label_smoothing,

@@ -44,9 +44,9 @@ def global_streams(batch_multiple: int) -> dict:
 
 
 def main(path):
-    from pipelines.training import train as train_lib
+    from pipelines.training import devices
 
-    strategy = train_lib.make_strategy()
+    strategy = devices.make_strategy()
     assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), type(strategy)
     arrays = {}
     for kind, dataset in global_streams(strategy.num_replicas_in_sync).items():

@@ -13,10 +13,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from pipelines.data import dataset as ds_lib  # noqa: E402
+from pipelines.training import devices  # noqa: E402
 from pipelines.training import train as train_lib  # noqa: E402
 from tests.helpers import random_ids, tiny_config  # noqa: E402
 
-strategy = train_lib.make_strategy()
+strategy = devices.make_strategy()
 assert isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy), type(strategy)
 import keras  # noqa: E402
 
