@@ -1,8 +1,9 @@
 """Export: a text-in, text-out SavedModel that stock TensorFlow Serving loads.
 
 `Translator` (translator.py) holds the serving functions, around the library's sentences <->
-ids (`keras_transformer.data.text`, shared with `pipelines`); `export_saved_model` (saved_model.py) writes
-``<export_dir>/<version>/``, with int8 matrices under ``quantize="int8"`` (quantize.py);
+ids (`keras_transformer.data.text`, shared with `pipelines`); `export_saved_model`
+(saved_model.py) writes ``<export_dir>/<version>/``, with int8 matrices under
+``quantize="int8"`` (quantize.py);
 `check_ops` (op_check.py) verifies that every op in it is registered by core TensorFlow or
 tensorflow-text. This package depends on `keras_transformer` only (both CLIs read a model
 directory with `pipelines.stages.export.run_export`). Serving instructions: export/README.md.

@@ -13,9 +13,9 @@ pipelines/run.py`, the README's first command) trains `runs/multi30k_ende`, and 
 
 Training commands (`python pipelines/run.py` whose --mode trains) get `SMALL_MODEL` appended:
 a tiny model, and the steps flags of `SMALL_STEPS` that the command does not give itself,
-so that each finishes in seconds; the main job's checkpoints ckpt-900 and ckpt-1000 named in a
-command are the small run's last two, ckpt-10 and ckpt-20 (`SMALL_CHECKPOINTS`). Blocks that cannot run here (Docker, a server, other
-virtual environments, downloads) carry the line `<!-- not run by tests/test_doc_commands.py:
+so that each finishes in seconds; the main job's checkpoints ckpt-900 and ckpt-1000 named in
+a command are the small run's last two, ckpt-10 and ckpt-20 (`SMALL_CHECKPOINTS`). Blocks
+that cannot run here (Docker, a server, other virtual environments, downloads) carry the line `<!-- not run by tests/test_doc_commands.py:
 REASON -->` just above their fence. Every command must exit 0, and the project's print no
 library log line (TensorFlow's C++ or absl logging, SentencePiece's; a block that runs
 another tool, `python -c`, is exempt).

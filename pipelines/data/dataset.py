@@ -1,6 +1,6 @@
 """tf.data input of the pipeline: id batches of sentences for decoding, tokenized by the
-exported model's rule (``keras_transformer.data.text.sentences_to_ids``), and the library's training batches
-(`keras_transformer.data.batches`), re-exported here.
+exported model's rule (``keras_transformer.data.text.sentences_to_ids``), and the library's
+training batches (`keras_transformer.data.batches`), re-exported here.
 """
 
 import dataclasses

@@ -253,8 +253,8 @@ def _show(value) -> str:
 def check_against_saved(flags: Mapping[str, Any], saved: Mapping[str, Any],
                         model_dir: str) -> None:
     """The binding rule: ConfigError for the first flag (`flags`: the flag layer, which every
-    merge lets win) that contradicts what settings.json says the model is (FIXED rows). Model and training settings and the training files bind
-    once a checkpoint exists (a first run stopped by the memory check may still change them).
+    merge lets win) that contradicts what settings.json says the model is (FIXED rows).
+    Model and training settings and the training files bind once a checkpoint exists (a first run stopped by the memory check may still change them).
     Decoding flags apply to the run that gives them (its results are named by them), and the
     saved ones stay."""
     trained = md.has_weights(model_dir)

@@ -11,8 +11,10 @@ takes what the corpus can carry, measured from its files before anything is buil
   batches;
 * the steps: `PASSES` passes over the data, and at least `MIN_STEPS`; a piece count of
   1.3 per word and one EOS stands in for the tokenized lengths, which need the vocabulary;
-* the warm-up: a quarter of the run (fairseq's Multi30k recipe: 2,000 of 8,000 updates);
-  checkpoints: ten a run.
+* the warm-up: the paper's 4,000 steps, or the whole run when it is shorter, so that the
+  learning rate (Eq. 3) peaks by the run's last step (a quarter of the run, a higher peak,
+  lost on Multi30k: docs/data.md);
+* checkpoints: ten a run.
 
 These are the task's layer of the run's recipe: a preset, the model dir and the flags win
 over them, and the options block prints them with this task as their origin.
@@ -22,6 +24,8 @@ import dataclasses
 import functools
 import itertools
 import os
+
+from keras_transformer.schedules import WARMUP_STEPS
 
 LARGE_CORPUS_PAIRS = 1_000_000
 SAMPLE_LINES = 100_000  # of each side, for the words; the pairs are counted to the end
@@ -87,5 +91,5 @@ def sized(size: CorpusSize) -> SizedRecipe | None:
     return SizedRecipe(
         SMALL_PRESET, vocab,
         {"batch_tokens": SMALL_BATCH_TOKENS, "train_steps": steps,
-         "warmup_steps": steps // 4, "checkpoint_every": checkpoint_every},
+         "warmup_steps": min(WARMUP_STEPS, steps), "checkpoint_every": checkpoint_every},
         f"sized to {size.pairs:,} pairs and {size.word_types:,} distinct words")

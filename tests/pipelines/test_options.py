@@ -170,8 +170,9 @@ def test_a_run_shorter_than_its_warm_up_says_so_in_one_line(tmp_path):
 
 def test_own_files_from_scratch_get_a_recipe_sized_to_their_corpus(tmp_path):
     """--task text without a preset: a vocabulary the corpus can fill, a small model with a
-    batch that fits, several passes, a warm-up that is a quarter of the run, each with the
-    task as its origin; a corpus as large as WMT's keeps the paper's recipe."""
+    batch that fits, several passes, a warm-up that ends by the run's end (the paper's 4,000
+    steps at most), each with the task as its origin; a corpus as large as WMT's keeps the
+    paper's recipe."""
     words = [f"w{i}" for i in range(20_000)]
     lines = [" ".join(words[(7 * n + k) % len(words)] for k in range(12)) for n in range(6000)]
     (tmp_path / "a.src").write_text("\n".join(lines) + "\n")
@@ -182,7 +183,7 @@ def test_own_files_from_scratch_get_a_recipe_sized_to_their_corpus(tmp_path):
     t = run.training
     assert (run.model.preset, run.data.vocab_size) == ("small", 4000)  # 20,000 words
     assert (t.batch_tokens, t.train_steps, t.warmup_steps, t.checkpoint_every) == (
-        2048, 1000, 250, 100)  # 6,000 pairs of ~16.6 pieces: 49 batches a pass; 1,000 at least
+        2048, 1000, 1000, 100)  # 6,000 pairs of ~16.6 pieces: 49 batches a pass; 1,000 at least
     origin = "task text (sized to 6,000 pairs and 20,000 distinct words)"
     assert {run.origins[k] for k in ("config", "vocab_size", "train_steps", "warmup_steps",
                                      "batch_tokens", "checkpoint_every")} == {origin}
@@ -193,7 +194,7 @@ def test_own_files_from_scratch_get_a_recipe_sized_to_their_corpus(tmp_path):
     t = resolver.resolve({"model_dir": str(tmp_path / "n"), "task": "text",
                           "train_src": str(tmp_path / "b.src"),
                           "train_tgt": str(tmp_path / "b.tgt")}).training
-    assert (t.train_steps, t.warmup_steps, t.checkpoint_every) == (3800, 950, 380)
+    assert (t.train_steps, t.warmup_steps, t.checkpoint_every) == (3800, 3800, 380)
     # 60,000 x (1.3 x 24 + 1) / 2,048 x 4 passes = 3,773: ten checkpoints of 380.
     flags = {"model_dir": str(tmp_path / "o"), "task": "text", "config": "base",
              "train_src": str(tmp_path / "a.src"), "train_tgt": str(tmp_path / "a.tgt")}
