@@ -40,13 +40,22 @@ def vocab_path(work_dir: os.PathLike | str) -> pathlib.Path:
     return pathlib.Path(work_dir) / md.VOCAB_FILE
 
 
+_CLEANED_HERE: set[pathlib.Path] = set()
+"""The cleaned splits this process has reported: a later stage of the run reuses them
+without saying so again."""
+
+
 def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
                 log: Log = print) -> CleanResult:
     """The task's text for ``split``, validated and cleaned (train drops empty pairs)."""
     src, tgt = task.data_files(split, work_dir, log=log)
     given = split == "test" and task.test_files  # a user's test set, cleaned beside the task's
     out = pathlib.Path(work_dir) / md.CLEAN_DIR / task.name / (f"{split}.given" if given else split)
-    return clean_parallel(src, tgt, out, drop_empty=split == "train", log=log)
+    said = out.resolve() in _CLEANED_HERE
+    result = clean_parallel(src, tgt, out, drop_empty=split == "train",
+                            log=(lambda message: None) if said else log)
+    _CLEANED_HERE.add(out.resolve())
+    return result
 
 
 def ensure_vocab(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = None, *,
