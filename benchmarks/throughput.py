@@ -37,7 +37,8 @@ import keras  # noqa: E402
 
 from keras_transformer import LabelSmoothedCrossEntropy, Transformer, TransformerConfig  # noqa: E402
 from keras_transformer.schedules import paper_optimizer  # noqa: E402
-from keras_transformer.decoding.beam import beam_search  # noqa: E402
+from keras_transformer.decoding import BeamSearch  # noqa: E402
+from keras_transformer.decoding.beam import SearchOptions, beam_search  # noqa: E402
 
 BOS, EOS = 2, 3
 
@@ -120,8 +121,8 @@ def make_generate(model, args):
         def step(ids, position, cache, sentences):
             return model.decode_step(ids, position, cache, memory_state)
 
-        ids = beam_search(step, tf.fill([batch], BOS), cache, args.beams, args.gen_len,
-                          EOS, alpha=0.6, early_finish=False).ids
+        ids = beam_search(step, tf.fill([batch], BOS), cache, BeamSearch(args.beams, 0.6),
+                          args.gen_len, EOS, SearchOptions(early_finish=False)).ids
         return ids[:, 0]
 
     return generate

@@ -12,7 +12,7 @@ from keras import ops
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import core, step
-from keras_transformer.decoding.beam import beam_search
+from keras_transformer.decoding.beam import SearchOptions, beam_search
 from keras_transformer.decoding.settings import BeamSearch, Sampling
 
 PAPER = BeamSearch()
@@ -44,7 +44,7 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, b
             temperature > 0 draws `num_results` outputs per sentence, scored as beam search
             scores them and returned best first. Under TensorFlow their fields may be scalar
             tensors (beam size, alpha, extra length; sampling's all but `stop_rule`).
-        num_results, early_finish: see `beam.beam_search` (num_results may be a tensor).
+        num_results, early_finish: see `beam.SearchOptions` (num_results may be a tensor).
         max_length: a cap on generated tokens (default: the model's `max_length`).
         bos_id, eos_id: start and end tokens of the target vocabulary.
         constraint: an optional `DecodingConstraint` on the generated tokens.
@@ -99,10 +99,9 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, b
         track = details and constraint is not None
         step_fn, cache, memory_state = begin(search.beam_size, step.model_step(model, track))
         start = ops.full((ops.shape(source_ids)[0],), bos_id, "int32")
-        out = beam_search(step_fn, start, cache, search.beam_size, max_lengths, eos_id,
-                          search.alpha, num_results=num_results, early_finish=early_finish,
-                          stop_rule=search.stop_rule, max_steps=max_steps, forced_ids=prefix,
-                          track_details=track, sentence_state=memory_state, terms=terms)
+        out = beam_search(step_fn, start, cache, search, max_lengths, eos_id, SearchOptions(
+            num_results=num_results, early_finish=early_finish, max_steps=max_steps,
+            forced_ids=prefix, track_details=track, sentence_state=memory_state, terms=terms))
         if not details or track:
             return out
         # Only up to the longest hypothesis: the rest of the search's storage is padding.

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.decoding import BeamSearch, decode, score_ids
-from keras_transformer.decoding.beam import beam_search
+from keras_transformer.decoding.beam import SearchOptions, beam_search
 from keras_transformer.decoding.tf_graph import cache_length, compiling_with_xla
 from tests.helpers import random_ids, reversal_model
 
@@ -95,7 +95,8 @@ def test_cached_and_uncached_decoding_agree(model, source):
     start = tf.fill([batch], BOS)
     uncached_result = beam_search(uncached, start,
                                   {"prefix": tf.zeros([batch, beam, steps + 1], tf.int32)},
-                                  beam, lengths, EOS, alpha=0.6, num_results=beam)
+                                  BeamSearch(beam, 0.6), lengths, EOS,
+                                  SearchOptions(num_results=beam))
     np.testing.assert_array_equal(cached[0].numpy(), uncached_result[0].numpy())
     np.testing.assert_allclose(cached[1].numpy(), uncached_result[1].numpy(), atol=1e-4)
 
@@ -297,9 +298,9 @@ def test_the_stop_rules(leaving):
     stands, in both drivers (sentences leaving the batch, or staying to the end)."""
     def search(stop_rule):
         return tf.function(lambda: beam_search(
-            scripted_step, tf.fill([2], BOS), {"rows": tf.zeros([2, 2, 1])}, 2, 6, EOS,
-            alpha=0.6, stop_rule=stop_rule,
-            sentence_state={"unused": tf.zeros([2])} if leaving else None))()
+            scripted_step, tf.fill([2], BOS), {"rows": tf.zeros([2, 2, 1])},
+            BeamSearch(2, 0.6, stop_rule=stop_rule), 6, EOS,
+            SearchOptions(sentence_state={"unused": tf.zeros([2])} if leaving else None)))()
 
     exact, early = search("exact"), search("best_finished")
     np.testing.assert_array_equal(exact.ids.numpy()[0, 0, :3], [4, 4, EOS])
