@@ -32,10 +32,10 @@ def searches(monkeypatch):
     seen = []
     real = entry.beam_search
 
-    def spy(step_fn, start, cache, beam_size, max_lengths, eos_id, alpha, **kwargs):
-        seen.append((kwargs["stop_rule"], beam_size, alpha,
+    def spy(step_fn, start, cache, search, *args):
+        seen.append((search.stop_rule, search.beam_size, search.alpha,
                      isinstance(cache, dict) and "constraint" in cache))
-        return real(step_fn, start, cache, beam_size, max_lengths, eos_id, alpha, **kwargs)
+        return real(step_fn, start, cache, search, *args)
 
     monkeypatch.setattr(entry, "beam_search", spy)
     return seen
