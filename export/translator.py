@@ -41,7 +41,7 @@ import tensorflow as tf
 from keras_transformer.data import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.errors import UserError
-from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling, decode
+from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Required, Sampling, decode
 
 OPTION_SPECS = [tf.TensorSpec([], tf.int32, name="beam_size"),
                 tf.TensorSpec([], tf.float32, name="alpha"),
@@ -313,11 +313,11 @@ class Translator:
 
         def search(strategy):
             with self._model_weights():
+                # Terms are refused with a constraint by the checks above.
+                required = Required(prefix_ids, terms_ids if self.constraint is None else None)
                 out = decode(self.model, source_ids, strategy, max_length=self.output_cap,
                              num_results=num_results, constraint=self.constraint,
-                             target_prefix_ids=prefix_ids, details=True,
-                             # refused with a constraint by the checks above
-                             terms_ids=terms_ids if self.constraint is None else None)
+                             required=required, details=True)
             ids, scores, log_probs, alignment = text.empty_where_blank(
                 text.blank_rows(source_ids), out.ids, out.scores, out.token_log_probs,
                 out.alignment)

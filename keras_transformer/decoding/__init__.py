@@ -12,11 +12,11 @@ over a `Transformer`, through one entry point, `decode`, on every Keras backend.
   entry        `decode`, `make_translate_function`, `translate`, `score_ids`
 """
 from keras_transformer.decoding.core import Decoded, alignment_layer, length_penalty
-from keras_transformer.decoding.entry import (decode, make_translate_function, score_ids,
-                                              translate)
+from keras_transformer.decoding.entry import (Required, decode, make_translate_function,
+                                              score_ids, translate)
 from keras_transformer.decoding.settings import MAX_BEAM_SIZE, BeamSearch, Sampling
 from keras_transformer.decoding.step import DecodingConstraint
 
-__all__ = ["BeamSearch", "Decoded", "DecodingConstraint", "MAX_BEAM_SIZE", "Sampling",
-           "alignment_layer", "decode", "length_penalty", "make_translate_function", "score_ids",
-           "translate"]
+__all__ = ["BeamSearch", "Decoded", "DecodingConstraint", "MAX_BEAM_SIZE", "Required",
+           "Sampling", "alignment_layer", "decode", "length_penalty", "make_translate_function",
+           "score_ids", "translate"]

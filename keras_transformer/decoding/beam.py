@@ -247,17 +247,16 @@ class BeamSearchLoop:
         """`Candidates`: each sentence's 2k best continuations (with phrases, the ones
         `terms.candidates` allocates)."""
         step, sentences = state["step"], state["sentences"]
-        last = ops.equal(step + 1, sentences["max_lengths"])
         forced = sentences["forced"][:, step] if self.options.forced_ids is not None else None
         if term_state is None:
-            return Candidates(*core.candidates(logits, state["alive_log_probs"], 2 * self.k,
-                                               self.eos_id, last, forced))
+            return Candidates(*core.candidates(
+                logits, state["alive_log_probs"], 2 * self.k, self.eos_id,
+                ops.equal(step + 1, sentences["max_lengths"]), forced))
         from keras_transformer.decoding import terms as terms_lib
 
         return Candidates(*terms_lib.candidates(
-            logits, state["alive_log_probs"], self.k, self.eos_id, last, forced,
-            sentences["max_lengths"] - 1 - step, term_state, sentences["terms"],
-            sentences["term_lengths"]))
+            logits, state["alive_log_probs"], self.k, self.eos_id, forced,
+            sentences["max_lengths"] - 1 - step, term_state, sentences["terms"]))
 
     def write(self, state, candidates, alignment):
         """The candidates' storage: their beams' tokens (and details) with the new one

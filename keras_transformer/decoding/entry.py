@@ -7,6 +7,9 @@ Evaluate, translate, score, the export's signatures, the dev metric, the attenti
 the Keras API (`translate`, `make_translate_function`) all decode through here, each with
 the strategy value its caller resolved.
 """
+import dataclasses
+from typing import Any, NamedTuple
+
 import keras
 from keras import ops
 
@@ -18,14 +21,30 @@ from keras_transformer.decoding.settings import BeamSearch, Sampling
 PAPER = BeamSearch()
 
 
-def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, bos_id=BOS_ID,
-           eos_id=EOS_ID, early_finish=True, constraint=None, target_prefix_ids=None,
-           terms_ids=None, details=False):
+class Required(NamedTuple):
+    """What every output of a sentence must hold, beside what the search chooses.
+
+    Attributes:
+        prefix_ids: optional int [batch, width], 0-padded: the first tokens of every output
+            are forced to these (an all-0 row: no prefix); their log-probabilities count.
+            Each output may then have at least its prefix and the end token (within the
+            length cap; longer prefixes are cut to the cap - 1).
+        terms_ids: optional int [batch, phrases, length], 0-padded: target phrases every
+            output of a sentence contains (`terms`: dynamic beam allocation; beam search
+            under TensorFlow only). InvalidArgumentError where they do not fit in the cap.
+    """
+    prefix_ids: Any = None
+    terms_ids: Any = None
+
+
+def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, constraint=None,
+           required=Required(), details=False):
     """Decodes a batch of sources with a `Transformer`: source ids in, `Decoded` out.
 
     Encodes once; cross-attention keys/values are computed once per sentence and shared by
     its beams (or samples); every step runs `model.decode_step` on one new position with a
-    cache. Runs eagerly, in `tf.function` (with or without XLA) and in `jax.jit`.
+    cache. Runs eagerly, in `tf.function` (with or without XLA) and in `jax.jit`. The
+    start and end tokens are the library's (`keras_transformer.constants`).
 
     Example:
         >>> import numpy as np
@@ -44,99 +63,105 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, b
             temperature > 0 draws `num_results` outputs per sentence, scored as beam search
             scores them and returned best first. Under TensorFlow their fields may be scalar
             tensors (beam size, alpha, extra length; sampling's all but `stop_rule`).
-        num_results, early_finish: see `beam.SearchOptions` (num_results may be a tensor).
+        num_results: hypotheses per sentence (n-best; may be a tensor).
         max_length: a cap on generated tokens (default: the model's `max_length`).
-        bos_id, eos_id: start and end tokens of the target vocabulary.
         constraint: an optional `DecodingConstraint` on the generated tokens.
-        target_prefix_ids: optional int [batch, width], 0-padded: the first tokens of every
-            output are forced to these (an all-0 row: no prefix); their log-probabilities
-            count. Each output may then have at least its prefix and the end token (within
-            `max_length`; longer prefixes are cut to `max_length - 1`).
-        terms_ids: optional int [batch, phrases, length], 0-padded: target phrases every
-            output of a sentence contains (`terms`: dynamic beam allocation; beam search
-            under TensorFlow only). InvalidArgumentError where they do not fit in
-            `max_length`.
+        required: a `Required`: a target prefix and phrases per sentence (default none).
         details: also return each token's log-probability and alignment.
     Returns:
         `Decoded` (ids [batch, num_results, length]).
     """
-    sampling = isinstance(search, Sampling)
-    on_tf = core.on_tensorflow()
-    if sampling and not on_tf:
+    if isinstance(search, Sampling) and not core.on_tensorflow():
         raise ValueError(f"sampling needs the TensorFlow backend, not {keras.backend.backend()}")
     source_ids = ops.cast(ops.convert_to_tensor(source_ids), "int32")
     cap = model.config.max_length if max_length is None else max_length
     max_lengths, max_steps, prefix = core.output_lengths(
-        source_ids, search.extra_length, cap, target_prefix_ids, terms_ids)
+        source_ids, search.extra_length, cap, required.prefix_ids, required.terms_ids)
+    terms_ids = required.terms_ids
     if terms_ids is not None:  # nothing runs before the phrases are known to fit
         import tensorflow as tf
 
         with tf.control_dependencies([max_lengths]):
             source_ids = tf.identity(source_ids)
-    memory, mask = model.encode(source_ids, training=False)
-    if on_tf:  # outside XLA the decoder cache grows a position a step (faster)
-        from keras_transformer.decoding.tf_graph import cache_length
+    options = SearchOptions(num_results=num_results, max_steps=max_steps, forced_ids=prefix,
+                            track_details=details)
+    decoding = _Decoding(model, source_ids, constraint, max_lengths, options)
+    if isinstance(search, Sampling):
+        return decoding.sample(search)
+    if terms_ids is None:
+        return decoding.beam(search)
+    import tensorflow as tf
 
-        fixed = cache_length(max_steps)
-    else:
-        fixed = max_steps
+    # The plain search is faster where no sentence has phrases.
+    return tf.cond(tf.reduce_any(tf.not_equal(terms_ids, PAD_ID)),
+                   lambda: decoding.beam(search, terms_ids), lambda: decoding.beam(search))
 
-    def begin(rows, step_fn):
+
+class _Decoding:
+    """One batch's sources, encoded once, and the searches `decode` runs over them."""
+
+    def __init__(self, model, source_ids, constraint, max_lengths, options):
+        self.model, self.source_ids, self.constraint = model, source_ids, constraint
+        self.max_lengths, self.options = max_lengths, options
+        self.memory, self.mask = model.encode(source_ids, training=False)
+        if core.on_tensorflow():  # outside XLA the decoder cache grows a position a step
+            from keras_transformer.decoding.tf_graph import cache_length
+
+            self.cache_length = cache_length(options.max_steps)
+        else:
+            self.cache_length = options.max_steps
+
+    def begin(self, rows, step_fn):
         """(step_fn, cache, per-sentence state) for `rows` rows per sentence."""
-        cache, memory_state = model.initial_decode_state(memory, mask, num_rows=rows,
-                                                         max_length=fixed)
-        if constraint is not None:
-            cache = {"model": cache,
-                     "constraint": constraint.initial_state(source_ids, rows, max_steps)}
-            step_fn = step.constrained(step_fn, constraint, model.config.vocab_size)
+        cache, memory_state = self.model.initial_decode_state(
+            self.memory, self.mask, num_rows=rows, max_length=self.cache_length)
+        if self.constraint is not None:
+            cache = {"model": cache, "constraint": self.constraint.initial_state(
+                self.source_ids, rows, self.options.max_steps)}
+            step_fn = step.constrained(step_fn, self.constraint, self.model.config.vocab_size)
         return step_fn, cache, memory_state
 
-    def beam(terms=None):
-        # Without a constraint, per-token details come from one teacher-forced pass over
-        # the final hypotheses (`token_details`): the search then runs exactly as without
-        # them, per-step work unchanged. A constraint renormalises the distribution step by
-        # step, which only the search sees: it tracks them.
-        track = details and constraint is not None
-        step_fn, cache, memory_state = begin(search.beam_size, step.model_step(model, track))
-        start = ops.full((ops.shape(source_ids)[0],), bos_id, "int32")
-        out = beam_search(step_fn, start, cache, search, max_lengths, eos_id, SearchOptions(
-            num_results=num_results, early_finish=early_finish, max_steps=max_steps,
-            forced_ids=prefix, track_details=track, sentence_state=memory_state, terms=terms))
+    def start_ids(self, rows_per_sentence):
+        return ops.full((ops.shape(self.source_ids)[0] * rows_per_sentence,), BOS_ID, "int32")
+
+    def beam(self, search, terms=None):
+        """Beam search. Without a constraint, per-token details come from one teacher-forced
+        pass over the final hypotheses (`token_details`): the search then runs exactly as
+        without them, per-step work unchanged. A constraint renormalises the distribution
+        step by step, which only the search sees: it tracks them."""
+        details = self.options.track_details
+        track = details and self.constraint is not None
+        step_fn, cache, memory_state = self.begin(search.beam_size,
+                                                  step.model_step(self.model, track))
+        out = beam_search(step_fn, self.start_ids(1), cache, search, self.max_lengths, EOS_ID,
+                          dataclasses.replace(self.options, track_details=track,
+                                              sentence_state=memory_state, terms=terms))
         if not details or track:
             return out
         # Only up to the longest hypothesis: the rest of the search's storage is padding.
         width = ops.max(ops.sum(ops.cast(ops.not_equal(out.ids, PAD_ID), "int32"), axis=2))
-        return token_details(model, memory, mask, out.ids[:, :, :width], out.scores, bos_id)
+        return token_details(self.model, self.memory, self.mask, out.ids[:, :, :width],
+                             out.scores)
 
-    def sample():
-        from keras_transformer.decoding import sampling as sampling_lib
+    def sample(self, search):
+        """`num_results` draws per sentence, scored as beam search scores them (length
+        penalty alpha), best first."""
+        from keras_transformer.decoding import sampling
 
-        step_fn, cache, memory_state = begin(num_results, step.model_step(model, details))
-        rows = ops.shape(source_ids)[0] * num_results
-        out = sampling_lib.sample(step_fn, ops.full((rows,), bos_id, "int32"), cache,
-                                  {"memory": memory_state, "max_lengths": max_lengths},
-                                  num_results, max_lengths, max_steps, eos_id, search,
-                                  forced_ids=prefix, track_details=details)
-        # Scored as beam search scores (length penalty alpha), best first.
+        n = self.options.num_results
+        step_fn, cache, memory_state = self.begin(
+            n, step.model_step(self.model, self.options.track_details))
+        out = sampling.sample(step_fn, self.start_ids(n), cache, search, self.max_lengths,
+                              EOS_ID, dataclasses.replace(self.options,
+                                                          sentence_state=memory_state))
         lengths = ops.sum(ops.cast(ops.not_equal(out.ids, PAD_ID), "int32"), axis=2)
-        scores, order = core.top_k(out.scores / core.length_penalty(lengths, search.alpha),
-                                   num_results)
+        scores, order = core.top_k(out.scores / core.length_penalty(lengths, search.alpha), n)
         return core.Decoded(scores=scores, **{
             name: core.take_along(value, order)
             for name, value in out._asdict().items() if name != "scores" and value is not None})
 
-    if sampling:
-        return sample()
-    if terms_ids is None:
-        return beam()
-    import tensorflow as tf
 
-    # The plain search is faster where no sentence has phrases.
-    return tf.cond(tf.reduce_any(tf.not_equal(terms_ids, PAD_ID)), lambda: beam(terms_ids),
-                   beam)
-
-
-def token_details(model, memory, mask, ids, scores, bos_id=BOS_ID):
+def token_details(model, memory, mask, ids, scores):
     """`Decoded` with per-token log-probabilities and alignments of finished hypotheses,
     teacher-forced: the numbers the search computes step by step (the full and the cached
     decoder agree to float precision), from one decoder pass over [batch * n, length].
@@ -147,7 +172,7 @@ def token_details(model, memory, mask, ids, scores, bos_id=BOS_ID):
     """
     batch, n, length = ops.shape(ids)
     flat = ops.reshape(ids, (batch * n, length))
-    target_in = ops.concatenate([ops.full((batch * n, 1), bos_id, "int32"), flat[:, :-1]],
+    target_in = ops.concatenate([ops.full((batch * n, 1), BOS_ID, "int32"), flat[:, :-1]],
                                 axis=1)
     logits, weights = model.decode(
         target_in, ops.repeat(memory, n, axis=0), ops.repeat(mask, n, axis=0),

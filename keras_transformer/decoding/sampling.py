@@ -28,6 +28,7 @@ require_tensorflow(__name__)
 import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
 
 from keras_transformer.constants import PAD_ID  # noqa: E402
+from keras_transformer.decoding.beam import SearchOptions  # noqa: E402
 from keras_transformer.decoding.core import NEG as _NEG  # noqa: E402
 from keras_transformer.decoding.core import Decoded  # noqa: E402
 
@@ -72,22 +73,19 @@ def _draw(log_probs, topk, topp, temperature, seed):
     return tf.cond((topk > 0) | (topp < 1.0), truncated, plain)
 
 
-def sample(step_fn, initial_ids, cache, sentences, num_results, max_lengths, max_steps,
-           eos_id, sampling, forced_ids=None, track_details=False):
-    """Draws `num_results` outputs per sentence, one token a step from `step_fn`'s logits.
+def sample(step_fn, initial_ids, cache, sampling, max_lengths, eos_id, options=SearchOptions()):
+    """Draws `options.num_results` outputs per sentence, one token a step from `step_fn`'s
+    logits.
 
     Args:
-        step_fn: see `keras_transformer.decoding.step` (with `track_details`, the alignment
-            as a third value); `cache` has num_results rows per sentence, `sentences` the
-            per-sentence state it reads.
+        step_fn: see `keras_transformer.decoding.step` (with `options.track_details`, the
+            alignment as a third value); `cache` has num_results rows per sentence.
         initial_ids: int32 [batch * num_results], the start token of every row.
-        num_results: samples per sentence (int or int32 scalar tensor).
-        max_lengths: int32 [batch], most tokens per output (EOS forced at the last one).
-        max_steps: the loop bound.
         sampling: a `Sampling` (topk, topp, temperature, seed: Python numbers or scalar
             tensors, the latter not checked here).
-        forced_ids: optional int32 [batch, width]: forced first tokens (0: none); their
-            log-probabilities count.
+        max_lengths: int32 [batch], most tokens per output (EOS forced at the last one).
+        options: as for `beam_search` (num_results an int or int32 scalar tensor; forced
+            tokens keep their log-probabilities; early_finish and terms are not read).
     Returns:
         `Decoded`: ids int32 [batch, num_results, length], 0-padded after EOS, in draw
         order; scores: the sum of the sampled tokens' log-probabilities under the *model's*
@@ -95,13 +93,13 @@ def sample(step_fn, initial_ids, cache, sentences, num_results, max_lengths, max
         tokens, as in beam search), comparable with beam search at alpha 0; with
         `track_details` token_log_probs (0 at padding) and alignment (-1 at padding).
     """
-    topk, topp, temperature, seed = (sampling.topk, sampling.topp, sampling.temperature,
-                                     sampling.seed)
-    topk = tf.cast(topk, tf.int32)
-    topp, temperature = tf.cast(topp, tf.float32), tf.cast(temperature, tf.float32)
-    seed = tf.cast(seed, tf.int64)
+    topk, topp = tf.cast(sampling.topk, tf.int32), tf.cast(sampling.topp, tf.float32)
+    temperature, seed = tf.cast(sampling.temperature, tf.float32), tf.cast(sampling.seed, tf.int64)
     batch = tf.shape(max_lengths)[0]
-    n = num_results if isinstance(num_results, int) else tf.cast(num_results, tf.int32)
+    n, forced_ids, track_details = options.num_results, options.forced_ids, options.track_details
+    n = n if isinstance(n, int) else tf.cast(n, tf.int32)
+    max_steps = tf.reduce_max(max_lengths) if options.max_steps is None else options.max_steps
+    sentences = {"memory": options.sentence_state, "max_lengths": max_lengths}
     row_lengths = tf.repeat(max_lengths, n)  # [batch * n], row-major like the draws
     if forced_ids is not None:  # one column per step: forced_ids[:, step] always exists
         forced_ids = tf.concat([forced_ids, tf.zeros([batch, max_steps], tf.int32)],

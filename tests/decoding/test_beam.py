@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding import BeamSearch, decode, score_ids
+from keras_transformer.decoding import BeamSearch, Required, decode, score_ids
 from keras_transformer.decoding.beam import SearchOptions, beam_search
 from keras_transformer.decoding.tf_graph import cache_length, compiling_with_xla
 from tests.helpers import random_ids, reversal_model
@@ -40,7 +40,7 @@ def plain_greedy(model, source, steps):
 
 @pytest.mark.quick
 def test_beam_one_without_penalty_is_greedy(model, source):
-    ids, *_ = decode(model, source, BeamSearch(beam_size=1, alpha=0.0, extra_length=4), eos_id=EOS)
+    ids, *_ = decode(model, source, BeamSearch(beam_size=1, alpha=0.0, extra_length=4))
     ids = ids.numpy()[:, 0]
     expected = plain_greedy(model, source, ids.shape[1])
     lengths = (source != 0).sum(1) + 4
@@ -55,7 +55,7 @@ def test_beam_one_without_penalty_is_greedy(model, source):
 def test_returned_score_equals_full_forward_rescoring(model, source, beam_size, alpha):
     ids, scores, *_ = decode(model, source,
                              BeamSearch(beam_size=beam_size, alpha=alpha, extra_length=5),
-                             eos_id=EOS, num_results=min(2, beam_size))
+                             num_results=min(2, beam_size))
     for n in range(ids.shape[1]):
         rescored = score_ids(model, source, ids[:, n], alpha=alpha).numpy()
         np.testing.assert_allclose(scores.numpy()[:, n], rescored, rtol=1e-4, atol=1e-4)
@@ -65,7 +65,7 @@ def test_returned_score_equals_full_forward_rescoring(model, source, beam_size, 
 
 def test_every_output_ends_with_eos_within_its_length(model, source):
     extra = 3
-    ids, *_ = decode(model, source, BeamSearch(beam_size=4, extra_length=extra), eos_id=EOS)
+    ids, *_ = decode(model, source, BeamSearch(beam_size=4, extra_length=extra))
     ids = ids.numpy()[:, 0]
     for row, src in zip(ids, source):
         length = int((src != 0).sum()) + extra
@@ -78,7 +78,7 @@ def test_cached_and_uncached_decoding_agree(model, source):
     """The KV-cached step and a full re-run of the prefix give the same beams."""
     beam, extra = 4, 5
     lengths = (source != 0).sum(1) + extra
-    cached = decode(model, source, BeamSearch(beam_size=beam, extra_length=extra), eos_id=EOS,
+    cached = decode(model, source, BeamSearch(beam_size=beam, extra_length=extra),
                     num_results=beam)
     steps = int(lengths.max())
     batch = source.shape[0]
@@ -102,10 +102,10 @@ def test_cached_and_uncached_decoding_agree(model, source):
 
 
 def test_runs_under_xla_with_dynamic_shapes(model):
-    compile = tf.function(lambda s: decode(model, s, BeamSearch(beam_size=2, extra_length=3),
-                                           eos_id=EOS), jit_compile=True)
+    compile = tf.function(lambda s: decode(model, s, BeamSearch(beam_size=2, extra_length=3)),
+                          jit_compile=True)
     eager = decode(model, random_ids(2, 5, vocab_size=12, seed=1),
-                   BeamSearch(beam_size=2, extra_length=3), eos_id=EOS)
+                   BeamSearch(beam_size=2, extra_length=3))
     compiled = compile(random_ids(2, 5, vocab_size=12, seed=1))
     np.testing.assert_array_equal(eager[0].numpy(), compiled[0].numpy())
     assert compile(random_ids(3, 7, vocab_size=12, seed=2))[0].shape[0] == 3
@@ -119,7 +119,7 @@ def test_the_graph_search_equals_the_xla_one(model):
     source[np.arange(6)[None, :] >= np.arange(16)[:, None] % 6 + 1] = 0  # lengths 1..6
 
     def search(s):
-        return decode(model, s, BeamSearch(beam_size=4, extra_length=5), eos_id=EOS, num_results=3)
+        return decode(model, s, BeamSearch(beam_size=4, extra_length=5), num_results=3)
 
     kinds = []
 
@@ -136,8 +136,9 @@ def test_the_graph_search_equals_the_xla_one(model):
 
 
 def test_without_early_finish_runs_every_step(model, source):
-    ids, scores, *_ = decode(model, source, BeamSearch(beam_size=2, extra_length=4), eos_id=EOS,
-                             early_finish=False)
+    from tests.decoding.test_drivers import full_length
+
+    ids, scores, *_ = full_length(model, source, BeamSearch(beam_size=3, extra_length=4), None)
     assert ids.shape[2] == source.shape[1] + 4
     assert np.all(np.isfinite(scores.numpy()))
 
@@ -147,10 +148,10 @@ def test_dynamic_beam_in_a_graph_equals_the_static_beam(model, source):
     """Beam size, alpha and num_results as tensors (a dynamic beam, no XLA) change nothing."""
     static_ids, static_scores, *_ = decode(model, source,
                                            BeamSearch(beam_size=3, alpha=0.6, extra_length=4),
-                                           eos_id=EOS, num_results=2)
+                                           num_results=2)
     dynamic = tf.function(
         lambda s, k, a, n: decode(model, s, BeamSearch(beam_size=k, alpha=a, extra_length=4),
-                                  eos_id=EOS, num_results=n), autograph=False)
+                                  num_results=n), autograph=False)
     ids, scores, *_ = dynamic(source, tf.constant(3), tf.constant(0.6), tf.constant(2))
     np.testing.assert_array_equal(ids.numpy(), static_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), static_scores.numpy(), atol=1e-5)
@@ -161,8 +162,8 @@ def test_dynamic_beam_in_a_graph_equals_the_static_beam(model, source):
 
 def test_prefix_is_forced_scored_and_token_scores_add_up(model, source):
     prefix = np.array([[5, 6], [7, 0], [0, 0], [4, 4]], np.int32)
-    out = decode(model, source, BeamSearch(beam_size=3, alpha=0.6, extra_length=4), eos_id=EOS,
-                 num_results=3, target_prefix_ids=prefix, details=True)
+    out = decode(model, source, BeamSearch(beam_size=3, alpha=0.6, extra_length=4),
+                 num_results=3, required=Required(prefix_ids=prefix), details=True)
     ids, scores = out.ids.numpy(), out.scores.numpy()
     for row, forced in enumerate(prefix):
         forced = forced[forced != 0]
@@ -180,7 +181,7 @@ def test_prefix_is_forced_scored_and_token_scores_add_up(model, source):
     assert np.all((alignment[ids != 0] >= 0))
     assert np.all(alignment < source_lengths[:, None, None])
     # Without `details` the search computes none of them.
-    plain = decode(model, source, BeamSearch(beam_size=3, alpha=0.6, extra_length=4), eos_id=EOS,
+    plain = decode(model, source, BeamSearch(beam_size=3, alpha=0.6, extra_length=4),
                    num_results=3)
     assert plain.token_log_probs is None and plain.alignment is None
 
@@ -207,8 +208,8 @@ def test_token_details_tracked_in_the_search_equal_the_teacher_forced_pass(model
             return tf.ones(shape, tf.bool), state
 
     search = BeamSearch(beam_size=3, alpha=0.6, extra_length=4)
-    args = dict(eos_id=EOS, num_results=2, details=True,
-                target_prefix_ids=np.array([[5], [0], [6], [0]], np.int32))
+    args = dict(num_results=2, details=True,
+                required=Required(prefix_ids=np.array([[5], [0], [6], [0]], np.int32)))
     tracked = decode(model, source, search, constraint=AllowAll(), **args)
     forced = decode(model, source, search, **args)
     width = forced.ids.shape[2]

@@ -56,7 +56,7 @@ def write_beam_reference(weights_path, values):
     values["beam_source"] = source = varied_source()
     for case in JAX_CASES:
         search, options = case_args(case, extra_length=5)
-        ids, scores, *_ = decode(model, source, search, eos_id=EOS, **options)
+        ids, scores, *_ = decode(model, source, search, **options)
         values[f"beam_ids_{case_name(case)}"] = ids.numpy()
         values[f"beam_scores_{case_name(case)}"] = scores.numpy()
 
@@ -79,8 +79,8 @@ def test_equals_tensorflows_search(model, case):
     varied lengths."""
     source = varied_source()
     search, options = case_args(case, extra_length=5)
-    expected_ids, expected_scores, *_ = decode(model, source, search, eos_id=EOS, **options)
-    ids, scores, *_ = fixed_slots(model, search, eos_id=EOS, **options)(source)
+    expected_ids, expected_scores, *_ = decode(model, source, search, **options)
+    ids, scores, *_ = fixed_slots(model, search, **options)(source)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(ids), expected_ids.numpy())
     np.testing.assert_allclose(keras.ops.convert_to_numpy(scores), expected_scores.numpy(),
                                rtol=0, atol=1e-5)
@@ -88,20 +88,35 @@ def test_equals_tensorflows_search(model, case):
     assert len(set(lengths)) > 2, lengths
 
 
+def full_length(model, source, search, max_length):
+    """`beam_search` without early finish (as benchmarks/throughput.py times it), every
+    sentence kept to the end; `max_length` None: a growing cache, else fixed slots."""
+    from keras_transformer.decoding import step
+    from keras_transformer.decoding.beam import SearchOptions, beam_search
+
+    steps = source.shape[1] + search.extra_length
+    memory, mask = model.encode(source, training=False)
+    cache, sentences = model.initial_decode_state(memory, mask, search.beam_size, max_length)
+    return beam_search(step.model_step(model), keras.ops.full((len(source),), 2, "int32"),
+                       cache, search, steps, EOS,
+                       SearchOptions(num_results=3, early_finish=False, sentence_state=sentences))
+
+
 @on_tensorflow
 def test_in_a_graph_with_dynamic_shapes_and_without_early_finish(model):
-    """Inside `tf.function` with unknown batch and width (as an export traces it), and
-    running every step without early finish, the graph driver equals fixed slots."""
+    """Inside `tf.function` with unknown batch and width (as an export traces it), the graph
+    driver equals fixed slots; so does a growing cache running every step without early
+    finish."""
     import tensorflow as tf
 
     source = varied_source()
-    search, case = BeamSearch(beam_size=3, alpha=0.6, extra_length=4), dict(num_results=3,
-                                                                            eos_id=EOS)
-    graph = tf.function(lambda s: decode(model, s, search, **case),
+    search = BeamSearch(beam_size=3, alpha=0.6, extra_length=4)
+    graph = tf.function(lambda s: decode(model, s, search, num_results=3),
                         input_signature=[tf.TensorSpec([None, None], tf.int32)])
-    for early_finish, got in ((True, graph(source)),
-                              (False, decode(model, source, search, early_finish=False, **case))):
-        expected = fixed_slots(model, search, early_finish=early_finish, **case)(source)
+    steps = source.shape[1] + search.extra_length
+    for got, expected in ((graph(source), fixed_slots(model, search, num_results=3)(source)),
+                          (full_length(model, source, search, None),
+                           full_length(model, source, search, steps))):
         np.testing.assert_array_equal(np.asarray(got[0]), expected[0].numpy())
         np.testing.assert_allclose(np.asarray(got[1]), expected[1].numpy(), rtol=0, atol=1e-5)
 
@@ -112,8 +127,7 @@ def test_compiled_functions_and_translate_agree(model):
     give the same results; one compiled function also takes a batch of another shape and
     integer type."""
     source = varied_source()[:6]
-    search, options = BeamSearch(beam_size=2, alpha=0.6, extra_length=3), dict(eos_id=EOS,
-                                                                                num_results=2)
+    search, options = BeamSearch(beam_size=2, alpha=0.6, extra_length=3), dict(num_results=2)
     compiled = make_translate_function(model, search, **options)
     results = [compiled(source), fixed_slots(model, search, **options)(source),
                translate(model, source, search, **options)]
@@ -140,7 +154,7 @@ def test_best_finished_rule_equals_tensorflows_search(model):
     batch-mates go on (fixed slots) exactly as when it leaves the batch (graph driver)."""
     source = varied_source()
     search = BeamSearch(beam_size=4, alpha=0.6, extra_length=5, stop_rule="best_finished")
-    case = dict(num_results=2, eos_id=EOS)
+    case = dict(num_results=2)
     expected_ids, expected_scores, *_ = decode(model, source, search, **case)
     ids, scores, *_ = fixed_slots(model, search, **case)(source)
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(ids), expected_ids.numpy())

@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import Transformer
-from keras_transformer.decoding import (BeamSearch, DecodingConstraint, Sampling, decode,
-                                        score_ids)
+from keras_transformer.decoding import (BeamSearch, DecodingConstraint, Required, Sampling,
+                                        decode, score_ids)
 from keras_transformer.decoding.sampling import truncated_logits
 from tests.helpers import random_ids, tiny_config
 
@@ -199,7 +199,7 @@ def test_constraint_and_prefix_restrict_the_samples(model, source):
     forbidden = sorted(set(np.unique(greedy)) - {0, EOS} - set(prefix.ravel()))[:3]
     assert forbidden  # tokens the model likes
     ids, *_ = sample_ids(model, source, seed=3, temperature=1.5, num_results=5, extra_length=6,
-                         constraint=_Forbid(forbidden), target_prefix_ids=prefix)
+                         constraint=_Forbid(forbidden), required=Required(prefix_ids=prefix))
     ids = ids.numpy()
     assert not np.isin(ids, forbidden).any()
     for sentence, row_prefix in enumerate(prefix):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer.decoding import BeamSearch, decode, terms
+from keras_transformer.decoding import BeamSearch, Required, decode, terms
 from tests.helpers import random_ids, reversal_model
 
 EOS = 3
@@ -80,7 +80,7 @@ def test_every_hypothesis_contains_every_phrase_and_ends(model, beam_size, num_r
     phrases = np.array([[[5, 6], [9, 0]], [[4, 4], [0, 0]], [[11, 10], [7, 8]],
                         [[0, 0], [0, 0]], [[8, 0], [8, 0]], [[6, 5], [5, 6]]], np.int32)
     ids, scores, *_ = decode(model, source, BeamSearch(beam_size=beam_size, extra_length=3),
-                             num_results=num_results, eos_id=EOS, terms_ids=phrases)
+                             num_results=num_results, required=Required(terms_ids=phrases))
     ids, scores = ids.numpy(), scores.numpy()
     assert np.all(scores > -1e8) and np.all(np.diff(scores, axis=1) <= 1e-6)
     for sentence in range(len(source)):
@@ -100,8 +100,8 @@ def test_phrases_that_only_just_fit_are_forced_in_time(model):
     reversal model would start with 6)."""
     source = np.array([[4, 5, 6]], np.int32)
     phrases = np.array([[[11, 11], [10, 0]]], np.int32)
-    ids, *_ = decode(model, source, BeamSearch(beam_size=4, extra_length=0), eos_id=EOS,
-                     terms_ids=phrases)
+    ids, *_ = decode(model, source, BeamSearch(beam_size=4, extra_length=0),
+                     required=Required(terms_ids=phrases))
     assert ids.numpy()[0, 0, :4].tolist() == [11, 11, 10, EOS]
 
 
@@ -113,9 +113,10 @@ def test_sentences_without_phrases_decode_as_without_terms(model, beam_size, alp
     phrases = np.zeros([8, 2, 2], np.int32)
     phrases[2] = [[7, 7], [5, 0]]
     search = BeamSearch(beam_size=beam_size, alpha=alpha, extra_length=4)
-    settings = dict(num_results=num_results, eos_id=EOS)
+    settings = dict(num_results=num_results)
     plain_ids, plain_scores, *_ = decode(model, source, search, **settings)
-    ids, scores, *_ = decode(model, source, search, terms_ids=phrases, **settings)
+    ids, scores, *_ = decode(model, source, search, required=Required(terms_ids=phrases),
+                             **settings)
     free = [0, 1, 3, 4, 5, 6, 7]
     width = min(ids.shape[2], plain_ids.shape[2])
     np.testing.assert_array_equal(ids.numpy()[free, :, :width],
@@ -128,11 +129,11 @@ def test_phrases_too_long_for_the_output_cap_are_invalid_arguments(model):
     source = np.array([[4, 5, 6]], np.int32)
     phrases = np.full([1, 2, 16], 7, np.int32)  # 32 tokens and the end: more than 32
     with pytest.raises(tf.errors.InvalidArgumentError, match="required phrases do not fit"):
-        decode(model, source, BeamSearch(beam_size=2), eos_id=EOS, max_length=32,
-               terms_ids=phrases)
+        decode(model, source, BeamSearch(beam_size=2), max_length=32,
+               required=Required(terms_ids=phrases))
     # Longer than the source allows but within the cap: the sentence gets the room.
-    ids, *_ = decode(model, source, BeamSearch(beam_size=2, extra_length=0), eos_id=EOS,
-                     terms_ids=phrases[:, :, :4])
+    ids, *_ = decode(model, source, BeamSearch(beam_size=2, extra_length=0),
+                     required=Required(terms_ids=phrases[:, :, :4]))
     assert list(ids.numpy()[0, 0, :9]) == [7] * 8 + [EOS]
 
 
@@ -141,7 +142,7 @@ def test_a_target_prefix_comes_first_and_the_phrases_follow(model):
     prefix = np.array([[9, 9], [0, 0], [10, 0]], np.int32)
     phrases = np.array([[[5, 6]], [[7, 0]], [[0, 0]]], np.int32)
     ids, *_ = decode(model, source, BeamSearch(beam_size=4, extra_length=2), num_results=2,
-                     eos_id=EOS, terms_ids=phrases, target_prefix_ids=prefix)
+                     required=Required(prefix_ids=prefix, terms_ids=phrases))
     for sentence, rows in enumerate(ids.numpy()):
         start = [t for t in prefix[sentence] if t]
         for row in rows:
@@ -149,6 +150,5 @@ def test_a_target_prefix_comes_first_and_the_phrases_follow(model):
             assert _contains(list(row[:list(row).index(EOS)]), phrases[sentence, 0])
     # A prefix of no columns leaves no room unaccounted for.
     with pytest.raises(tf.errors.InvalidArgumentError, match="required phrases do not fit"):
-        decode(model, source[:1], BeamSearch(beam_size=2), eos_id=EOS, max_length=8,
-               terms_ids=np.full([1, 1, 8], 7, np.int32),
-               target_prefix_ids=np.zeros([1, 0], np.int32))
+        decode(model, source[:1], BeamSearch(beam_size=2), max_length=8,
+               required=Required(np.zeros([1, 0], np.int32), np.full([1, 1, 8], 7, np.int32)))
