@@ -58,7 +58,7 @@ def main(front: str) -> None:
             return startup.USAGE_EXIT
         startup.import_tensorflow(FLAGS.verbose)
         from pipelines.errors import UserError
-        from pipelines.stages import OpCheckError
+        from pipelines.stages.export import OpCheckError
 
         try:
             return body()
@@ -78,9 +78,9 @@ def main(front: str) -> None:
 
 def run_export() -> int:
     """export/run.py: the export stage of a trained model dir; prints the version's path."""
-    from pipelines import stages
     from pipelines.errors import ModelDirError
     from pipelines.settings import resolver
+    from pipelines.stages import export, modes
 
     if not FLAGS.model_dir:
         raise ModelDirError("--model_dir is required (the trained model's directory)")
@@ -88,8 +88,8 @@ def run_export() -> int:
         raise ModelDirError(f"{FLAGS.model_dir}: no such model directory (train one with "
                             f"pipelines/run.py, or check the path)")
     options = resolver.resolve(cli_flags.given(EXPORT))
-    with stages.model_dir_lock(["export"], options), contextlib.redirect_stdout(sys.stderr):
-        path = stages.run_export(options, log=log, ops_table=FLAGS.verbose)
+    with modes.model_dir_lock(["export"], options), contextlib.redirect_stdout(sys.stderr):
+        path = export.run_export(options, log=log, ops_table=FLAGS.verbose)
     print(path, flush=True)
     log("\n".join(summary.lines(options.model_dir, {"export": path})))
     return 0
@@ -103,11 +103,11 @@ def run_stages() -> int:
     devices.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts
     import keras
 
-    from pipelines import stages
     from pipelines.settings import describe, device_policy, resolver
+    from pipelines.stages import modes as stage_modes
 
     given = cli_flags.given(RUN)
-    modes = stages.check_modes(FLAGS.mode, given, backend, FLAGS["mode"].present)
+    modes = stage_modes.check_modes(FLAGS.mode, given, backend, FLAGS["mode"].present)
     device = device_policy.detect(FLAGS.num_cpu_devices, backend)
     options = resolver.resolve(given, device=device)
     log(describe.describe_origins(options, every=FLAGS.verbose))
@@ -121,7 +121,7 @@ def run_stages() -> int:
     # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
     done = {}  # stage -> what it returned, for the summary
     stage_log = reported_once(log)
-    with stages.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
+    with stage_modes.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
         for stage in modes:
             if not chief and stage != "train":
                 log(f"== {stage}: skipped, a worker other than the chief only trains")
@@ -133,19 +133,19 @@ def run_stages() -> int:
                     f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
                 continue
             log(f"== {stage} ({options.data.task}, {options.model_dir})")
+            run = stage_modes.runner(stage)
             if stage == "train":
                 strategy = devices.make_strategy(options.training.jit_compile)
-                stages.run_train(options, strategy, log=stage_log)
-                done[stage] = None
+                done[stage] = run(options, strategy, log=stage_log)
                 if not devices.is_chief(strategy):
                     log("train: done; the chief runs the later stages")
                     return 0
             elif stage == "export":
-                done[stage] = stages.run_export(options, log=stage_log, ops_table=FLAGS.verbose)
+                done[stage] = run(options, log=stage_log, ops_table=FLAGS.verbose)
             elif stage in ("evaluate", "translate", "score"):
-                done[stage] = getattr(stages, f"run_{stage}")(options, log=stage_log, out=results)
+                done[stage] = run(options, log=stage_log, out=results)
             else:
-                done[stage] = getattr(stages, f"run_{stage}")(options, log=stage_log)
+                done[stage] = run(options, log=stage_log)
     if modes != FLAGS.mode:
         log(f"export under TensorFlow: python pipelines/run.py --mode "
             f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "

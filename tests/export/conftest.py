@@ -136,7 +136,7 @@ def translator(model_dir):
     """The in-process serving functions of the model directory, as the export stage makes
     them: final weights, vocabulary and settings.json's decoding settings."""
     from pipelines.settings import resolver
-    from pipelines import stages
+    from pipelines.stages import export as stages
 
     run = resolver.resolve({"model_dir": str(model_dir)})
     return stages.make_translator(run, run.make_task())

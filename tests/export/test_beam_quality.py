@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding import BeamSearch, decode, score_ids
-from pipelines.data.vocab import BOS_ID, EOS_ID, python_processor
+from pipelines.data.vocab import EOS_ID, python_processor
 
 
 @pytest.mark.quick
@@ -15,8 +15,7 @@ def test_beam_four_scores_at_least_greedy_on_most_validation_sentences(trained_m
     assert len(lines) == 1014
     encoded = [processor.encode(line)[:40] + [EOS_ID] for line in lines]
     search = tf.function(lambda s, k, a: decode(trained_model, s,
-                                                BeamSearch(beam_size=k, alpha=a, extra_length=10),
-                                                bos_id=BOS_ID, eos_id=EOS_ID))
+                                                BeamSearch(beam_size=k, alpha=a, extra_length=10)))
     greedy_scores, beam_scores = [], []
     for start in range(0, len(encoded), 256):
         chunk = encoded[start:start + 256]
@@ -24,11 +23,9 @@ def test_beam_four_scores_at_least_greedy_on_most_validation_sentences(trained_m
         for row, ids in enumerate(chunk):
             source[row, :len(ids)] = ids
         greedy_ids, *_ = decode(trained_model, source,
-                                BeamSearch(beam_size=1, alpha=0.0, extra_length=10), bos_id=BOS_ID,
-                                eos_id=EOS_ID)
+                                BeamSearch(beam_size=1, alpha=0.0, extra_length=10))
         # Greedy output, scored with the same length penalty beam search optimises.
-        greedy_scores.append(score_ids(trained_model, source, greedy_ids[:, 0], alpha=0.6,
-                                       bos_id=BOS_ID).numpy())
+        greedy_scores.append(score_ids(trained_model, source, greedy_ids[:, 0], alpha=0.6).numpy())
         beam_scores.append(search(source, 4, 0.6)[1][:, 0].numpy())
     greedy, beam = np.concatenate(greedy_scores), np.concatenate(beam_scores)
     at_least = np.mean(beam >= greedy - 1e-4)

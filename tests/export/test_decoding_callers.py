@@ -61,31 +61,32 @@ EXPECTED = ("best_finished", SAVED["beam_size"], SAVED["alpha"], True)
 
 
 def test_evaluate_and_the_dev_metric(recipe_of, searches):
-    from pipelines import stages
+    from pipelines.model_dir import layout as md
+    from pipelines.stages import evaluate
 
     recipe = recipe_of(eval_sentences=4, dev_metric_sentences=4)
-    stages.run_evaluate(recipe, log=lambda _: None, out=io.StringIO())
+    evaluate.run_evaluate(recipe, log=lambda _: None, out=io.StringIO())
     assert searches and set(searches) == {EXPECTED}
     searches.clear()
     task = recipe.make_task()
-    model = stages.md.load_final_model(recipe.model_dir)
-    stages.dev_metric_evaluator(recipe, task, model.config.max_length, log=lambda _: None)(model)
+    model = md.load_final_model(recipe.model_dir)
+    evaluate.dev_metric_evaluator(recipe, task, model.config.max_length, log=lambda _: None)(model)
     assert searches and set(searches) == {EXPECTED}
 
 
 def test_translate_the_attention_plot_and_the_export(recipe_of, searches, tmp_path):
-    from pipelines import stages
+    from pipelines.stages import export, translate
 
     source = tmp_path / "in.en"
     source.write_text("A dog runs.\nTwo men play football.\n", encoding="utf-8")
     recipe = recipe_of(input=str(source), plot_attention=str(tmp_path / "attention.png"))
     out = io.StringIO()
-    stages.run_translate(recipe, log=lambda _: None, out=out)
+    translate.run_translate(recipe, log=lambda _: None, out=out)
     assert len(out.getvalue().splitlines()) == 2
     assert searches and set(searches) == {EXPECTED}  # the serving function and the plot
     assert (tmp_path / "attention.png").is_file()
     searches.clear()
-    translator = stages.make_translator(recipe, recipe.make_task(), log=lambda _: None)
+    translator = export.make_translator(recipe, recipe.make_task(), log=lambda _: None)
     translator.translate(tf.constant(["A cat sleeps."]))
     translator.translate_with_options(tf.constant(["A cat sleeps."]), tf.constant(2),
                                       tf.constant(0.5), tf.constant(1), tf.constant(10),
@@ -97,7 +98,7 @@ def test_translate_the_attention_plot_and_the_export(recipe_of, searches, tmp_pa
 
 def test_score_uses_the_saved_alpha(recipe_of, tmp_path, monkeypatch):
     import keras_transformer.decoding as decoding
-    from pipelines import stages
+    from pipelines.stages import translate
 
     alphas = []
     real = decoding.score_ids
@@ -106,7 +107,7 @@ def test_score_uses_the_saved_alpha(recipe_of, tmp_path, monkeypatch):
     (tmp_path / "in.en").write_text("A dog runs.\n", encoding="utf-8")
     (tmp_path / "out.de").write_text("Ein Hund rennt.\n", encoding="utf-8")
     recipe = recipe_of(input=str(tmp_path / "in.en"), target=str(tmp_path / "out.de"))
-    stages.run_score(recipe, log=lambda _: None, out=io.StringIO())
+    translate.run_score(recipe, log=lambda _: None, out=io.StringIO())
     assert alphas == [SAVED["alpha"]]
 
 

@@ -17,7 +17,7 @@ from export.saved_model import EXPORT_INFO_FILE, EXTRA_DIR, export_saved_model
 from export.translator import ExportError
 from keras_transformer.constants import BOS_ID, PAD_ID
 from pipelines.settings import resolver
-from pipelines import stages
+from pipelines.stages import export as stages
 from pipelines.model_dir import layout as md
 from tests.export.test_saved_model import ODD_INPUTS, _tokenize, _val_lines, serve_in_fresh_process
 from tests.export.test_serving_contract import GOLDEN, served_signatures

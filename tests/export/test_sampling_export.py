@@ -14,7 +14,7 @@ from export import op_check
 from export.saved_model import ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE
 from export.translator import MAX_BEAM_SIZE
 from keras_transformer.decoding import score_ids
-from pipelines.stages import chunk_seed
+from pipelines.stages.translate import chunk_seed
 from tests.export.conftest import SETTINGS
 from tests.export.test_saved_model import (_tokenize, serve_in_fresh_process,
                                            _val_lines)

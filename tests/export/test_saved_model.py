@@ -23,7 +23,7 @@ from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERV
 from export.translator import ExportError, Translator
 from keras_transformer import BeamSearch
 from pipelines.settings import resolver
-from pipelines import stages
+from pipelines.stages import export as stages
 from tests.export.conftest import MAX_LENGTH, SETTINGS
 from tests.pipelines.run_helpers import run_command
 

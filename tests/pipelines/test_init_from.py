@@ -205,7 +205,7 @@ def held_back_score(model_dir, corpora) -> float:
 
     from pipelines.settings import resolver
 
-    from pipelines import stages
+    from pipelines.stages import translate as stages
 
     src, tgt = corpora["held"]
     out = io.StringIO()

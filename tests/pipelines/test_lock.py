@@ -114,7 +114,7 @@ def test_cli_writers_wait_for_no_one_and_a_killed_holder_frees_the_dir(holder, s
 @pytest.mark.quick
 def test_which_stages_write():
     from pipelines.settings import resolver
-    from pipelines import stages
+    from pipelines.stages import modes as stages
 
     run = resolver.resolve({"model_dir": "unused"})
     assert [s for s in stages.STAGES if stages.writes(s, run)] == [

@@ -119,7 +119,7 @@ def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, sh
 
 
 def test_dev_metric_scores_exactly_the_first_n_dev_sentences(trained, shared_data, monkeypatch):
-    from pipelines import stages
+    from pipelines.stages import evaluate as stages
     from pipelines.settings import resolver
     from pipelines.model_dir import layout as md
 

@@ -1,0 +1,32 @@
+"""The average stage: checkpoints averaged into final.weights.h5, or chosen ones into a
+named file of their own; redone only when a checkpoint is new."""
+import pathlib
+
+from pipelines import Log
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir import layout as md
+from pipelines.model_dir import made_from
+from pipelines.settings.options import Recipe
+
+
+def run_average(options: Recipe, log: Log = print):
+    """Averages the --average_last checkpoints (or the best by dev metric) into
+    final.weights.h5, or the chosen ones (--average_checkpoints) into a file of their own."""
+    t, chosen, state = options.training, options.average.checkpoints, md.checkpoint_dir(
+        options.model_dir)
+    out = pathlib.Path(options.average.output or (
+        md.average_weights(options.model_dir, chosen) if chosen
+        else md.final_weights(options.model_dir)))
+    final = out == md.final_weights(options.model_dir)
+    inputs = {"checkpoints": made_from.content_identity(options,
+        [p for p in (state / "checkpoint", state / checkpoints.METRIC_LOG) if p.exists()]),
+        "average_last": t.average_last, "keep_best_by": t.keep_best_by,
+        **({} if final else {"chosen": list(chosen), "output": made_from.relative(options, out)})}
+    record = "average" if final else f"average_{out.name}"
+    if made_from.up_to_date(options, record, inputs):
+        log(f"average: {out} is up to date (no checkpoint since); nothing to do")
+        return
+    model = md.build_model(md.load_config(options.model_dir))
+    checkpoints.average_checkpoints(model, state, out, t.average_last,
+                                    keep_best_by=t.keep_best_by, log=log, chosen=chosen)
+    made_from.record(options, record, inputs, out)
