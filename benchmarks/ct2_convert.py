@@ -4,9 +4,9 @@ timed and compared with ours.
 
 The product path is `pipelines/run.py --mode export --format ctranslate2` (one environment
 with ``pip install -e ".[ctranslate2]"``); the conversion and the decoding rules live in
-export/ctranslate2.py, which this script uses. It adds what benchmarks need: converting
-where CTranslate2 lives in its own virtual environment without TensorFlow (the work split by
-interpreter), timing, and comparisons with our search:
+export/ctranslate2.py and export/ct2_decoding.py, which this script uses. It adds what
+benchmarks need: converting where CTranslate2 lives in its own virtual environment without
+TensorFlow (the work split by interpreter), timing, and comparisons with our search:
 
     python benchmarks/ct2_convert.py convert --model_dir runs/m30q --output_dir /tmp/ct2_m30q \
         --ct2_python /tmp/venvs/ct2/bin/python        # dump (here), then build (CT2 venv)
@@ -23,21 +23,22 @@ interpreter), timing, and comparisons with our search:
 * `translate` (CTranslate2 side): raw sentences in, translations out, timed in wall-clock
   and CPU seconds; prints one JSON line (`benchmarks/serving_speed.py` runs it beside the
   SavedModel). CTranslate2's own search with --length_penalty, or with --gnmt
-  `export.ctranslate2.translate` (our length penalty; --patience).
+  `export.ct2_decoding.translate` (our length penalty; --patience).
 * `check` (TensorFlow side): our in-process beam search against `translate` on the same
   sentences, one at a time; prints how many translations are identical token for token.
 * `compare` (both in one environment): a float32 SavedModel's `serving_default` against
-  `export.ctranslate2.translate` (patience 1 and 2) and CTranslate2's own search, batches
+  `export.ct2_decoding.translate` (patience 1 and 2) and CTranslate2's own search, batches
   of 32: the share identical, and for each difference which side's translation scores
   higher by our penalty under CTranslate2's log-probabilities (which search missed it).
 
-Why CTranslate2's own search differs from ours (the layout mapping and the remedy are
-export/ctranslate2.py's docstring): it divides a finished hypothesis's log-probability by
-length ** length_penalty, not by GNMT's ((5 + length) / 6) ** alpha; with a non-zero penalty
-it stops a sentence once beam_size hypotheses have finished (ours stops when no live beam
-can still win), with 0 when its best beam ends; its maximum length is per batch (ours is per
-sentence: source tokens + 50; `--per_sentence` gives each sentence its own), and at that
-length it stops without an EOS where ours forces one (so one token less is asked for).
+Why CTranslate2's own search differs from ours (the layout mapping is export/ctranslate2.py's
+docstring, the remedy export/ct2_decoding.py's): it divides a finished hypothesis's
+log-probability by length ** length_penalty, not by GNMT's ((5 + length) / 6) ** alpha; with
+a non-zero penalty it stops a sentence once beam_size hypotheses have finished (ours stops
+when no live beam can still win), with 0 when its best beam ends; its maximum length is per
+batch (ours is per sentence: source tokens + 50; `--per_sentence` gives each sentence its
+own), and at that length it stops without an EOS where ours forces one (so one token less is
+asked for).
 With length_penalty 0 and alpha 0 both searches are the same search (see `check`).
 """
 import argparse
@@ -54,6 +55,7 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # both sides import export/ctranslate2.py
+from export import ct2_decoding  # noqa: E402  (no TensorFlow)
 from export import ctranslate2 as ct2  # noqa: E402  (numpy only until used)
 
 
@@ -102,8 +104,8 @@ def _strip_end(tokens):
 def translate(args):
     """CTranslate2 decoding of the lines of `args.input`, timed as the served model is: raw
     text in (SentencePiece encode), `translate_batch` per batch, text out (decode). With
-    --gnmt, `export.ctranslate2.translate` (our length penalty, patience 2); else CTranslate2's
-    own search with --length_penalty."""
+    --gnmt, `export.ct2_decoding.translate` (our length penalty, patience 2); else
+    CTranslate2's own search with --length_penalty."""
     import ctranslate2
     import sentencepiece
 
@@ -127,11 +129,11 @@ def translate(args):
 
     def run(batch):
         if args.gnmt:
-            out = ct2.translate(translator, sp, batch, decoding, args.output_cap,
+            out = ct2_decoding.translate(translator, sp, batch, decoding, args.output_cap,
                                 args.patience)
             return ([o["pieces"] for o in out], [o["translation"] for o in out],
                     [o["score"] for o in out])
-        pieces, limit = ct2.source_pieces(sp, batch, decoding, args.output_cap)
+        pieces, limit = ct2_decoding.source_pieces(sp, batch, decoding, args.output_cap)
         results = translator.translate_batch(pieces, max_decoding_length=limit, **options)
         hypotheses = [_strip_end(r.hypotheses[0]) for r in results]
         return hypotheses, sp.decode_pieces(hypotheses), [r.scores[0] for r in results]
@@ -257,7 +259,7 @@ def check(args):
 
 
 def compare(args):
-    """A float32 SavedModel's `serving_default` against `export.ctranslate2.translate` (and
+    """A float32 SavedModel's `serving_default` against `export.ct2_decoding.translate` (and
     CTranslate2's own search) on the same lines and batches: the share of identical
     translations, and for each difference which side's choice scores higher by our penalty
     under CTranslate2's own log-probabilities (`score_batch`): ours higher means CTranslate2's
@@ -271,16 +273,16 @@ def compare(args):
     serve = tf.saved_model.load(args.saved_model).signatures["serving_default"]
     ours = [t.decode("utf-8") for b in batches
             for t in serve(source=tf.constant(b))["translation"].numpy()]
-    translator, sp, info = ct2.load(args.ct2_dir, intra_threads=1)
+    translator, sp, info = ct2_decoding.load(args.ct2_dir, intra_threads=1)
     decoding, max_length = info["decoding"], info["model"]["max_length"]
     results = []
-    for patience in sorted({1.0, 2.0, ct2.PATIENCE}):
-        theirs = [o for b in batches
-                  for o in ct2.translate(translator, sp, b, decoding, max_length, patience)]
+    for patience in sorted({1.0, 2.0, ct2_decoding.PATIENCE}):
+        theirs = [o for b in batches for o in ct2_decoding.translate(
+            translator, sp, b, decoding, max_length, patience)]
         differ = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b["translation"]]
         better = {"ours": 0, "ct2": 0, "equal": 0}
         for i in differ:
-            pieces, _ = ct2.source_pieces(sp, [lines[i]], decoding, max_length)
+            pieces, _ = ct2_decoding.source_pieces(sp, [lines[i]], decoding, max_length)
             targets = [sp.encode(ours[i], out_type=str), theirs[i]["pieces"]]
             scored = translator.score_batch(pieces * 2, targets)
             gnmt = [sum(r.log_probs) / ((5.0 + len(r.log_probs)) / 6.0) ** decoding["alpha"]
@@ -296,7 +298,7 @@ def compare(args):
     for penalty in args.ct2_length_penalties:
         theirs = []
         for b in batches:
-            pieces, limit = ct2.source_pieces(sp, b, decoding, max_length)
+            pieces, limit = ct2_decoding.source_pieces(sp, b, decoding, max_length)
             out = translator.translate_batch(pieces, beam_size=decoding["beam_size"],
                                              length_penalty=penalty, max_decoding_length=limit,
                                              max_input_length=0, min_decoding_length=0)
@@ -352,9 +354,9 @@ def main():
         p.add_argument("--alpha", type=float, default=0.6, help="our GNMT alpha")
     p = sub.choices["translate"]
     p.add_argument("--gnmt", action="store_true", help="our length penalty and stopping "
-                                                       "(export.ctranslate2.translate)")
-    p.add_argument("--patience", type=float, default=ct2.PATIENCE, help="--gnmt: CTranslate2 "
-                   "collects beam_size * patience finished hypotheses")
+                                                       "(export.ct2_decoding.translate)")
+    p.add_argument("--patience", type=float, default=ct2_decoding.PATIENCE,
+                   help="--gnmt: CTranslate2 collects beam_size * patience finished hypotheses")
     p.add_argument("--compute_type", default="float32")
     p.add_argument("--beam_size", type=int, default=4)
     p.add_argument("--batch", type=int, default=32)

@@ -5,7 +5,9 @@ ids (`keras_transformer.data.text`, shared with `pipelines`); `export_saved_mode
 (saved_model.py) writes ``<export_dir>/<version>/``, with int8 matrices under
 ``quantize="int8"`` (quantize.py);
 `check_ops` (op_check.py) verifies that every op in it is registered by core TensorFlow or
-tensorflow-text. This package depends on `keras_transformer` only (both CLIs read a model
+tensorflow-text. `write_ctranslate2` (ctranslate2.py) converts a model for CTranslate2,
+and ct2_decoding.py decodes with it as our search does, without TensorFlow. This package
+depends on `keras_transformer` only (both CLIs read a model
 directory with `pipelines.stages.export.run_export`). Serving instructions: export/README.md.
 
 The names below load on first use (PEP 562), so that importing `export.quantize` (whose

@@ -8,12 +8,11 @@ and its SentencePiece model into a CTranslate2 model directory:
     <dir>/spm.model                                        our SentencePiece model
     <dir>/keras_transformer.json                           decoding settings (`translate`)
 
-`translate`, on what `load(ct2_dir)` returns, decodes raw sentences with it as our beam
-search does (below); `ctranslate2.Translator(ct2_dir).translate_batch` works too, with
-CTranslate2's own length normalisation. Install with ``pip install -e ".[ctranslate2]"``.
-Only the CTranslate2 side (`build_spec`, `translate`) imports ctranslate2, and only the
-TensorFlow side (`model_arrays`) imports Keras: benchmarks/ct2_convert.py runs them in two
-environments.
+`export.ct2_decoding` decodes raw sentences with such a directory as our beam search does;
+`ctranslate2.Translator(ct2_dir).translate_batch` works too, with CTranslate2's own length
+normalisation. Install with ``pip install -e ".[ctranslate2]"``. Only the CTranslate2 side
+(`build_spec`, `save`) imports ctranslate2, and only the Keras side (`model_arrays`) imports
+Keras: benchmarks/ct2_convert.py runs them in two environments.
 
 The layout mapping (keras_transformer -> CTranslate2):
   * Dense kernels are [in, out]; CTranslate2 linears are [out, in]: transposed.
@@ -29,42 +28,23 @@ The layout mapping (keras_transformer -> CTranslate2):
   * LayerNorm epsilon 1e-6 (`layer_norm_epsilon`; CTranslate2's default is 1e-5);
     post-norm without final norms, or pre-norm with the stacks' final norms.
   * Sources end with EOS (`add_source_eos`), targets start with "<s>" (our BOS id 2).
-
-Decoding: CTranslate2 ranks and stops differently from our search (export/README.md), so
-`translate` lets it collect beam_size * patience finished hypotheses under its length penalty
-closest to ours (`ct2_length_penalty`) and re-ranks them by ours.
 """
 
 import importlib.util
 import json
-import math
 import os
 import pathlib
 import shutil
 import tempfile
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from export.ct2_decoding import SETTINGS_FILE, VOCAB_FILE, ConversionError, check_stop_rule
+
 EXTRA = "ctranslate2"
 INSTALL = f'pip install -e ".[{EXTRA}]"'
-SETTINGS_FILE = "keras_transformer.json"
-VOCAB_FILE = "spm.model"
 SPECIAL_PIECES = {0: "<pad>", 1: "<unk>", 2: "<s>", 3: "</s>"}  # what CT2's config names
-PATIENCE = 1.0
-"""`translate` lets CTranslate2 finish PATIENCE * beam_size hypotheses before it stops: 1
-agrees with ours almost as often as 2, and is faster (figures: docs/serving.md)."""
-
-
-def ct2_length_penalty(alpha: float) -> float:
-    """CTranslate2's length_penalty closest to our alpha: length ** (2 alpha / 3) has the
-    slope of ((5 + length) / 6) ** alpha at 10 tokens, a typical sentence. Never 0: with 0
-    CTranslate2 stops when its best beam ends instead of waiting for beam_size * patience."""
-    return max(alpha * 2 / 3, 1e-3)
-
-
-class ConversionError(ValueError):
-    """The model cannot be written as a CTranslate2 model (its vocabulary or shape)."""
 
 
 def available() -> bool:
@@ -149,19 +129,6 @@ def decoding_settings(search, max_input_length: int) -> dict[str, Any]:
                 "max_input_length": max_input_length}
     check_stop_rule(settings)
     return settings
-
-
-def check_stop_rule(decoding: dict[str, Any]) -> None:
-    """Raises ConversionError for a stop rule `translate` cannot give. It collects finished
-    hypotheses and re-ranks them, which approximates the "exact" rule; "best_finished"
-    compares the best finished hypothesis with the best live one under our length penalty,
-    which CTranslate2's search cannot see. With alpha 0 the two rules are one (a live
-    hypothesis's score only falls)."""
-    rule = decoding.get("stop_rule", "exact")  # exports written before it was recorded
-    if rule != "exact" and decoding["alpha"] != 0:
-        raise ConversionError(f"CTranslate2 cannot stop sentences by --stop_rule {rule} with "
-                              f"alpha {decoding['alpha']}; pass --stop_rule exact (or "
-                              f"--alpha 0) to this export")
 
 
 def model_settings(config) -> dict[str, Any]:
@@ -284,80 +251,3 @@ def write_ctranslate2(model, spm_proto: bytes, output_dir, decoding: dict[str, A
                                                                 model.config.vocab_size))
     info = {"decoding": dict(decoding), "model": settings, "ctranslate2": ctranslate2.__version__}
     return save(spec, spm_proto, info, output_dir, overwrite)
-
-
-def gnmt_best(hypotheses: Sequence[list[str]], scores: Sequence[float], alpha: float,
-              ct2_length_penalty: float) -> tuple[list[str], float]:
-    """The hypothesis with the best GNMT score among CTranslate2's finished ones (end token
-    included), and that score: CTranslate2's score * length ** ct2_length_penalty is the
-    log-probability, divided by ((5 + length) / 6) ** alpha as our search does."""
-    best, best_score = None, -math.inf
-    for tokens, score in zip(hypotheses, scores):
-        length = max(len(tokens), 1)
-        ours = score * length ** ct2_length_penalty / ((5.0 + length) / 6.0) ** alpha
-        if ours > best_score:
-            best, best_score = tokens, ours
-    return best, best_score
-
-
-def source_pieces(sp, lines: Sequence[str], decoding: dict[str, Any],
-                  max_length: int) -> tuple[list[list[str]], int]:
-    """(the sources' pieces, CTranslate2's max_decoding_length for them as one batch).
-
-    A source keeps its first max_input_length - 1 pieces (CTranslate2 adds EOS); an output
-    has at most min(source tokens + extra_length, max_length) tokens, our last one a forced
-    end token where CTranslate2 stops without one: one token less, for the longest source.
-    """
-    max_input = decoding.get("max_input_length") or max_length
-    pieces = [p[:max_input - 1] for p in sp.encode(list(lines), out_type=str)]
-    longest = max((len(p) + 1 for p in pieces), default=1)
-    return pieces, min(longest + decoding["extra_length"], max_length) - 1
-
-
-def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
-              max_length: int, patience: float = PATIENCE, **options) -> list[dict[str, Any]]:
-    """Raw sentences -> [{"pieces", "translation", "score"}] with our beam search's choice
-    (the module's docstring), lengths as `source_pieces` says.
-
-    Args:
-        translator: a `ctranslate2.Translator` on a `write_ctranslate2` directory.
-        sp: its `sentencepiece.SentencePieceProcessor` (spm.model).
-        decoding: beam_size, alpha, extra_length, stop_rule, max_input_length
-            (SETTINGS_FILE's).
-        max_length: the model's max_length (SETTINGS_FILE's "model").
-        patience: CTranslate2 collects beam_size * patience finished hypotheses.
-        options: more `translate_batch` options (max_batch_size, ...).
-
-    `min_decoding_length=0`: ours may end at the first step (CTranslate2's default is 1).
-    """
-    check_stop_rule(decoding)
-    if not lines:
-        return []
-    beam_size, alpha = decoding["beam_size"], decoding["alpha"]
-    pieces, limit = source_pieces(sp, lines, decoding, max_length)
-    candidates = max(1, round(beam_size * patience))
-    penalty = ct2_length_penalty(alpha)
-    results = translator.translate_batch(
-        pieces, beam_size=beam_size, patience=patience, num_hypotheses=candidates,
-        length_penalty=penalty, return_scores=True, return_end_token=True,
-        max_decoding_length=limit, min_decoding_length=0, max_input_length=0, **options)
-    out = []
-    for result in results:
-        best, score = gnmt_best(result.hypotheses, result.scores, alpha, penalty)
-        best = best[:-1] if best and best[-1] == "</s>" else best
-        out.append({"pieces": best, "translation": sp.decode_pieces(best), "score": score})
-    return out
-
-
-def load(ct2_dir, compute_type: str = "float32", **translator_options):
-    """(ctranslate2.Translator, SentencePieceProcessor, SETTINGS_FILE's dict) of a
-    `write_ctranslate2` directory, ready for `translate`."""
-    import ctranslate2
-    import sentencepiece
-
-    ct2_dir = pathlib.Path(ct2_dir)
-    info = json.loads((ct2_dir / SETTINGS_FILE).read_text(encoding="utf-8"))
-    translator = ctranslate2.Translator(str(ct2_dir), device="cpu", compute_type=compute_type,
-                                        **translator_options)
-    sp = sentencepiece.SentencePieceProcessor(model_file=str(ct2_dir / VOCAB_FILE))
-    return translator, sp, info

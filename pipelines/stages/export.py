@@ -114,5 +114,5 @@ def run_export_ctranslate2(options: Recipe, log: Log = print) -> pathlib.Path:
         raise ExportError(f"{output} appeared while converting: pass --overwrite_export to "
                           f"replace it") from None
     log(f"export: wrote {path} (CTranslate2 float32; beam {settings['beam_size']}, alpha "
-        f"{settings['alpha']}: export/ctranslate2.py translate)")
+        f"{settings['alpha']}: export/ct2_decoding.py translate)")
     return path

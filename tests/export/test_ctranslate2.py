@@ -1,5 +1,6 @@
 """`--mode export --format ctranslate2` (export/ctranslate2.py): the converted model decodes
-as our float32 beam search does, and without the optional extra the flag is refused.
+(export/ct2_decoding.py) as our float32 beam search does, and without the optional extra the
+flag is refused.
 
 The tiny trained model of conftest.py, its model directory and its serving functions
 (float32); CTranslate2 decodes one sentence per call, so that both searches have the same
@@ -87,7 +88,7 @@ def test_a_stop_rule_ctranslate2_cannot_give_is_refused(model_dir, tmp_path):
     """best_finished compares finished and live hypotheses under our length penalty, which
     CTranslate2's search cannot see: refused in one line, before anything is written; with
     alpha 0 it is the exact rule, and carried as it is."""
-    from export import ctranslate2 as ct2
+    from export import ct2_decoding, ctranslate2 as ct2
     from keras_transformer.decoding import BeamSearch
 
     pytest.importorskip("ctranslate2")
@@ -102,7 +103,7 @@ def test_a_stop_rule_ctranslate2_cannot_give_is_refused(model_dir, tmp_path):
     greedy = ct2.decoding_settings(BeamSearch(alpha=0.0, stop_rule="best_finished"), 30)
     assert greedy["stop_rule"] == "best_finished"
     with pytest.raises(ct2.ConversionError, match="--stop_rule best_finished"):
-        ct2.translate(None, None, ["a"], dict(greedy, alpha=0.6), 64)
+        ct2_decoding.translate(None, None, ["a"], dict(greedy, alpha=0.6), 64)
 
 
 def _ours(translator, line, beam_size, alpha):
@@ -122,7 +123,7 @@ def test_ctranslate2_translates_as_our_float32_search(ct2_dir, translator, corpu
     """Greedy and beam 4 without penalty are the same search in both engines; with alpha 0.6
     `translate` picks by our penalty among CTranslate2's finished hypotheses. Only where
     ours ran to the maximum length (its forced end token) may a translation differ."""
-    from export import ctranslate2 as ct2
+    from export import ct2_decoding as ct2
 
     assert translator.settings()["precision"] == "float32"
     engine, sp, info = ct2.load(ct2_dir, intra_threads=1)
