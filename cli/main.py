@@ -11,6 +11,7 @@ import contextlib
 import os
 import pathlib
 import sys
+import time
 from typing import Callable
 
 from absl import app
@@ -45,6 +46,7 @@ def reported_once(log_line: Callable[[str], None]) -> Callable[[str], None]:
 
 def main(front: str) -> None:
     """Runs `front`'s command line on sys.argv and exits with its status."""
+    started = time.monotonic()  # the summary's wall time
     if front == RUN:
         startup.select_backend(sys.argv)
     else:  # the SavedModel is TensorFlow's graph, whatever backend trained the weights
@@ -61,7 +63,7 @@ def main(front: str) -> None:
         from pipelines.stages.export import OpCheckError
 
         try:
-            return body()
+            return body(started)
         except UserError as e:
             log(f"{PREFIX[front]}error: {e}")
             return startup.USAGE_EXIT
@@ -76,7 +78,7 @@ def main(front: str) -> None:
     app.run(guarded, flags_parser=startup.parse_flags)
 
 
-def run_export() -> int:
+def run_export(started: float) -> int:
     """export/run.py: the export stage of a trained model dir; prints the version's path."""
     from pipelines.errors import ModelDirError
     from pipelines.settings import resolver
@@ -91,11 +93,11 @@ def run_export() -> int:
     with modes.model_dir_lock(["export"], options), contextlib.redirect_stdout(sys.stderr):
         path = export.run_export(options, log=log, ops_table=FLAGS.verbose)
     print(path, flush=True)
-    log("\n".join(summary.lines(options.model_dir, {"export": path})))
+    log("\n".join(summary.lines(started, options.model_dir, {"export": path})))
     return 0
 
 
-def run_stages() -> int:
+def run_stages(started: float) -> int:
     """pipelines/run.py: the stages of --mode, in order."""
     from pipelines.training import devices
 
@@ -152,6 +154,6 @@ def run_stages() -> int:
             f"{options.model_dir}")
     results.flush()
     metric = options.make_task().metric_name if "evaluate" in done else None
-    log("\n".join(summary.lines(options.model_dir, done, metric, options.evaluation.split,
-                                output=options.io.output)))
+    log("\n".join(summary.lines(started, options.model_dir, done, metric,
+                                options.evaluation.split, output=options.io.output)))
     return 0

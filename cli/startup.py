@@ -20,8 +20,6 @@ BACKENDS = TABLE["backend"].choices
 INSTALL = {"jax": 'pip install -e ".[jax]"'}
 """How to install a backend that setup.py offers as an extra."""
 HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
-USER_LOG_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
-"""TensorFlow's C++ log level as the user set it (None: not set), read at start-up."""
 
 
 def fail(message: str) -> None:
@@ -109,7 +107,7 @@ def import_tensorflow(verbose: bool) -> None:
         logging.set_verbosity(logging.ERROR)
         python_logging.getLogger("tensorflow").setLevel(python_logging.ERROR)
     use_pooled_cpu_allocator()
-    if verbose or USER_LOG_LEVEL is not None:
+    if verbose or "TF_CPP_MIN_LOG_LEVEL" in os.environ:  # the user's level
         import tensorflow  # noqa: F401
         return
     from cli import quiet

@@ -7,8 +7,6 @@ import pathlib
 import time
 
 MAX_LINES = 8
-STARTED = time.monotonic()
-"""When the command line started (this module is imported at start-up)."""
 
 
 def cpu_seconds() -> float:
@@ -30,11 +28,12 @@ def score_line(split: str, scores: dict, metric: str | None) -> str:
     return f"{split}: {', '.join(parts)}{count}"
 
 
-def lines(model_dir, results: dict, metric: str | None = None, split: str = "test",
-          output=None) -> list[str]:
-    """The summary of a run whose stages returned `results` (stage -> what it returned);
-    `output`: the file translate or score wrote (None: stdout)."""
-    wall = time.monotonic() - STARTED
+def lines(started: float, model_dir, results: dict, metric: str | None = None,
+          split: str = "test", output=None) -> list[str]:
+    """The summary of a run that started at `started` (`time.monotonic()`) and whose stages
+    returned `results` (stage -> what it returned); `output`: the file translate or score
+    wrote (None: stdout)."""
+    wall = time.monotonic() - started
     out = [f"== done in {wall:,.1f} s ({cpu_seconds():,.1f} s CPU): {', '.join(results)}"]
     if model_dir:
         from pipelines.model_dir import layout as md  # loaded by then: the run read the dir

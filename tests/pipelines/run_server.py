@@ -29,7 +29,6 @@ import selectors
 import signal
 import socket
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path[:] = [ROOT] + [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(
@@ -42,10 +41,13 @@ import keras  # noqa: E402,F401
 import tensorflow  # noqa: E402,F401
 import tensorflow_text  # noqa: E402,F401
 
-import cli.main  # noqa: E402,F401
-import cli.startup  # noqa: E402
-import cli.summary  # noqa: E402
-import pipelines.stages  # noqa: E402,F401
+import cli.main  # noqa: E402
+import pipelines.stages.average  # noqa: E402,F401
+import pipelines.stages.evaluate  # noqa: E402,F401
+import pipelines.stages.export  # noqa: E402,F401
+import pipelines.stages.modes  # noqa: E402,F401
+import pipelines.stages.train  # noqa: E402,F401
+import pipelines.stages.translate  # noqa: E402,F401
 from tests.pipelines.forked_python import FORKED  # noqa: E402
 
 FRONTS = dict(zip(FORKED, (cli.main.RUN, cli.main.EXPORT)))
@@ -70,11 +72,9 @@ def child(request, fds) -> None:
         # A Python process starts with Ctrl-C raising KeyboardInterrupt and SIGTERM killing it.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        cli.summary.STARTED = time.monotonic()  # the run's clock starts now, not at import
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        cli.startup.USER_LOG_LEVEL = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
         sys.argv = list(request["argv"])
         try:
             cli.main.main(front(sys.argv[0]))
