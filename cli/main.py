@@ -12,12 +12,12 @@ import os
 import pathlib
 import sys
 import time
-from typing import Callable
 
 from absl import app
 
 from cli import flags as cli_flags
 from cli import startup, summary
+from pipelines import RunLog
 from pipelines.settings.table import EXPORT, RUN
 
 FLAGS = cli_flags.FLAGS
@@ -27,21 +27,6 @@ PREFIX = {RUN: "", EXPORT: "export/run.py: "}
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def reported_once(log_line: Callable[[str], None]) -> Callable[[str], None]:
-    """`log_line`, with a reused input (the vocabulary, a cleaned split, a token cache: each
-    read by several stages) reported the first time only in a run."""
-    reported = set()
-
-    def log_once(message: str) -> None:
-        if ": reusing " in message:
-            if message in reported:
-                return
-            reported.add(message)
-        log_line(message)
-
-    return log_once
 
 
 def main(front: str) -> None:
@@ -122,7 +107,7 @@ def run_stages(started: float) -> int:
     chief = devices.is_chief()
     # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
     done = {}  # stage -> what it returned, for the summary
-    stage_log = reported_once(log)
+    stage_log = RunLog(log)  # what several stages read is reported once
     with stage_modes.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
         for stage in modes:
             if not chief and stage != "train":

@@ -160,9 +160,12 @@ def test_files_are_readable_by_others_and_logs_hold_no_redraws(finished):
     assert [line.split(" (")[0] for line in heads] == ["train: steps 0 to 10 of 20",
                                                        "train: steps 10 to 20 of 20"], heads
     assert heads[0].endswith(" (0.0 passes over the data so far)")
-    # Each split is cleaned and reported once: never "reusing" what this run just cleaned.
-    cleaned = [line for line in result.stderr.splitlines() if line.startswith("clean: ")]
-    assert cleaned and not [line for line in cleaned if "reusing" in line], cleaned
+    # Each split, the vocabulary and each token cache is reported once: never "reusing" what
+    # this run just made.
+    made = [line for line in result.stderr.splitlines()
+            if line.startswith(("clean: ", "vocab: ", "cache: "))]
+    assert [line for line in made if line.startswith("clean: ")], made
+    assert not [line for line in made if "reusing" in line], made
 
 
 def test_tensorboard_plots_against_the_training_step(finished):

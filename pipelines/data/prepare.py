@@ -21,7 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
-from pipelines import Log
+from pipelines import Log, report
 from pipelines.data import buckets
 from pipelines.data import dataset as ds_lib
 from pipelines.data import packing
@@ -40,22 +40,13 @@ def vocab_path(work_dir: os.PathLike | str) -> pathlib.Path:
     return pathlib.Path(work_dir) / md.VOCAB_FILE
 
 
-_CLEANED_HERE: set[pathlib.Path] = set()
-"""The cleaned splits this process has reported: a later stage of the run reuses them
-without saying so again."""
-
-
 def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
                 log: Log = print) -> CleanResult:
     """The task's text for ``split``, validated and cleaned (train drops empty pairs)."""
     src, tgt = task.data_files(split, work_dir, log=log)
     given = split == "test" and task.test_files  # a user's test set, cleaned beside the task's
     out = pathlib.Path(work_dir) / md.CLEAN_DIR / task.name / (f"{split}.given" if given else split)
-    said = out.resolve() in _CLEANED_HERE
-    result = clean_parallel(src, tgt, out, drop_empty=split == "train",
-                            log=(lambda message: None) if said else log)
-    _CLEANED_HERE.add(out.resolve())
-    return result
+    return clean_parallel(src, tgt, out, drop_empty=split == "train", log=log)
 
 
 def ensure_vocab(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = None, *,
@@ -73,7 +64,7 @@ def ensure_vocab(task: Task, work_dir: os.PathLike | str, vocab_size: int | None
             raise DataError(
                 f"{path} has {size:,} pieces but vocab_size={vocab_size:,} was asked for. "
                 "Delete it to train a new one (token caches are keyed by it), or drop the flag.")
-        log(f"vocab: reusing {path} ({size:,} pieces)")
+        report(log, path, f"vocab: reusing {path} ({size:,} pieces)")
         return proto
     clean = clean_split(task, "train", work_dir, log=log)
     vocab_lib.build_vocab([clean.source_path, clean.target_path], work_dir,

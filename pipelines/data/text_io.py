@@ -37,7 +37,7 @@ import pathlib
 import sys
 from typing import Iterator
 
-from pipelines import Log
+from pipelines import Log, report
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration
 from pipelines.errors import DataError
 from pipelines.model_dir.files import atomic_files, input_identity, read_manifest
@@ -184,7 +184,7 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
     inputs = {"files": input_identity([source_path, target_path]), "drop_empty": drop_empty}
     previous = _load_reusable(out_dir, inputs)
     if previous is not None:
-        log(f"clean: reusing {out_dir}: {previous.stats.summary()}")
+        report(log, out_dir, f"clean: reusing {out_dir}: {previous.stats.summary()}")
         return previous
 
     stats = CleanStats()
@@ -218,8 +218,8 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
                     "target": tgt_out.name, "stats": dataclasses.asdict(stats),
                     "digest": result.digest}
         manifest_tmp.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    log(f"clean: {source_path.name} / {target_path.name}: {stats.summary()} "
-        f"(in {format_duration(progress.elapsed())})")
+    report(log, out_dir, f"clean: {source_path.name} / {target_path.name}: {stats.summary()} "
+           f"(in {format_duration(progress.elapsed())})")
     return result
 
 

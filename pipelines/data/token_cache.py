@@ -26,7 +26,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
-from pipelines import Log
+from pipelines import Log, report
 from pipelines.data import token_shards
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress
 from pipelines.errors import DataError
@@ -115,7 +115,7 @@ def load_or_build_cache(source_path: os.PathLike | str, target_path: os.PathLike
     cache_dir = pathlib.Path(cache_dir)
     if (cache_dir / "meta.json").is_file():
         lengths = np.load(cache_dir / "lengths.npy")
-        log(f"cache: reusing {cache_dir} ({len(lengths):,} pairs)")
+        report(log, cache_dir, f"cache: reusing {cache_dir} ({len(lengths):,} pairs)")
         return TokenCache(cache_dir, lengths)
     partial = cache_dir.parent / f".{cache_dir.name}.partial"
     jobs = _plan(source_path, target_path, model_proto, partial, shard_pairs)
@@ -214,5 +214,6 @@ def _finish(partial: pathlib.Path, cache_dir: pathlib.Path,
             raise
         shutil.rmtree(partial, ignore_errors=True)  # another build finished it meanwhile
         lengths = np.load(cache_dir / "lengths.npy")
-    log(f"cache: wrote {cache_dir} ({len(lengths):,} pairs, {int(lengths.sum()):,} tokens)")
+    report(log, cache_dir,
+           f"cache: wrote {cache_dir} ({len(lengths):,} pairs, {int(lengths.sum()):,} tokens)")
     return TokenCache(cache_dir, lengths)

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data import tokenizer
 from keras_transformer.data.tokenizer import train_sentencepiece
-from pipelines import Log
+from pipelines import Log, report
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration, heartbeat
 from pipelines.data.text_io import PROGRESS_EVERY, iter_lines
 from pipelines.errors import DataError
@@ -93,8 +93,8 @@ def build_vocab(train_files: Sequence[os.PathLike | str], model_dir: os.PathLike
             f"from {', '.join(map(str, train_files))}: {e}.{hint}") from e
     path = pathlib.Path(model_dir) / md.VOCAB_FILE
     write_atomic(path, proto)
-    log(f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 {model_digest(proto)[:12]}; "
-        f"trained in {format_duration(time.monotonic() - start)})")
+    report(log, path, f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 "
+           f"{model_digest(proto)[:12]}; trained in {format_duration(time.monotonic() - start)})")
     return path
 
 
