@@ -256,7 +256,8 @@ class BeamSearchLoop:
 
         return Candidates(*terms_lib.candidates(
             logits, state["alive_log_probs"], self.k, self.eos_id, forced,
-            sentences["max_lengths"] - 1 - step, term_state, sentences["terms"]))
+            sentences["max_lengths"] - 1 - step, term_state,
+            (sentences["terms"], sentences["term_lengths"])))
 
     def write(self, state, candidates, alignment):
         """The candidates' storage: their beams' tokens (and details) with the new one

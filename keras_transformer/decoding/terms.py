@@ -148,7 +148,7 @@ def round_robin(scores, banks, valid, k):
     return picks
 
 
-def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, terms):
+def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, phrases):
     """`core.candidates` for a search with required phrases: 2k candidates, the k live ones
     chosen by dynamic beam allocation, then the k best endings.
 
@@ -166,14 +166,15 @@ def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, ter
         room_left: int32 [batch], tokens a hypothesis may still take before its end token,
             the one chosen now included (max_lengths - 1 - step; 0 at the last position).
         state: the phrase state of the live hypotheses [batch, beam, ...].
-        terms: int32 [batch, phrases, length].
+        phrases: (terms int32 [batch, phrases, length], their `phrase_lengths`), computed
+            once per search.
     Returns:
         (sums, beams, tokens, token log-probabilities) as `core.candidates` returns them,
         width 2k: the k live picks first (`NEG` sums where fewer are allowed), then k
         endings (`NEG` sums where fewer ended).
     """
     batch, beams = tf.shape(logits)[0], tf.shape(logits)[1]
-    last, lengths = tf.equal(room_left, 0), phrase_lengths(terms)
+    (terms, lengths), last = phrases, tf.equal(room_left, 0)
     rows, row_max, normaliser = log_softmax_parts(logits)
     _, best = top_k(rows, tf.minimum(2 * k + 1, tf.shape(rows)[1]), wide=True)
     offered = [best, tf.reshape(next_tokens(state, terms), [batch * beams, -1]),
