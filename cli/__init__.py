@@ -1,3 +1,1 @@
-"""The command line, above everything else: `pipelines/run.py` and `export/run.py` are its
-two fronts (`cli.main`), their flags come from the settings table (`cli.flags`), and what
-runs before TensorFlow loads is `cli.startup`."""
+"""The command line: the fronts `pipelines/run.py` and `export/run.py` of `cli.main`."""

@@ -1,7 +1,4 @@
-"""absl flags from the settings table (`pipelines.settings.table`), and the values a user
-gave. An option's flag defaults to None, "not given", so that the resolver's precedence
-(flag > settings.json > recipe > default) decides it; the command line's own settings
-(`--mode`, `--backend` ...) take the table's default."""
+"""absl flags from `pipelines.settings.table`; options default to None so the resolver decides."""
 import json
 import sys
 

@@ -1,11 +1,6 @@
-"""Both command lines: `pipelines/run.py` (every stage) and `export/run.py` (the export
-alone) are fronts of `main`, with flags from the one table and one error handling: a user
-error is one line on stderr and exit status 2, a failed op check exit status 1, Ctrl-C one
-line and 130. Results (scores, translations, the export's path) go to stdout, logs to
-stderr.
-
-Flags -> options (`pipelines.settings.resolver.resolve`: flag > settings.json > recipe > paper,
-logged) -> stages, under the model dir's lock when they write; nothing else.
+"""Both command lines, `pipelines/run.py` and `export/run.py`, are fronts of `main`: flags from
+one table; a user error is one line on stderr and exit status 2, a failed op check 1, Ctrl-C 130.
+Results go to stdout, logs to stderr. Flags -> options (`pipelines.settings.resolver`) -> stages.
 """
 import contextlib
 import os

@@ -1,14 +1,10 @@
 """Keeps the libraries' informational and warning lines out of a run's output unless
 `--verbose` asks for them; their error and fatal lines always reach the user.
 
-TensorFlow's C++ logging (glog/absl format, `I1126 07:11:30.600032 ... file.cc:12] ...`,
-and its "All log messages before absl::InitializeLog()" preamble) and SentencePiece's
-(`normalizer.cc(51) LOG(INFO) ...`, from the tensorflow-text op) write straight to file
-descriptor 2, past Python and past TF_CPP_MIN_LOG_LEVEL, and so do the child processes a
-run starts (the op check's probe). `filter_stderr` puts a pipe on descriptor 2 and a filter
-process that forwards every line except those: a process, not a thread, so that the lines
-still in the pipe when the run dies (a fatal check failure aborts it) are forwarded too.
-Imports only the standard library (the filter runs this file with `python -S`).
+TensorFlow's and SentencePiece's C++ logging write straight to file descriptor 2, past Python
+and TF_CPP_MIN_LOG_LEVEL. `filter_stderr` puts a pipe there and a filter process (not a thread,
+so lines still in the pipe when the run aborts are forwarded) that drops those lines. Imports
+only the standard library (the filter runs this file with `python -S`).
 """
 import atexit
 import os
@@ -27,9 +23,8 @@ LINE_END = re.compile(rb"(?<=[\r\n])")
 
 
 def filter_stderr() -> None:
-    """From now on, lines on descriptor 2 that match `LIBRARY_LINE` are dropped (this
-    process's and its children's). Undone at exit, after every line written before it has
-    been forwarded."""
+    """From now on, lines on descriptor 2 that match `LIBRARY_LINE` are dropped (children's
+    too); undone at exit, after every earlier line is forwarded."""
     sys.stderr.flush()
     target = os.dup(2)
     read_end, write_end = os.pipe()
@@ -52,8 +47,7 @@ def filter_stderr() -> None:
 
 
 def forward(pipe, out) -> None:
-    """Copies whole lines from `pipe` (ended by a newline, or a carriage return as progress
-    bars end theirs) to `out` until every writer has closed it, dropping the libraries'."""
+    """Copies whole lines (newline- or CR-ended) from `pipe` to `out`, dropping the libraries'."""
     pending = b""
     for chunk in iter(lambda: pipe.read(65536), b""):
         *lines, pending = LINE_END.split(pending + chunk)
@@ -63,8 +57,7 @@ def forward(pipe, out) -> None:
 
 
 def _write(out, data: bytes) -> None:
-    """Writes to the real stderr; if that is gone (`2>&1 | head`), the pipe is still
-    drained, so that no writer ever blocks on it."""
+    """Writes to the real stderr; if that is gone, the pipe still drains so no writer blocks."""
     try:
         out.write(data)
     except OSError:

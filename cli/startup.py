@@ -1,10 +1,6 @@
 """What both command lines do before TensorFlow is imported: answer `--help` at once, choose
-the Keras backend (and say how to install it when it is missing), and keep TensorFlow's C++
-log lines out of the output unless asked for (`--verbose`).
-
-Imports only the standard library and absl: everything here runs before the seconds that
-importing TensorFlow takes. `USAGE_EXIT` is the exit status of every user error, here and
-in `cli.main`.
+the Keras backend, and keep TensorFlow's C++ log lines out of the output unless `--verbose`.
+Imports only the standard library and absl, so that it runs before TensorFlow's slow import.
 """
 import importlib
 import os
@@ -29,9 +25,8 @@ def fail(message: str) -> None:
 
 
 def early_flag(argv: list[str], name: str, default: str) -> str:
-    """The value of `--name` in `argv`, read before absl parses it: Keras fixes its backend,
-    and XLA the number of its CPU devices, when first imported. absl parses and checks the
-    same flags again afterwards."""
+    """The value of `--name` in `argv`, read before absl: Keras fixes its backend, and XLA its
+    CPU device count, when first imported."""
     for i, arg in enumerate(argv[1:], 1):
         if arg == "--":
             break
@@ -44,8 +39,7 @@ def early_flag(argv: list[str], name: str, default: str) -> str:
 
 def select_backend(argv: list[str]) -> str:
     """Sets KERAS_BACKEND to --backend's value (default tensorflow, whatever the environment
-    says) and, under JAX, `--num_cpu_devices N` as XLA's CPU device count; returns it. A
-    backend that is not installed is a user error naming the command that installs it."""
+    says) and, under JAX, XLA's CPU device count; returns it. Fails if it is not installed."""
     backend = early_flag(argv, "backend", "tensorflow")
     backend = backend if backend in BACKENDS else "tensorflow"  # absl refuses it later
     if backend in INSTALL and not any(arg.split("=")[0] in HELP_FLAGS for arg in argv[1:]):
@@ -63,9 +57,8 @@ def select_backend(argv: list[str]) -> str:
 
 
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing for `app.run(main, flags_parser=parse_flags)`. `--help`,
-    `--helpshort` and `--helpfull` print to stdout and exit 0 (absl exits 1); a malformed
-    flag is a user error like any other, one line on stderr and exit status 2 (absl: 1)."""
+    """absl's flag parsing, except that help prints to stdout and exits 0, and a malformed flag
+    is a user error (exit status 2)."""
     from absl import app
 
     asked = [arg for arg in argv[1:] if arg.split("=")[0] in HELP_FLAGS]
@@ -79,26 +72,22 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 
 POOLED_CPU_ALLOCATOR = ("TF_CPU_ALLOCATOR_USE_BFC", "true")
-"""TensorFlow's environment switch for its pooling (BFC) allocator on the CPU. Without it
-every tensor over glibc's 32 MB mmap threshold (a small model's [tokens, vocabulary] logits
-and their gradient) is mapped and unmapped at every step, and the kernel zeroes its pages
-anew: a third of a small model's training time went to page faults (docs/training.md)."""
+"""TensorFlow's environment switch for its pooling (BFC) allocator on the CPU. Without it every
+tensor over glibc's mmap threshold is mapped and zeroed anew each step (docs/training.md)."""
 
 
 def use_pooled_cpu_allocator() -> None:
-    """Turns TensorFlow's pooling CPU allocator on unless the environment already chose;
-    must run before TensorFlow is imported (it reads the switch once)."""
+    """Turns TensorFlow's pooling CPU allocator on unless the environment already chose; must
+    run before TensorFlow is imported."""
     os.environ.setdefault(*POOLED_CPU_ALLOCATOR)
 
 
 def import_tensorflow(verbose: bool) -> None:
     """Imports TensorFlow, with its pooling CPU allocator (`use_pooled_cpu_allocator`).
 
-    Unless `verbose`, absl's and TensorFlow's Python logging show errors only and, unless
-    the user set TF_CPP_MIN_LOG_LEVEL too, TensorFlow's C++ log level becomes 3 (its errors
-    still reach the user as Python exceptions), what it writes to stderr while loading is
-    dropped, and the libraries' informational and warning lines are filtered out of stderr
-    from then on, child processes included (`cli.quiet`; their error and fatal lines pass)."""
+    Unless `verbose`, Python logging shows errors only and, unless the user set
+    TF_CPP_MIN_LOG_LEVEL, the C++ log level becomes 3 and library log lines are filtered out of
+    stderr (`cli.quiet`)."""
     if not verbose:  # absl's and TensorFlow's Python loggers (retracing warnings, TFDS)
         import logging as python_logging
 

@@ -1,7 +1,5 @@
-"""The few lines a run ends with, so that its result does not scroll away above the logs:
-the scores with their signature, the model dir, the final weights, the export's path and
-version, what was translated, and the wall and CPU time (this process and its children).
-At most `MAX_LINES` lines, on stderr, the last thing a run prints."""
+"""The few lines (at most `MAX_LINES`) a run ends with on stderr, so that its result does not
+scroll away above the logs."""
 import os
 import pathlib
 import time
@@ -16,8 +14,7 @@ def cpu_seconds() -> float:
 
 
 def score_line(split: str, scores: dict, metric: str | None) -> str:
-    """`test: sacrebleu 31.11 (nrefs:1|...), tokenized_bleu 31.50 (20 sentences)`: the task's
-    metric first, each with its signature where it has one."""
+    """`test: sacrebleu 31.11 (nrefs:1|...), tokenized_bleu 31.50 (20 sentences)`, metric first."""
     names = [k for k, v in scores.items() if isinstance(v, (int, float)) and not
              isinstance(v, bool) and k not in ("sentences", "decode_seconds")]
     names.sort(key=lambda k: (k != metric, "lowercase" in k, k))
@@ -30,9 +27,8 @@ def score_line(split: str, scores: dict, metric: str | None) -> str:
 
 def lines(started: float, model_dir, results: dict, metric: str | None = None,
           split: str = "test", output=None) -> list[str]:
-    """The summary of a run that started at `started` (`time.monotonic()`) and whose stages
-    returned `results` (stage -> what it returned); `output`: the file translate or score
-    wrote (None: stdout)."""
+    """The summary of a run started at `started` (`time.monotonic()`) whose stages returned
+    `results` (stage -> result); `output`: the file translate or score wrote (None: stdout)."""
     wall = time.monotonic() - started
     out = [f"== done in {wall:,.1f} s ({cpu_seconds():,.1f} s CPU): {', '.join(results)}"]
     if model_dir:

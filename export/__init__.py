@@ -1,18 +1,12 @@
 """Export: a text-in, text-out SavedModel that stock TensorFlow Serving loads.
 
-`Translator` (translator.py) holds the serving functions, around the library's sentences <->
-ids (`keras_transformer.data.text`, shared with `pipelines`); `export_saved_model`
-(saved_model.py) writes ``<export_dir>/<version>/``, with int8 matrices under
-``quantize="int8"`` (quantize.py);
-`check_ops` (op_check.py) verifies that every op in it is registered by core TensorFlow or
-tensorflow-text. `write_ctranslate2` (ctranslate2.py) converts a model for CTranslate2,
-and ct2_decoding.py decodes with it as our search does, without TensorFlow. This package
-depends on `keras_transformer` only (both CLIs read a model
-directory with `pipelines.stages.export.run_export`). Serving instructions: export/README.md.
-
-The names below load on first use (PEP 562), so that importing `export.quantize` (whose
-modes the settings resolver reads, also under another Keras backend) does not load the
-TensorFlow-only search behind `Translator`.
+`Translator` (translator.py) holds the serving functions; `export_saved_model` (saved_model.py)
+writes ``<export_dir>/<version>/``, with int8 matrices under ``quantize="int8"`` (quantize.py);
+`check_ops` (op_check.py) checks that core TensorFlow or tensorflow-text registers every op;
+`write_ctranslate2` (ctranslate2.py) converts a model for CTranslate2, and ct2_decoding.py decodes
+with it as our search does. Imports `keras_transformer` only; serving: export/README.md.
+Names load on first use (PEP 562): importing `export.quantize` (read by the settings resolver,
+also under another Keras backend) must not load the TensorFlow-only search behind `Translator`.
 """
 import importlib
 

@@ -1,10 +1,7 @@
-"""CTranslate2 decoding that gives our translations, on a directory that
-`export.ctranslate2.write_ctranslate2` wrote (its files: `SETTINGS_FILE`, `VOCAB_FILE` and
-CTranslate2's own); needs ctranslate2 and sentencepiece only, no TensorFlow.
-
-CTranslate2 ranks and stops differently from our search (export/README.md), so `translate`
-lets it collect beam_size * patience finished hypotheses under its length penalty closest to
-ours (`ct2_length_penalty`) and re-ranks them by ours.
+"""CTranslate2 decoding that gives our translations, on a `write_ctranslate2` directory, with
+ctranslate2 and sentencepiece only (no TensorFlow). CTranslate2 ranks and stops differently from
+our search (export/README.md), so `translate` lets it collect beam_size * patience finished
+hypotheses under the length penalty closest to ours (`ct2_length_penalty`), then re-ranks them.
 """
 import json
 import math
@@ -12,33 +9,27 @@ import pathlib
 from typing import Any, Sequence
 
 SETTINGS_FILE = "keras_transformer.json"
-"""The decoding settings (`translate`'s defaults) and the model's shape, beside CTranslate2's
-files."""
+"""Beside CTranslate2's files: decoding settings (`translate`'s defaults) and the model's shape."""
 VOCAB_FILE = "spm.model"
 PATIENCE = 1.0
-"""`translate` lets CTranslate2 finish PATIENCE * beam_size hypotheses before it stops: 1
-agrees with ours almost as often as 2, and is faster (figures: docs/serving.md)."""
+"""CTranslate2 finishes PATIENCE * beam_size hypotheses before it stops (docs/serving.md)."""
 
 
 def ct2_length_penalty(alpha: float) -> float:
-    """CTranslate2's length_penalty closest to our alpha: length ** (2 alpha / 3) has the
-    slope of ((5 + length) / 6) ** alpha at 10 tokens, a typical sentence. Never 0: with 0
-    CTranslate2 stops when its best beam ends instead of waiting for beam_size * patience."""
+    """CTranslate2's length_penalty closest to alpha: length ** (2 alpha / 3) has the slope of
+    ((5 + length) / 6) ** alpha at 10 tokens. Never 0: with 0 it stops when its best beam ends."""
     return max(alpha * 2 / 3, 1e-3)
 
 
 class ConversionError(ValueError):
-    """The model cannot be written as a CTranslate2 model (its vocabulary or shape), or a
-    setting that CTranslate2 cannot honour."""
+    """A model (vocabulary, shape) or a setting that CTranslate2 cannot take."""
 
 
 def check_stop_rule(decoding: dict[str, Any]) -> None:
-    """Raises ConversionError for a stop rule `translate` cannot give. It collects finished
-    hypotheses and re-ranks them, which approximates the "exact" rule; "best_finished"
-    compares the best finished hypothesis with the best live one under our length penalty,
-    which CTranslate2's search cannot see. With alpha 0 the two rules are one (a live
-    hypothesis's score only falls)."""
-    rule = decoding.get("stop_rule", "exact")  # exports written before it was recorded
+    """Raises ConversionError for a stop rule `translate` cannot give: re-ranking finished
+    hypotheses approximates "exact"; "best_finished" needs the best live hypothesis, which
+    CTranslate2 hides. With alpha 0 the two rules are one (a live score only falls)."""
+    rule = decoding.get("stop_rule", "exact")  # absent from older exports
     if rule != "exact" and decoding["alpha"] != 0:
         raise ConversionError(f"CTranslate2 cannot stop sentences by --stop_rule {rule} with "
                               f"alpha {decoding['alpha']}; pass --stop_rule exact (or "
@@ -47,9 +38,8 @@ def check_stop_rule(decoding: dict[str, Any]) -> None:
 
 def gnmt_best(hypotheses: Sequence[list[str]], scores: Sequence[float], alpha: float,
               ct2_length_penalty: float) -> tuple[list[str], float]:
-    """The hypothesis with the best GNMT score among CTranslate2's finished ones (end token
-    included), and that score: CTranslate2's score * length ** ct2_length_penalty is the
-    log-probability, divided by ((5 + length) / 6) ** alpha as our search does."""
+    """(hypothesis, score) best by our GNMT score among CTranslate2's finished ones (end token
+    included): score * length ** ct2_length_penalty / ((5 + length) / 6) ** alpha."""
     best, best_score = None, -math.inf
     for tokens, score in zip(hypotheses, scores):
         length = max(len(tokens), 1)
@@ -61,12 +51,9 @@ def gnmt_best(hypotheses: Sequence[list[str]], scores: Sequence[float], alpha: f
 
 def source_pieces(sp, lines: Sequence[str], decoding: dict[str, Any],
                   max_length: int) -> tuple[list[list[str]], int]:
-    """(the sources' pieces, CTranslate2's max_decoding_length for them as one batch).
-
-    A source keeps its first max_input_length - 1 pieces (CTranslate2 adds EOS); an output
-    has at most min(source tokens + extra_length, max_length) tokens, our last one a forced
-    end token where CTranslate2 stops without one: one token less, for the longest source.
-    """
+    """(the sources' pieces, CTranslate2's max_decoding_length for them as one batch): sources
+    keep max_input_length - 1 pieces (CTranslate2 adds EOS); the length is our output cap for the
+    longest source, min(tokens + extra_length, max_length), less our forced end token."""
     max_input = decoding.get("max_input_length") or max_length
     pieces = [p[:max_input - 1] for p in sp.encode(list(lines), out_type=str)]
     longest = max((len(p) + 1 for p in pieces), default=1)
@@ -75,19 +62,16 @@ def source_pieces(sp, lines: Sequence[str], decoding: dict[str, Any],
 
 def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
               max_length: int, patience: float = PATIENCE, **options) -> list[dict[str, Any]]:
-    """Raw sentences -> [{"pieces", "translation", "score"}] with our beam search's choice
-    (the module's docstring), lengths as `source_pieces` says.
+    """Raw sentences -> [{"pieces", "translation", "score"}]: our beam search's choice, lengths
+    as `source_pieces` says; `min_decoding_length=0` since ours may end at the first step.
 
     Args:
         translator: a `ctranslate2.Translator` on a `write_ctranslate2` directory.
         sp: its `sentencepiece.SentencePieceProcessor` (spm.model).
-        decoding: beam_size, alpha, extra_length, stop_rule, max_input_length
-            (SETTINGS_FILE's).
+        decoding: beam_size, alpha, extra_length, stop_rule, max_input_length (SETTINGS_FILE's).
         max_length: the model's max_length (SETTINGS_FILE's "model").
         patience: CTranslate2 collects beam_size * patience finished hypotheses.
         options: more `translate_batch` options (max_batch_size, ...).
-
-    `min_decoding_length=0`: ours may end at the first step (CTranslate2's default is 1).
     """
     check_stop_rule(decoding)
     if not lines:
@@ -109,8 +93,7 @@ def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
 
 
 def load(ct2_dir, compute_type: str = "float32", **translator_options):
-    """(ctranslate2.Translator, SentencePieceProcessor, SETTINGS_FILE's dict) of a
-    `write_ctranslate2` directory, ready for `translate`."""
+    """(ctranslate2.Translator, SentencePieceProcessor, SETTINGS_FILE's dict) for `translate`."""
     import ctranslate2
     import sentencepiece
 

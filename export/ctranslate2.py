@@ -1,33 +1,18 @@
-"""A trained model as a CTranslate2 model, and CTranslate2 decoding that gives our translations.
+"""A trained model as a CTranslate2 model (a C++ inference engine, fast on CPU: docs/results.md).
 
-CTranslate2 is a C++ inference engine, faster on a CPU than the SavedModel (docs/results.md); some
-users want it anyway. `write_ctranslate2` converts a loaded `Transformer` (float32 weights)
-and its SentencePiece model into a CTranslate2 model directory:
+`write_ctranslate2` writes a float32 `Transformer` and its SentencePiece model as <dir>/model.bin,
+config.json, shared_vocabulary.json (CTranslate2's), spm.model and keras_transformer.json (the
+settings of `export.ct2_decoding`, which decodes as our beam search does). Install with
+``pip install -e ".[ctranslate2]"``. The Keras side imports no ctranslate2 and the CTranslate2
+side no Keras: benchmarks/ct2_convert.py runs them in two environments.
 
-    <dir>/model.bin, config.json, shared_vocabulary.json   CTranslate2's own files
-    <dir>/spm.model                                        our SentencePiece model
-    <dir>/keras_transformer.json                           decoding settings (`translate`)
-
-`export.ct2_decoding` decodes raw sentences with such a directory as our beam search does;
-`ctranslate2.Translator(ct2_dir).translate_batch` works too, with CTranslate2's own length
-normalisation. Install with ``pip install -e ".[ctranslate2]"``. Only the CTranslate2 side
-(`build_spec`, `save`) imports ctranslate2, and only the Keras side (`model_arrays`) imports
-Keras: benchmarks/ct2_convert.py runs them in two environments.
-
-The layout mapping (keras_transformer -> CTranslate2):
-  * Dense kernels are [in, out]; CTranslate2 linears are [out, in]: transposed.
-  * Self-attention's fused projection has columns Q | K | V, each heads x d_k with the heads
-    contiguous: CTranslate2's fused `linear_0` has the same order. Cross-attention: `query`
-    -> `linear_0`, fused `kv` (K | V) -> `linear_1`, `output` -> `linear_2`.
-  * Positions: our sinusoidal encodings interleave sin and cos and start at position 0;
-    CTranslate2's built-in ones concatenate them and start at 1. The table is therefore
-    saved explicitly (`position_encodings/encodings`, model max_length rows), computed by
-    our own layer, so positions match exactly. Learned positions are saved as they are.
-  * Embeddings are multiplied by sqrt(d_model) in both (`scale_embeddings`); the shared
-    embedding is written under all three names and CTranslate2 aliases equal arrays.
-  * LayerNorm epsilon 1e-6 (`layer_norm_epsilon`; CTranslate2's default is 1e-5);
-    post-norm without final norms, or pre-norm with the stacks' final norms.
-  * Sources end with EOS (`add_source_eos`), targets start with "<s>" (our BOS id 2).
+Layout (keras_transformer -> CTranslate2): Dense kernels [in, out] are transposed to [out, in].
+Self-attention's fused Q | K | V (heads contiguous) is `linear_0`; cross-attention's `query`,
+`kv`, `output` are `linear_0`, `linear_1`, `linear_2`. Our sinusoidal positions interleave sin
+and cos from position 0 (CTranslate2's concatenate them from 1), so our layer's table is saved
+(`position_encodings/encodings`); learned ones as they are. Embeddings are scaled by sqrt(d_model)
+(`scale_embeddings`); the shared one is written under all three names. LayerNorm epsilon 1e-6;
+pre-norm adds the stacks' final norms. Sources end with EOS, targets start with "<s>" (BOS id 2).
 """
 
 import importlib.util
@@ -76,8 +61,7 @@ def _norm(arrays, name, norm):
 
 
 def position_table(layer, length: int, depth: int) -> np.ndarray:
-    """Our position vectors for positions 0 .. length-1, [length, depth], from the layer
-    itself (sinusoidal or learned) so that they cannot drift from what the model adds."""
+    """Our position vectors [length, depth] for positions 0 .. length-1, from the layer itself."""
     return _numpy(layer(np.zeros([1, length, depth], np.float32))[0])
 
 
@@ -122,8 +106,7 @@ def model_arrays(model) -> dict[str, np.ndarray]:
 
 
 def decoding_settings(search, max_input_length: int) -> dict[str, Any]:
-    """SETTINGS_FILE's "decoding" from a `BeamSearch` and the longest source:
-    `translate`'s defaults (`check_stop_rule` first)."""
+    """SETTINGS_FILE's "decoding" (`translate`'s defaults), checked by `check_stop_rule`."""
     settings = {"beam_size": search.beam_size, "alpha": search.alpha,
                 "extra_length": search.extra_length, "stop_rule": search.stop_rule,
                 "max_input_length": max_input_length}
@@ -145,8 +128,7 @@ def model_settings(config) -> dict[str, Any]:
 
 
 def vocabulary(spm_proto: bytes, vocab_size: int) -> list[str]:
-    """The SentencePiece pieces in id order, padded to the model's `vocab_size` (embeddings
-    beyond the pieces are never produced); the special ids must be CTranslate2's tokens."""
+    """The pieces in id order, padded to `vocab_size`; special ids must be CTranslate2's tokens."""
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor(model_proto=spm_proto)
@@ -174,8 +156,8 @@ def _set(spec, path: str, value: np.ndarray) -> None:
 
 
 def build_spec(arrays: dict[str, np.ndarray], settings: dict[str, Any], pieces: list[str]):
-    """A validated float32 `ctranslate2.specs.TransformerSpec` from `model_arrays`,
-    `model_settings` and `vocabulary` (CTranslate2 quantizes at load time if asked)."""
+    """A validated float32 `TransformerSpec` from `model_arrays`, `model_settings` and
+    `vocabulary` (CTranslate2 quantizes at load time if asked)."""
     from ctranslate2.specs import common_spec, transformer_spec
 
     head_dim = settings["head_dim"]
@@ -202,9 +184,8 @@ def build_spec(arrays: dict[str, np.ndarray], settings: dict[str, Any], pieces: 
 
 def save(spec, spm_proto: bytes, settings: dict[str, Any], output_dir,
          overwrite: bool = False) -> pathlib.Path:
-    """Writes `spec`, the SentencePiece model and `settings` (SETTINGS_FILE) into a
-    temporary directory beside `output_dir`, then renames it into place, so that a reader
-    never sees a half-written model (an existing one is replaced only when `overwrite`)."""
+    """Writes `spec`, the SentencePiece model and `settings` into a temporary directory, then
+    renames it to `output_dir` (replaced only when `overwrite`): no reader sees half a model."""
     final = pathlib.Path(output_dir)
     if final.exists() and not overwrite:
         raise FileExistsError(final)
@@ -240,7 +221,6 @@ def write_ctranslate2(model, spm_proto: bytes, output_dir, decoding: dict[str, A
         spm_proto: the SentencePiece model's bytes (copied as spm.model).
         decoding: `decoding_settings`: `translate`'s defaults.
         overwrite: replace an existing `output_dir` (else FileExistsError).
-
     Raises:
         ConversionError: a vocabulary or shape CTranslate2 cannot take.
     """

@@ -1,23 +1,12 @@
 """Checks that a SavedModel uses only ops stock TensorFlow Serving registers.
 
-TensorFlow Serving links core TensorFlow's ops and tensorflow-text's ops, nothing else. An op
-type counts as:
-
-* ``core``: registered in a fresh Python process after ``import tensorflow`` alone;
-* ``tensorflow_text``: registered only after also importing ``tensorflow_text``, and listed by
-  one of its op libraries (the ``.so`` it comes from is reported);
-* a failure otherwise: not registered at all, registered by importing tensorflow_text but by
-  none of its libraries, or one of the Python-callback ops (`PyFunc`, `PyFuncStateless`,
-  `EagerPyFunc`, `NumpyFunction`), which core TensorFlow registers but which need the Python
-  interpreter that no server has.
-
-The op types are read from ``saved_model.pb``: every node of every meta graph and every node
-of every function of its library (while-loop bodies, `tf.cond` branches, the
-`tf.function`s behind the signatures). Node types that name a library function are function
-calls, not ops, and are reported separately.
-
-The registry is probed in a child process, so whatever the calling process has imported
-(this project, Keras, other op libraries) cannot make an op look registered.
+Serving links core TensorFlow's and tensorflow-text's ops only. Each op type of saved_model.pb
+(nodes of every meta graph and library function; function calls are listed apart) is, as a fresh
+Python process finds it (so that nothing this one imported can register an op):
+* ``core``: registered after ``import tensorflow`` alone;
+* ``tensorflow_text``: registered only after also importing it, by one of its op libraries;
+* a failure otherwise, and always for the Python-callback ops (`PyFunc`, `PyFuncStateless`,
+  `EagerPyFunc`, `NumpyFunction`), which need a Python interpreter that no server has.
 
     python export/op_check.py EXPORT_DIR/1        # prints the ops; exit status 1 on failure
 """
@@ -35,8 +24,7 @@ FORBIDDEN_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc", "NumpyFun
 CORE = "core"
 TENSORFLOW_TEXT = "tensorflow_text"
 
-# Run with `python -c` in an empty directory: imports tensorflow, then tensorflow_text, and
-# reports for every op name read from stdin where it is registered.
+# Run by `python -c` in an empty directory: where each op name from stdin is registered.
 _PROBE = r"""
 import glob, json, os, sys
 names = json.load(sys.stdin)
@@ -72,7 +60,6 @@ class OpReport:
     """What `check_ops` found.
 
     Attributes:
-        saved_model_dir: the directory checked.
         ops: op type -> "core", "tensorflow_text" or the reason it fails.
         libraries: tensorflow_text op type -> the op library (.so) that registers it.
         function_calls: node types that are names of library functions.
@@ -141,12 +128,8 @@ def _saved_model_path(saved_model_dir) -> pathlib.Path:
 
 
 def graph_op_types(saved_model_dir) -> tuple[set[str], set[str]]:
-    """Op types used by a SavedModel and the node types that call library functions.
-
-    Returns:
-        (op types, called function names) over every meta graph: graph nodes and the nodes
-        of every function in the graph's library.
-    """
+    """(op types, names of called library functions) of a SavedModel: the nodes of every meta
+    graph and of every function in its library."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
@@ -181,8 +164,7 @@ def check_ops(saved_model_dir, python=None) -> OpReport:
 
     Args:
         saved_model_dir: a SavedModel directory (one version, e.g. ``export/1``).
-        python: the interpreter to probe with (default: this one); use the one whose
-            TensorFlow and tensorflow-text match the server's.
+        python: the interpreter to probe (default: this one), with the server's TF versions.
     """
     ops, calls = graph_op_types(saved_model_dir)
     probe = probe_registry(ops, python=python)
@@ -208,8 +190,8 @@ def check_ops(saved_model_dir, python=None) -> OpReport:
 
 
 def import_tensorflow_quietly() -> None:
-    """The script's TensorFlow import without its C++ start-up lines (oneDNN, CUDA, CPU
-    features), which ignore TF_CPP_MIN_LOG_LEVEL; a level the user set keeps them."""
+    """Imports TensorFlow without its C++ start-up lines (oneDNN, CUDA, CPU features), which
+    ignore TF_CPP_MIN_LOG_LEVEL; a level the user set keeps them."""
     if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"

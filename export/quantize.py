@@ -1,16 +1,10 @@
 """int8 weights for an exported model: stored as int8, dequantized once per request.
 
-`Int8Weights` keeps every matrix of a Transformer (the Dense kernels and the shared
-embedding) as int8 with one float32 step per output channel (symmetric, abs-max: `w ~ q *
-step`, `q` in [-127, 127]); biases and layer norms stay as they are. The SavedModel then
-stores these variables instead of the model's matrices: a quarter of float32's bytes.
-
-At serving time the matrices are dequantized to the model's compute dtype once per request,
-before the search, and the search reads them through a `keras.StatelessScope`, so each
-decoding step runs the same float or bfloat16 kernels as an unquantized export: on this
-project's CPU TensorFlow's int8 kernels are slower than its bfloat16 ones (figures:
-docs/serving.md). Every op is core TensorFlow (`Cast`, `Mul`), so stock TensorFlow Serving
-runs it.
+`Int8Weights` stores every matrix (Dense kernels, the shared embedding) as int8 with a float32
+step per output channel (symmetric abs-max: `w ~ q * step`, `q` in [-127, 127]), a quarter of
+float32's bytes; biases and norms stay. Per request the matrices are dequantized to the compute
+dtype and read through a `keras.StatelessScope`, so each step runs float or bfloat16 kernels
+(faster than int8 ones on CPU: docs/serving.md); `Cast` and `Mul` are core TensorFlow ops.
 
 Example:
     >>> weights = Int8Weights(model)                 # or Int8Weights(bf16_model, f32_model)
@@ -31,12 +25,8 @@ INT8_MAX = 127  # symmetric: -127..127, so that -q is representable too
 
 
 def quantized_matrices(model):
-    """(variable, reduced axis) of every matrix `Int8Weights` stores as int8.
-
-    The step runs along the output channels, one per column of a Dense kernel [in, out]
-    (the maximum is taken over axis 0) and one per row of the shared embedding [vocab,
-    d_model] (axis 1): a row is both the vector looked up for a token and the output unit of
-    the tied pre-softmax projection (Section 3.4)."""
+    """(variable, reduced axis) of each matrix `Int8Weights` quantizes: a step per column of a
+    Dense kernel [in, out] (axis 0), per row of the tied embedding (axis 1: Section 3.4)."""
     seen = set()
     for layer in model._flatten_layers():  # what keras.Model.quantize walks too
         if isinstance(layer, keras.layers.Dense):
@@ -63,11 +53,9 @@ class Int8Weights:
     """int8 copies of a model's matrices and the scope in which the model reads them.
 
     Args:
-        model: the built model the serving graph runs; its dtype (float32 or bfloat16) is
-            the compute dtype the matrices are dequantized to.
-        source: a model of the same config holding the weights to quantize (default:
-            `model`). Give the float32 model when `model` is a bfloat16 copy, so that the
-            int8 values are rounded once, from the trained weights.
+        model: the built model the serving graph runs; the matrices are dequantized to its dtype.
+        source: a model of the same config holding the weights to quantize (default: `model`):
+            the float32 one when `model` is a bfloat16 copy, so int8 values are rounded once.
     """
 
     mode = "int8"
@@ -84,8 +72,7 @@ class Int8Weights:
             self.steps.append(tf.Variable(step, trainable=False, name=f"{name}_step"))
 
     def dequantized(self):
-        """[(model variable, its dequantized value in the variable's dtype)]: graph ops,
-        made where this is called (once per request in a serving function)."""
+        """[(model variable, its dequantized value in its dtype)]: graph ops made where called."""
         return [(variable, tf.cast(tf.cast(q, tf.float32) * step, variable.dtype))
                 for variable, q, step in zip(self._targets, self.values, self.steps)]
 

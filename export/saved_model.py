@@ -1,21 +1,12 @@
 """SavedModel export: versions TensorFlow Serving watches, written atomically, with export.json.
 
-The SavedModel written by `export_saved_model` serves the six functions of a
-`export.translator.Translator` (translator.py describes them) as six signatures of the same
-names, ``translate`` as ``serving_default``. A released signature never gains an input
-(TensorFlow Serving has no optional inputs): `tests/export/signatures.golden.json` pins them
-all. The maximum input length is fixed for all six.
-
-It is written by `tf.saved_model.save` from the signatures' concrete functions and an object
-holding exactly the `tf.Variable`s they capture, so each weight and each traced function is
-stored once, and only what the functions read (an int8 export stores the int8 matrices, not
-the model's float ones). Why not `keras.export.ExportArchive` or the Keras variables:
-docs/serving.md.
-
-Versions are written as ``<export_dir>/<version>/``, the layout TensorFlow Serving watches,
-atomically: into a hidden temporary directory beside it (which the server ignores, its name
-not being a number), then renamed into place; an overwritten version is moved aside first
-and put back if the rename fails, so the version never goes missing.
+The six functions of an `export.translator.Translator` become signatures of the same names
+(``translate`` as ``serving_default``), with one fixed maximum input length; a released signature
+never gains an input (`tests/export/signatures.golden.json` pins them). Only the captured
+`tf.Variable`s are saved, each once (an int8 export stores the int8 matrices only); why not
+`keras.export.ExportArchive`: docs/serving.md. A version is written into a hidden temporary
+directory (not a number, so the server ignores it) and renamed into place; an overwritten version
+is moved aside first and put back if the rename fails.
 """
 
 import datetime
@@ -77,12 +68,8 @@ def _refuse_existing(final: pathlib.Path, version: int, export_dir: pathlib.Path
 
 # ---------------------------------------------------------------------- export
 def saveable(translator: Translator):
-    """(the object to save, {signature name: concrete function}) for `tf.saved_model.save`.
-
-    The object holds the variables the signatures capture, each once (the functions of a
-    `tf.Variable` shared by several signatures capture the same object). The SentencePiece
-    resource is made inside the traced functions (see `Translator._tokenizer`): nothing to
-    track, the model proto is an attribute of the SentencepieceOp node."""
+    """(the object to save, {signature name: concrete function}): the object holds each captured
+    variable once; the SentencePiece proto is an attribute of the graph's SentencepieceOp nodes."""
     signatures = {
         SERVING_SIGNATURE: translator.translate.get_concrete_function(),
         IDS_SIGNATURE: translator.translate_ids.get_concrete_function(),
@@ -182,8 +169,7 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
     tmp = pathlib.Path(tempfile.mkdtemp(dir=export_dir, prefix=f".tmp-{version}-"))
     old = None
     try:
-        # mkdtemp makes the directory private (0700); a server running as another user
-        # must be able to read the version.
+        # mkdtemp's 0700 would hide the version from a server running as another user.
         os.chmod(tmp, 0o755)
         root, signatures = saveable(translator)
         tf.saved_model.save(root, str(tmp), signatures=signatures)
@@ -228,26 +214,21 @@ def export_saved_model(model, spm_proto: bytes, export_dir, search=BeamSearch(),
 
     Args:
         model: a built `keras_transformer.Transformer`, in the precision to serve.
-        spm_proto: the serialized SentencePiece model (bytes). It is embedded in the graph,
-            and a copy is written to ``<version>/assets.extra/spm.model`` for clients of
-            `translate_ids`.
+        spm_proto: the serialized SentencePiece model (bytes), embedded in the graph and copied
+            to ``<version>/assets.extra/spm.model`` for clients of `translate_ids`.
         export_dir: the model base path TensorFlow Serving watches.
-        search, max_input_length: the `BeamSearch` fixed in the graph and the longest source
-            (see `Translator`).
-        version: a non-negative integer; default: one more than the largest existing version
-            (1 in an empty directory).
+        search, max_input_length: the graph's `BeamSearch` and longest source (see `Translator`).
+        version: a non-negative integer; default: one more than the largest existing (or 1).
         overwrite: replace an existing version; without it an existing version is an error.
-        jit_compile: XLA-compile the beam search (see export/README.md for what it supports).
+        jit_compile: XLA-compile the beam search (export/README.md says what it supports).
         constraint, preprocess, postprocess: what the task adds (see `Translator`).
-        quantize: "int8" stores the model's matrices as int8 (`export.quantize`), quantized
-            from `model`'s weights and dequantized to its dtype once per request; None
-            stores them as they are.
+        quantize: "int8" stores the matrices as int8 (`export.quantize`), dequantized to the
+            model's dtype once per request; None stores them as they are.
         log: progress sink.
     Returns:
         The path of the written version directory.
     Raises:
-        ExportError: invalid settings, an unknown `quantize`, or an existing version
-            without `overwrite`.
+        ExportError: bad settings or `quantize`, or an existing version without `overwrite`.
     """
     if quantize not in (None, *QUANTIZE_MODES):
         raise ExportError(f"quantize must be one of {QUANTIZE_MODES} or None, got {quantize!r}")

@@ -1,34 +1,20 @@
 """The serving functions: raw sentences in, translations out, everything in the graph.
 
-`Translator` holds the six functions an exported SavedModel serves, callable in-process as
-well (the translate stage uses them, so it answers exactly as the served model does):
+`Translator` holds the six functions an exported SavedModel serves (also callable in-process):
 
 * ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
-  float32 [batch]: pre-processing, SentencePiece tokenization (the model proto is embedded
-  in the graph), EOS, truncation and padding (`keras_transformer.data.text`), beam search
-  (`keras_transformer.decoding.decode`), detokenization, post-processing.
+  float32 [batch]: pre-processing, SentencePiece (the proto is in the graph), EOS, truncation,
+  padding (`keras_transformer.data.text`), beam search, detokenization, post-processing.
 * ``translate_ids``: ``source_ids`` int32 [batch, length] -> ``ids`` int32 [batch, length'],
-  ``score`` float32 [batch], for clients that tokenize themselves: ids outside the
-  vocabulary fail with InvalidArgument, and a long row is truncated as sentences are,
-  keeping its EOS (`keras_transformer.data.text.truncate_ids`).
-* ``translate_with_options`` / ``translate_ids_with_options``: the same with six inputs
-  (source or source_ids, beam_size, alpha, num_results, max_extra_length, target_prefix or
-  target_prefix_ids) -> ``translations`` (``ids``), ``scores``, (``tokens``,)
-  ``token_log_probs``, ``alignment``, n-best per source, by beam search.
-* ``translate_with_all_options`` / ``translate_ids_with_all_options``: those six inputs, then
-  sampling_topk, sampling_topp, sampling_temperature, seed (`keras_transformer.decoding.
-  sampling`) and terms or terms_ids, required target phrases
-  (`keras_transformer.decoding.terms`), with the same outputs. ``sampling_temperature`` 0
-  means beam search (`BEAM_SEARCH`): every request must send every input.
+  ``score``: ids outside the vocabulary fail with InvalidArgument; long rows keep their EOS.
+* ``translate_with_options`` / ``translate_ids_with_options``: source (ids), beam_size, alpha,
+  num_results, max_extra_length, target_prefix (ids) -> n-best ``translations`` (``ids``),
+  ``scores``, (``tokens``,) ``token_log_probs``, ``alignment``, by beam search.
+* ``translate_with_all_options`` / ``translate_ids_with_all_options``: also sampling_topk,
+  sampling_topp, sampling_temperature (0: beam search), seed, then terms (ids): required target
+  phrases (`keras_transformer.decoding.terms`). Every request must send every input.
 
-A released signature never gains an input (TensorFlow Serving has no optional inputs; a new
-input breaks every client that does not send it): new options come in new signatures. The
-six-option functions call the all-options ones with `BEAM_SEARCH` and no terms, and those
-share one search function, so a SavedModel stores each graph once; the two fixed-settings
-functions build their search with a Python beam size (static shapes).
-
-This module depends on the library only; what a task adds (a decoding constraint, in-graph
-pre- and post-processing) comes in as arguments.
+A released signature never gains an input (Serving has no optional inputs): new signatures do.
 """
 
 import contextlib
@@ -51,22 +37,17 @@ SAMPLING_SPECS = [tf.TensorSpec([], tf.int32, name="sampling_topk"),
                   tf.TensorSpec([], tf.float32, name="sampling_topp"),
                   tf.TensorSpec([], tf.float32, name="sampling_temperature"),
                   tf.TensorSpec([], tf.int64, name="seed")]
-"""The sampling inputs of the all-options functions, after the target prefix (a served
-signature needs them in every request)."""
+"""The sampling inputs of the all-options functions, after the target prefix."""
 BEAM_SEARCH = (0, 1.0, 0.0, 0)
-"""(sampling_topk, sampling_topp, sampling_temperature, seed) that mean "beam search": a
-temperature of 0 (which needs top-k 0 and top-p 1; the seed is then unused). The six-option
-functions search with these."""
+"""The sampling inputs that mean beam search (the six-option functions'): temperature 0, which
+needs top-k 0 and top-p 1; the seed is unused."""
 TERMS_SPEC = tf.TensorSpec([None, None], tf.string, name="terms")
-"""The last input of `translate_with_all_options`: target phrases each translation of a
-source row must contain (row i for source i; "" is no phrase; [[]] is none for any row)."""
+"""The terms input: phrases that row i's translations must contain ("" is none; [[]]: none)."""
 TERMS_IDS_SPEC = tf.TensorSpec([None, None, None], tf.int32, name="terms_ids")
-"""The last input of `translate_ids_with_all_options`: the phrases as 0-padded ids [batch,
-phrases, length] ([[[]]] is none)."""
+"""The terms_ids input: the phrases as 0-padded ids [batch, phrases, length] ([[[]]]: none)."""
 NO_TERMS = (("",),)
 NO_TERMS_IDS = (((0,),),)
-"""No phrase, as the six-option functions search (Python values: a tensor made at import
-would start TensorFlow's runtime before the CLI sets up its devices)."""
+"""No phrase (Python values: a tensor made at import would start TensorFlow's runtime early)."""
 
 
 def _beam_search_sampling():
@@ -75,20 +56,15 @@ def _beam_search_sampling():
 
 
 class ExportError(UserError):
-    """An export cannot be written as asked (bad settings, existing version, ...): a
-    `UserError`, which each CLI reports in one line, without importing `pipelines`."""
+    """An export cannot be written as asked: a `UserError`, which each CLI reports in one line."""
 
 
 class Translator:
     """The serving functions, callable in-process: exactly what the SavedModel runs.
 
-    The six `tf.function`s of the module docstring, with fixed input signatures; the export
-    registers these very functions as its signatures, so calling them here and calling the
-    loaded SavedModel give the same results. `translate` and `translate_ids` decode with
-    `search`. The options functions check their inputs in the graph, before any decoding
-    (InvalidArgumentError: `_check_options`, and `decode` for terms that do not fit the
-    output cap). Every translation of a source contains each of its terms; a temperature > 0
-    samples `num_results` translations per source, best first.
+    The six `tf.function`s of the module docstring, registered by the export as its signatures.
+    The options functions check their inputs in the graph before decoding (InvalidArgumentError);
+    each translation contains its source's terms; a temperature > 0 samples, best first.
 
     Example:
         >>> translator = Translator(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6))
@@ -98,20 +74,16 @@ class Translator:
     Args:
         model: a built `keras_transformer.Transformer` (its dtype is the decoding precision).
         spm_proto: the serialized SentencePiece model (bytes) the model was trained with.
-        search: the `keras_transformer.BeamSearch` of `translate` and `translate_ids`: beam
-            size (fixed: it sets tensor shapes), alpha, extra length; its stop rule serves
-            every signature.
+        search: the `BeamSearch` of `translate` and `translate_ids` (its beam size is fixed: it
+            sets tensor shapes); its stop rule serves every signature.
         max_input_length: the longest source in tokens (capped by and defaulting to
-            `model.config.max_length`): longer inputs keep their first pieces
-            (`keras_transformer.data.text.sentences_to_ids`).
-        jit_compile: compile the id -> id beam search with XLA (`tf.function(jit_compile=True)`).
+            `model.config.max_length`); longer inputs keep their first pieces.
+        jit_compile: XLA-compile the beam search of `translate` and `translate_ids`.
         constraint: a `keras_transformer.decoding.DecodingConstraint` on the output tokens.
         preprocess: in-graph `sentences -> sentences` applied before tokenization.
-        postprocess: in-graph `(sentences, outputs) -> answers` applied to the detokenized
-            outputs (the parser turns linearized trees into bracketed trees).
-        weights: where the search reads the model's matrices: None, the model's own
-            variables; an `export.quantize.Int8Weights`, its int8 copies, dequantized once
-            per request.
+        postprocess: in-graph `(sentences, outputs) -> answers` on the detokenized outputs.
+        weights: None (the model's variables) or an `export.quantize.Int8Weights`, whose int8
+            copies are dequantized once per request.
     Raises:
         ExportError: the SentencePiece model has more pieces than the model has embeddings.
     """
@@ -143,8 +115,7 @@ class Translator:
 
         strings = tf.TensorSpec([None], tf.string, name="source")
         ids = tf.TensorSpec([None, None], tf.int32, name="source_ids")
-        # One search function for the two fixed-settings signatures and one for the four
-        # options signatures: a SavedModel then stores each search graph once, not twice.
+        # One search function per kind of signature: a SavedModel stores each search graph once.
         id_rows = tf.TensorSpec([None, None], tf.int32)
         self._search_core = tf.function(self._search_ids, input_signature=[id_rows],
                                         jit_compile=self.jit_compile, autograph=False)
@@ -181,8 +152,7 @@ class Translator:
                 "bos_id": BOS_ID, "eos_id": EOS_ID, "pad_id": PAD_ID}
 
     def _model_weights(self):
-        """The context the search runs the model in: its own variables, or `weights`'
-        values (dequantized here, once per call of the traced function)."""
+        """The context the search runs the model in: its variables, or `weights` dequantized."""
         return contextlib.nullcontext() if self.weights is None else self.weights.scope()
 
     def _search_ids(self, source_ids):
@@ -204,13 +174,9 @@ class Translator:
             lambda: (tf.zeros([0, 0], tf.int32), tf.zeros([0], tf.float32)))
 
     def _tokenizer(self):
-        """A SentencePiece tokenizer made inside the function being traced.
-
-        Its resource then belongs to that function and lives as long as it does. One made
-        eagerly would be owned by a kernel in TensorFlow's eager kernel cache, which
-        `tf.random.set_seed` (and `keras.utils.set_random_seed`, `clear_session`) empty,
-        deleting the resource ("Resource ... SentencepieceOp ... does not exist").
-        """
+        """A SentencePiece tokenizer made inside the traced function, which then owns it: one made
+        eagerly would die with the eager kernel cache, which `tf.random.set_seed` (and
+        `clear_session`) empty ("Resource ... SentencepieceOp ... does not exist")."""
         import tensorflow_text as tf_text
 
         return tf_text.SentencepieceTokenizer(model=self.spm_proto, out_type=tf.int32)
@@ -226,9 +192,8 @@ class Translator:
         return {"translation": translation, "score": scores}
 
     def _client_ids(self, source_ids):
-        """A client's source ids, checked (a core Assert op: InvalidArgument for an id
-        outside [0, vocab_size)) and truncated to `max_length` keeping EOS, as
-        `text.sentences_to_ids` truncates sentences."""
+        """A client's source ids, checked (InvalidArgument for an id outside [0, vocab_size)) and
+        truncated to `max_length` keeping EOS, as `text.sentences_to_ids` truncates sentences."""
         check = tf.debugging.Assert(
             tf.reduce_all((source_ids >= 0) & (source_ids < self.vocab_size)),
             [f"source ids must be in [0, {self.vocab_size})"])
@@ -288,10 +253,9 @@ class Translator:
 
     def _search_with_options_fn(self, source_ids, beam_size, alpha, num_results,
                                 max_extra_length, prefix_ids, sampling, terms_ids):
-        """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs,
-        alignment [batch, n, len]), also for an empty batch; by beam search (with required
-        phrases where `terms_ids` has any), or by sampling when `sampling` (topk, topp,
-        temperature, seed) has a temperature > 0: the choice is made here, in the graph."""
+        """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs, alignment
+        [batch, n, len]), also for an empty batch; by beam search (with `terms_ids`' phrases), or
+        by sampling when `sampling` (topk, topp, temperature, seed) has a temperature > 0."""
         checks = self._check_options(tf.shape(source_ids)[0], beam_size, alpha, num_results,
                                      max_extra_length, tf.shape(prefix_ids)[0], sampling,
                                      terms_ids)
@@ -334,8 +298,7 @@ class Translator:
 
     def _translate_with_options(self, source, beam_size, alpha, num_results, max_extra_length,
                                 target_prefix):
-        """`translate_with_options`, the six inputs of its first release: beam search (a
-        call of `translate_with_all_options`, so the SavedModel stores its graph once)."""
+        """`translate_with_all_options` by beam search without terms (one graph to store)."""
         return self.translate_with_all_options(
             source, beam_size, alpha, num_results, max_extra_length, target_prefix,
             *_beam_search_sampling(), tf.constant(NO_TERMS, tf.string))
@@ -366,8 +329,7 @@ class Translator:
 
     def _translate_ids_with_options(self, source_ids, beam_size, alpha, num_results,
                                     max_extra_length, target_prefix_ids):
-        """`translate_ids_with_options`, the six inputs of its first release: beam search (a
-        call of `translate_ids_with_all_options`, stored once)."""
+        """`translate_ids_with_all_options` by beam search without terms (one graph to store)."""
         return self.translate_ids_with_all_options(
             source_ids, beam_size, alpha, num_results, max_extra_length, target_prefix_ids,
             *_beam_search_sampling(), tf.constant(NO_TERMS_IDS, tf.int32))

@@ -1,6 +1,5 @@
-"""keras_transformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017)
-in Keras 3, with the paper's presets, schedule, loss and beam search (`translate`, on every
-Keras backend; `keras_transformer.decoding.decode` for every decoding option)."""
+"""keras_transformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017) in
+Keras 3: presets, schedule, loss, decoding on every backend (`translate`, `decoding.decode`)."""
 from keras_transformer.config import PRESETS, Preset, TransformerConfig
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.losses import LabelSmoothedCrossEntropy

@@ -1,6 +1,4 @@
-"""The one check of the TensorFlow-only decoding modules (sampling, terms): they are written
-with TensorFlow ops for the exported SavedModel, so under another Keras backend they refuse
-to import, naming what runs there instead."""
+"""The import check of the TensorFlow-only decoding modules (`sampling`, `terms`)."""
 import keras
 
 

@@ -1,11 +1,6 @@
-"""TransformerConfig: every hyper-parameter of the model, and the paper's configurations.
-
-The presets are the rows of Table 3 of "Attention Is All You Need" (Vaswani et al., 2017)
-plus the two models of Table 2 ("base", "big"), CPU-sized models for Multi30k, the
-parsing model of Section 6.3 and a CPU-sized parser for the 10% WSJ sample. Each Table 3 row
-changes only what the paper lists for it; everything else is "base". A preset declares its
-architecture and, beside it, its recipe (`Preset`).
-"""
+"""`TransformerConfig`, every hyper-parameter of the model, and `PRESETS`: Table 2's "base" and
+"big", Table 3's rows (each changes only what the paper lists), Section 6.3's parser, and
+CPU-sized models for Multi30k and the 10% WSJ sample; each a `Preset`, architecture and recipe."""
 
 import dataclasses
 import json
@@ -22,17 +17,13 @@ class TransformerConfig:
         d_model: width of every residual stream and of the embeddings.
         d_ff: inner width of the position-wise feed-forward network (Eq. 2).
         num_heads: h, attention heads.
-        d_k: per-head query/key width; `None` means d_model // num_heads.
-        d_v: per-head value width; `None` means d_model // num_heads.
+        d_k, d_v: per-head query/key and value widths; `None`: d_model // num_heads.
         dropout: P_drop, on every sub-layer output and on embedding + position sums (5.4).
-        attention_dropout: dropout on attention weights (0 in the paper).
-        relu_dropout: dropout after the FFN's ReLU (0 in the paper).
-        max_length: longest sequence the learned positional embedding supports; also the
-            cap applied to inputs by the export and decoding code.
+        attention_dropout, relu_dropout: on attention weights; after the FFN's ReLU (paper: 0).
+        max_length: longest sequence (learned positions); also the export's and decoding's cap.
         positional: "sinusoidal" (3.5) or "learned" (Table 3 row E).
         norm: "post" (the paper: LayerNorm(x + Sublayer(x))) or "pre" (x + Sublayer(LN(x))).
-        share_embeddings: tie source embedding, target embedding and pre-softmax projection
-            (3.4). Requires a shared source-target vocabulary.
+        share_embeddings: tie both embeddings and the pre-softmax projection (3.4; one vocabulary).
     """
 
     vocab_size: int = 37000
@@ -93,8 +84,7 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, fields: dict[str, Any]) -> "TransformerConfig":
-        """The config of `fields`; the training fields older config.json files carry
-        (`TRAINING_FIELDS`) are dropped: they belong to a preset's recipe now."""
+        """The config of `fields`, less the `TRAINING_FIELDS` of older config.json files."""
         fields = {k: v for k, v in fields.items() if k not in TRAINING_FIELDS}
         unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
@@ -114,11 +104,8 @@ TRAINING_FIELDS = ("label_smoothing", "train_steps")  # older config.json files'
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """A named model, declared once: its architecture (`model`: the `TransformerConfig`
-    fields it sets, the rest being base's) and its `recipe`, how it is trained and decoded,
-    by `pipelines/run.py`'s flag names (train_steps, label_smoothing, beam_size, ...): above
-    a task's recipe, below the model directory and the flags; the rest is the task's, else
-    the paper's."""
+    """A named model: `model`, the `TransformerConfig` fields it sets (else base's); `recipe`, its
+    `pipelines/run.py` flag values (over the task's and the paper's; under model dir and flags)."""
 
     model: dict = dataclasses.field(default_factory=dict)
     recipe: dict = dataclasses.field(default_factory=dict)
@@ -130,11 +117,9 @@ def _model(recipe: dict | None = None, **model: Any) -> Preset:
 
 _SMALL = dict(num_layers=3, d_model=256, d_ff=1024, num_heads=4)
 
-# Table 3, in the paper's order. Rows A vary heads with d_k = d_v = d_model / h; rows B shrink
-# d_k only; rows C vary size; rows D vary regularisation; row E learns positions. The paper
-# trains every row for 100K steps (the table's default) and big for 300K.
-# A `vocab_size` or `max_length` written here is the preset's own and wins over a task's;
-# presets that leave them out (base, big, Table 3) take the task's vocabulary and lengths.
+# Table 3, in the paper's order: A vary heads (d_k = d_v = d_model / h), B shrink d_k, C vary size,
+# D regularisation, E learns positions; 100K steps each, big 300K. A `vocab_size` or `max_length`
+# written here wins over a task's; presets without them take the task's.
 PRESETS: dict[str, Preset] = {
     "base": _model(),
     "big": _model({"train_steps": 300_000}, d_model=1024, d_ff=4096, num_heads=16,
@@ -157,28 +142,23 @@ PRESETS: dict[str, Preset] = {
     "D3": _model({"label_smoothing": 0.0}),
     "D4": _model({"label_smoothing": 0.2}),
     "E": _model(positional="learned"),
-    # Not from Table 3: a model that trains in minutes on a 2-core CPU and fits a corpus of
-    # tens of thousands of pairs (narrower, fewer layers): the task's vocabulary and lengths;
-    # `--task text` picks it for a corpus below a million pairs (its sized recipe).
+    # Not from Table 3: trains in minutes on a 2-core CPU, for tens of thousands of pairs;
+    # `--task text` picks it for a corpus below a million pairs.
     "small": _model(**_SMALL, dropout=0.1),
     # The same model with Multi30k's 8,000 pieces; the multi30k_ende task's recipe trains it.
     "multi30k_small": _model(vocab_size=8000, **_SMALL, dropout=0.1, max_length=256),
-    # The same model regularised for a 2-hour CPU run over ~20 epochs of Multi30k's 29,000
-    # pairs (docs/results.md): with P_drop 0.1 it over-fits such a small corpus long before.
+    # The same, regularised for ~20 epochs of Multi30k: P_drop 0.1 over-fits it (docs/results.md).
     "multi30k_quality": _model({"train_steps": 4000, "checkpoint_every": 250},
                                vocab_size=8000, **_SMALL, dropout=0.3, max_length=256),
-    # fairseq's `transformer_tiny`, the text-only Multi30k baseline of Wu et al. (ACL 2021,
-    # 41.02 tokenized lowercased BLEU on test_2016_flickr; its protocol, a ~10,000-piece joint
-    # BPE and 8,000 updates: benchmarks/multi30k_published_protocol.py).
+    # fairseq's `transformer_tiny`, Wu et al.'s (ACL 2021) text-only Multi30k baseline (its
+    # protocol: benchmarks/multi30k_published_protocol.py).
     "multi30k_tiny": _model({"train_steps": 8000}, vocab_size=10000, num_layers=4,
                             d_model=128, d_ff=256, num_heads=4, dropout=0.3, max_length=256),
     # Section 6.3: 4 layers, d_model 1024, the base model's other settings, 16K vocabulary.
     "parsing_wsj": _model(vocab_size=16000, num_layers=4, d_model=1024, d_k=128, d_v=128,
                           max_length=1024),
-    # Not from the paper: a parser for the 10% WSJ sample on a 2-core CPU (docs/parsing.md):
-    # multi30k_quality's dimensions with 4 layers, as the paper's parser has, P_drop 0.3 for
-    # 3,396 trees and 4,000 pieces; its dev split stands in for the test split it lacks. Only
-    # the target form was chosen on dev F1; the rest was not tuned.
+    # Not from the paper: a parser for the 10% WSJ sample on a 2-core CPU (docs/parsing.md);
+    # dev stands in for its missing test split; only the target form was tuned (on dev F1).
     "parsing_wsj_sample": _model(
         {"target_form": "read_xx", "batch_tokens": 2048, "warmup_steps": 800,
          "train_steps": 6400, "checkpoint_every": 400, "dev_metric_every": 800,

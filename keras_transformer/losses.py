@@ -8,9 +8,7 @@ from keras_transformer.constants import PAD_ID
 
 
 def _tensorflow():
-    """The `tensorflow` module when it is the Keras backend, else None: this module's one
-    backend check (the `keras.ops` path of other backends is the TensorFlow path's reference).
-    """
+    """The `tensorflow` module when it is the Keras backend, else None."""
     if keras.backend.backend() != "tensorflow":
         return None
     import tensorflow as tf
@@ -23,19 +21,15 @@ def target_nll(target_ids, logits):
     -> float32 [batch, length]."""
     tf = _tensorflow()
     if tf is not None:
-        # One kernel over [tokens, vocab] (the perplexity metric's path): the log-softmax
-        # and gather below would write the whole [tokens, vocab] tensor out first.
+        # One fused kernel; the log-softmax and gather below materialise [tokens, vocab].
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target_ids, logits=logits)
     target_logits = ops.take_along_axis(logits, ops.expand_dims(target_ids, -1), axis=-1)
     return ops.logsumexp(logits, axis=-1) - ops.squeeze(target_logits, -1)
 
 
 def _global_sum(value):
-    """Sum of `value` over the replicas of a `tf.distribute` step; `value` itself elsewhere.
-
-    Other backends see the global batch in one program (JAX shards it under
-    `keras.distribution`), so their sum is already global.
-    """
+    """Sum of `value` over the replicas of a `tf.distribute` step; `value` itself elsewhere (other
+    backends, JAX under `keras.distribution` included, see the global batch in one program)."""
     tf = _tensorflow()
     context = tf.distribute.get_replica_context() if tf is not None else None
     if context is None or context.num_replicas_in_sync == 1:
@@ -44,10 +38,8 @@ def _global_sum(value):
 
 
 def smoothed_token_losses(target_ids, logits, label_smoothing):
-    """Per-token cross-entropy against targets smoothed with eps_ls (Section 5.4).
-
-    The smoothed target puts 1 - eps on the true token and eps / (V - 1) on every other
-    token, as tensor2tensor does; padding positions get loss 0.
+    """Per-token cross-entropy against targets smoothed with eps_ls (Section 5.4): 1 - eps on the
+    true token, eps / (V - 1) on each other (as tensor2tensor); padding positions get loss 0.
 
     Args:
         target_ids: int [batch, length], 0 = padding.
@@ -63,9 +55,8 @@ def smoothed_token_losses(target_ids, logits, label_smoothing):
     off_value = label_smoothing / (ops.cast(vocab, "float32") - 1.0)
     tf = _tensorflow()
     if tf is not None:
-        # One fused kernel computes the loss and its gradient (softmax - q) in one pass over
-        # [tokens, vocab]; written out (logsumexp, sums, gather) the same value and its
-        # gradient took a dozen passes, most of a small model's step (docs/results.md).
+        # One fused kernel and one pass over [tokens, vocab] for the loss and its gradient
+        # (softmax - q); written out they take a dozen passes (docs/results.md).
         smoothed = tf.one_hot(target_ids, vocab, on_value=on_value, off_value=off_value)
         losses = tf.nn.softmax_cross_entropy_with_logits(labels=tf.stop_gradient(smoothed),
                                                          logits=logits)
@@ -81,11 +72,8 @@ def smoothed_token_losses(target_ids, logits, label_smoothing):
 
 
 def smoothed_loss_floor(vocab_size, label_smoothing):
-    """The smallest reachable loss: the entropy of the smoothed target distribution.
-
-    A model that predicts the smoothed distribution exactly gets this value; it is the
-    natural reference point for the training loss (0 only without smoothing).
-    """
+    """The smallest reachable loss, the entropy of the smoothed target distribution (0 only
+    without smoothing): the training loss's reference point."""
     on = 1.0 - label_smoothing
     off = label_smoothing / (vocab_size - 1)
     entropy = -on * math.log(on) if on > 0 else 0.0
@@ -98,12 +86,8 @@ def smoothed_loss_floor(vocab_size, label_smoothing):
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Mean label-smoothed cross-entropy per non-pad target token, for `model.fit`.
 
-    Correct under any number of replicas: each replica returns its token-loss sum divided by
-    the token count of the GLOBAL batch, so the replicas' gradients, which Keras sums,
-    are those of the global per-token mean. (A loss that returns a per-replica mean would be
-    counted once per replica; Keras 3 divides only its built-in reductions by the number of
-    replicas.) For the progress bar Keras multiplies each replica's value by the number of
-    replicas and averages over replicas, which again gives the global per-token mean.
+    Correct under any number of replicas: each divides its token-loss sum by the GLOBAL batch's
+    token count, so the summed gradients (and the progress bar) give the global per-token mean.
 
     Args:
         label_smoothing: eps_ls (0.1 in the paper).

@@ -28,11 +28,7 @@ class TokenAccuracy(keras.metrics.Mean):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Perplexity(keras.metrics.Metric):
-    """exp of the mean unsmoothed cross-entropy per non-pad word-piece.
-
-    Unlike the training loss this has no label smoothing, so it is the perplexity the
-    paper's development-set numbers (Table 3, "PPL (dev)") report per word-piece.
-    """
+    """exp of the mean unsmoothed cross-entropy per non-pad word-piece: Table 3's "PPL (dev)"."""
 
     def __init__(self, name="perplexity", **kwargs):
         super().__init__(name=name, **kwargs)

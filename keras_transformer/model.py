@@ -12,17 +12,13 @@ from keras_transformer.layers.positional import (LearnedPositionalEmbedding,
 
 PACKED_INPUTS = ("source_ids", "target_in_ids", "source_segments", "target_segments",
                  "source_positions", "target_positions")
-"""The keys of a packed batch's inputs (`Transformer.call`), each int [batch, length]: ids
-0-padded; segments numbering the (source, target) pairs of a row 1, 2, ... (0 on padding);
-positions restarting at 0 with each pair."""
+"""Keys of a packed batch's inputs, each int [batch, length]: ids 0-padded; segments numbering a
+row's pairs 1, 2, ... (0 on padding); positions restarting at 0 with each pair."""
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
-    """The paper's model: `model((source_ids, target_in_ids))` -> logits.
-
-    Id 0 is padding in both inputs. Logits are float32 whatever the dtype policy. Training
-    may also pass packed rows, several pairs per row (`PACKED_INPUTS`, see `call`).
+    """The paper's model: `model((source_ids, target_in_ids))` -> float32 logits; id 0 is padding.
 
     Example:
         >>> config = TransformerConfig.preset("base", vocab_size=100, num_layers=1,
@@ -32,9 +28,6 @@ class Transformer(keras.Model):
         >>> target_in = keras.ops.array([[2, 8, 9]])
         >>> tuple(model((source, target_in)).shape)
         (1, 3, 100)
-
-    For decoding, `encode` runs the encoder once and `decode_step` extends every hypothesis by
-    one token with cached keys and values (see `keras_transformer.decoding`).
 
     Args:
         config: a `TransformerConfig` (or its dict form, as `from_config` passes it).
@@ -92,8 +85,7 @@ class Transformer(keras.Model):
 
     # ------------------------------------------------------------------ pieces
     def _embed(self, ids, embedding, position_layer, start=0, positions=None, training=None):
-        """Token embeddings plus positions (from `start`, or the given `positions` of a
-        packed row), with dropout on the sum (Section 5.4)."""
+        """Token embeddings + positions (from `start`, or a packed row's), dropout on the sum."""
         x = embedding(ids)
         return self.embedding_dropout(x + position_layer(x, start=start, positions=positions),
                                       training=training)
@@ -125,12 +117,8 @@ class Transformer(keras.Model):
 
     def decode(self, target_in_ids, memory, memory_mask, return_attention_scores=False,
                training=None, attention_layer=-1, self_mask=None, positions=None):
-        """Teacher-forced decoder over whole target prefixes -> logits [batch, tgt_len, vocab].
-
-        With `return_attention_scores`, also the cross-attention weights [batch, heads,
-        target_len, source_len] of decoder layer `attention_layer` (default: the last).
-        `self_mask` (combined with the causal mask) and `positions` serve packed rows.
-        """
+        """Teacher-forced logits [batch, tgt_len, vocab][, decoder layer `attention_layer`'s
+        cross-attention [batch, heads, tgt_len, src_len]]; `self_mask`, `positions`: packing."""
         x = self._embed(target_in_ids, self.target_embedding, self.target_positions,
                         positions=positions, training=training)
         out = self.decoder(x, memory, memory_mask=memory_mask, self_mask=self_mask,
@@ -141,15 +129,10 @@ class Transformer(keras.Model):
         return self.project(out)
 
     def call(self, inputs, training=None):
-        """Logits [batch, tgt_len, vocab] of a batch of pairs, or of packed rows.
+        """Logits [batch, tgt_len, vocab] of pairs, or of packed rows (each pair's as if alone).
 
         Args:
-            inputs: (source_ids [batch, src_len], target_in_ids [batch, tgt_len]), one pair a
-                row; or a dict of `PACKED_INPUTS`, several pairs a row, for training without
-                padding. In a packed row attention never crosses from one pair to another
-                (encoder and decoder self-attention, cross-attention: `segment_mask`) and
-                positions restart with each pair, so each pair's logits are those it gets
-                alone, and the loss, which skips target id 0, counts every token once.
+            inputs: (source_ids, target_in_ids), int [batch, len] each; or a `PACKED_INPUTS` dict.
         """
         if isinstance(inputs, dict):
             return self._call_packed(inputs, training)
@@ -180,14 +163,9 @@ class Transformer(keras.Model):
         Args:
             memory, memory_mask: from `encode`.
             num_rows: hypotheses per sentence (the beam size; 1 for greedy).
-            max_length: the most target positions that will be decoded: the self-attention
-                caches get that many fixed slots (XLA needs fixed shapes). None: caches that
-                grow by one position a step (faster without XLA; see
-                `MultiHeadAttention.initial_cache`).
+            max_length: fixed cache slots for that many positions (XLA); None: caches that grow.
         Returns:
-            (cache, memory_state): `cache` is per hypothesis (beam search reorders its axis 1);
-            `memory_state` (cross-attention keys/values and the mask) is per sentence and
-            never changes.
+            (cache per hypothesis, reordered on axis 1; memory_state per sentence, constant).
         """
         batch = ops.shape(memory)[0]
         cache = self.decoder.initial_cache(batch, num_rows, max_length)
@@ -195,18 +173,13 @@ class Transformer(keras.Model):
 
     def decode_step(self, token_ids, position, cache, memory_state,
                     return_attention_scores=False, attention_layer=-1):
-        """Logits for the next token of every hypothesis, one position at a time.
-
-        Reproduces `decode` position by position without recomputing the prefix.
+        """Next-token logits of every hypothesis: `decode` a position at a time, from the cache.
 
         Args:
-            token_ids: int [batch, rows], the tokens at `position`.
-            position: scalar int.
+            token_ids: int [batch, rows], the tokens at `position` (a scalar int).
             cache, memory_state: from `initial_decode_state` or the previous step.
         Returns:
-            (logits [batch, rows, vocab] float32, new cache) (and the cross-attention
-            weights [batch, heads, rows, source_len] of decoder layer `attention_layer`,
-            default the last, if asked).
+            (logits float32 [batch, rows, vocab], new cache[, attention weights as `decode`'s]).
         """
         x = self.target_embedding(token_ids)
         # Axis 1 holds hypotheses, all at `position`: one positional vector for every row.

@@ -13,10 +13,7 @@ ADAM_EPSILON = 1e-9
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) (Eq. 3).
 
-    Linear warm-up for `warmup_steps`, then decay with the inverse square root of the step.
-    Keras counts `optimizer.iterations` from 0, the paper counts steps from 1: the schedule
-    is evaluated at iterations + 1, so the first update does not get learning rate 0. Steps
-    are optimizer UPDATES (see `accumulation_steps`).
+    Steps are optimizer UPDATES counted from 1 (`iterations + 1`: the first rate is not 0).
 
     Example:
         >>> schedule = NoamSchedule(d_model=512, warmup_steps=4000)
@@ -27,8 +24,7 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
         d_model: model width.
         warmup_steps: 4000 in the paper.
         scale: a constant factor (1 in the paper; tensor2tensor's `learning_rate`).
-        accumulation_steps: k for a Keras optimizer with `gradient_accumulation_steps=k`,
-            which counts micro-batches (`paper_optimizer`'s counts updates: keep 1).
+        accumulation_steps: k under `gradient_accumulation_steps=k` (1 with `paper_optimizer`).
     """
 
     def __init__(self, d_model, warmup_steps=WARMUP_STEPS, scale=1.0, accumulation_steps=1):
@@ -51,13 +47,8 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class UpdateCountingAdam(keras.optimizers.Adam):
-    """Adam whose learning-rate schedule sees optimizer updates, not micro-batches.
-
-    Keras 3 evaluates a schedule on its micro-batch counter under
-    `gradient_accumulation_steps=k`, so Eq. 3 would warm up k times too fast and decay
-    sqrt(k) too low; `iterations` (micro-batches // k) is the update count, which Adam's bias
-    correction already uses. Without accumulation the two counters are the same.
-    """
+    """Adam whose schedule sees updates (`iterations`), not the micro-batches Keras 3 gives it
+    under `gradient_accumulation_steps=k` (Eq. 3 would warm up k times too fast)."""
 
     def _get_current_learning_rate(self):
         if isinstance(self._learning_rate, keras.optimizers.schedules.LearningRateSchedule):
@@ -67,8 +58,6 @@ class UpdateCountingAdam(keras.optimizers.Adam):
 
 def paper_optimizer(d_model, warmup_steps=WARMUP_STEPS, scale=1.0, epsilon=ADAM_EPSILON,
                     **kwargs):
-    """Adam with beta1 0.9, beta2 0.98, epsilon 1e-9 and `NoamSchedule` (Section 5.3), its
-    schedule counting updates also under `gradient_accumulation_steps` (a keyword here, as
-    Keras's `global_clipnorm` is)."""
+    """The paper's Adam (betas 0.9, 0.98; epsilon 1e-9) on a `NoamSchedule` that counts updates."""
     return UpdateCountingAdam(NoamSchedule(d_model, warmup_steps, scale),
                               beta_1=0.9, beta_2=0.98, epsilon=epsilon, **kwargs)

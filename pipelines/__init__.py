@@ -1,5 +1,4 @@
-"""The jobs under the command line, a sub-package each: settings, data, training, evaluation,
-stages, the model directory and the tasks (the parser among them)."""
+"""The jobs under the command line: settings, data, training, evaluation, stages, tasks ..."""
 from typing import Callable
 
 Log = Callable[[str], None]
@@ -7,9 +6,7 @@ Log = Callable[[str], None]
 
 
 class RunLog:
-    """A run's `Log`: every line goes to `sink`, and what several stages of the run read (a
-    cleaned split, the vocabulary, a token cache) is reported once, whether the run made it
-    or found it (`report`)."""
+    """A run's `Log` to `sink`, which reports what several stages read only once (`report`)."""
 
     def __init__(self, sink: Log):
         self.sink, self.reported = sink, set()

@@ -1,11 +1,6 @@
-"""The errors a user can fix: the command line (`cli.main`) catches `UserError`
-once, prints one line, exits 2.
+"""The errors a user can fix: `cli.main` catches `UserError`, prints one line, exits 2.
 
-Every message names the file, line or flag at fault and says what to do. Anything else that
-escapes is a bug and keeps its traceback. `UserError` itself is defined in
-`keras_transformer.errors`, so that the exporter's `ExportError` derives from it too without
-importing `pipelines`.
-"""
+Messages name the file, line or flag at fault and the fix (`UserError`: `keras_transformer`)."""
 from keras_transformer.errors import UserError
 
 __all__ = ["UserError", "DataError", "ModelDirError", "ConfigError"]

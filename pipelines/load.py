@@ -1,9 +1,4 @@
-"""A trained model dir in one call, from Python: `load(model_dir).translate(["A dog."])`.
-
-What the translate stage and the SavedModel run (`export.translator.Translator`): the model
-dir's final weights, its SentencePiece model and its recorded decoding settings, text in and
-text out, all in the graph.
-"""
+"""A trained model dir in one call, from Python: `load(model_dir).translate(["A dog."])`."""
 
 import os
 from typing import Sequence
@@ -25,9 +20,9 @@ class ModelDirTranslator:
     def translate(self, sentences: Sequence[str], *, beam_size: int | None = None,
                   alpha: float | None = None, max_extra_length: int | None = None,
                   n_best: int = 1) -> list:
-        """One translation per sentence (str); with `n_best` > 1, per sentence a list of
-        `n_best` (translation, score) pairs, best first. `beam_size`, `alpha` and
-        `max_extra_length` override this call's search (beam_size at least n_best)."""
+        """One translation per sentence (str); with `n_best` > 1, per sentence a list of `n_best`
+        (translation, score) pairs, best first. The keywords override this call's search
+        (`beam_size` at least `n_best`)."""
         import tensorflow as tf
 
         sentences = tf.constant(list(sentences), tf.string)
@@ -45,14 +40,9 @@ class ModelDirTranslator:
 
 
 def load(model_dir: os.PathLike | str, **decoding) -> ModelDirTranslator:
-    """The model dir's translator: its final weights (else its latest checkpoint), its
-    vocabulary and its recorded decoding settings; a keyword (`beam_size=8`, `alpha=1.0`,
-    `decode_precision="float32"`, any decoding flag of pipelines/run.py) overrides one.
-
-    Raises:
-        ModelDirError: not a trained model dir.
-        ConfigError: a setting the model dir refuses.
-    """
+    """The model dir's translator: its final weights (else its latest checkpoint), vocabulary
+    and recorded decoding settings; a keyword (any decoding flag, `beam_size=8`) overrides one.
+    Raises `ModelDirError` for an untrained model dir, `ConfigError` for a refused setting."""
     from pipelines.settings import resolver
     from pipelines.stages.export import make_translator
 

@@ -1,8 +1,6 @@
 """Training batches for `model.fit`: tokenized pairs in, token-budget batches of
-``((source, target_in), target_out)`` out, with ``source = ids + [EOS]``,
-``target_in = [BOS] + ids`` and ``target_out = ids + [EOS]``, 0-padded and grouped by length
-(`keras_transformer.data.buckets`). ``training_examples`` is the part shared with packed
-batches (``pipelines.data.packing``).
+``((source, target_in), target_out)`` out (``ids + [EOS]``, ``[BOS] + ids``, ``ids + [EOS]``),
+0-padded and grouped by length (`keras_transformer.data.buckets`).
 """
 
 from typing import Sequence
@@ -39,10 +37,7 @@ def training_examples(pairs: tf.data.Dataset, *, max_source_length: int, max_tar
                       shuffle: bool = True, shuffle_buffer: int = 100_000, seed: int = 0,
                       repeat: bool = True, teacher_inputs=None) -> tf.data.Dataset:
     """Unbatched ``((source, target_in), target_out)`` of the pairs within the length limits,
-    shuffled and repeated: what ``training_batches`` buckets and ``pipelines.data.packing`` packs.
-
-    Args: as ``training_batches``.
-    """
+    shuffled and repeated (before bucketing or packing). Args: as ``training_batches``."""
 
     def within_limits(source, target):
         return tf.logical_and(tf.size(source) + 1 <= max_source_length,
@@ -70,27 +65,21 @@ def training_batches(pairs: tf.data.Dataset, *, max_source_length: int, max_targ
     """Token-budget batches of ``((source, target_in), target_out)`` from tokenized pairs.
 
     Args:
-      pairs: ``(source_ids, target_ids)`` without specials (``text_pairs``, or the
-        pipeline's ``TokenCache.dataset``).
+      pairs: ``(source_ids, target_ids)``, no specials (``text_pairs``, ``TokenCache.dataset``).
       max_source_length, max_target_length: limits including EOS/BOS; longer pairs are
         dropped (count them with ``length_filter_counts``).
       batch_tokens: GLOBAL token budget per side and batch (all replicas together).
       boundaries: padded bucket lengths; ``default_boundaries(max length)`` if None.
       batch_multiple: every batch size is a multiple of this (the number of replicas).
-      shuffle, shuffle_buffer, seed: seeded example shuffle (reshuffled each epoch) and a small
-        batch shuffle, so that buckets are not drawn in corpus order.
+      shuffle, shuffle_buffer, seed: seeded example shuffle (each epoch) and a batch shuffle.
       repeat: repeat forever (use ``steps_per_epoch``); False gives one pass.
-      drop_remainder: drop each bucket's last partial batch; defaults to
-        ``batch_multiple > 1`` so every batch splits evenly across replicas.
-      pad_to_bucket: pad both sides to the bucket boundary, so that batches have few distinct
-        shapes (each new shape is a new XLA compilation); False pads each side to its own
-        longest sentence, which saves the most where sources and targets differ in length
-        (parsing: targets are about twice as long).
-      teacher_inputs: optional ``f(source, target_in) -> target_in`` on each example: what
-        the decoder reads instead of [BOS] + target (``Task.teacher_inputs``).
+      drop_remainder: drop each bucket's last partial batch; defaults to ``batch_multiple > 1``.
+      pad_to_bucket: pad both sides to the bucket boundary (few shapes, so few XLA compilations);
+        False pads each side to its own longest sentence (least padding when lengths differ).
+      teacher_inputs: optional ``f(source, target_in) -> target_in``: what the decoder reads
+        instead of [BOS] + target (``Task.teacher_inputs``).
     Returns:
-      A prefetched dataset whose batches are padded with ``PAD_ID``, global batches under
-      ``tf.distribute`` (``global_batches``).
+      A prefetched dataset padded with ``PAD_ID``; global batches under ``tf.distribute``.
     """
     max_length = max(max_source_length, max_target_length)
     boundaries = list(boundaries) if boundaries is not None else default_boundaries(max_length)
@@ -119,15 +108,10 @@ def training_batches(pairs: tf.data.Dataset, *, max_source_length: int, max_targ
 
 
 def global_batches(batches: tf.data.Dataset) -> tf.data.Dataset:
-    """``batches`` as GLOBAL batches under ``tf.distribute``: each worker trains on its own
-    part of every batch, so that one step of all workers together is one batch of the budget.
-
-    Every worker builds the same stream of batches; ``model.fit`` splits each batch into one
-    contiguous part per replica of the cluster, and the DATA auto-shard policy keeps this
-    worker's parts. Not AUTO: it would first shard by input file (the workers would draw
-    different batches); not OFF: at each step every worker would train on the same part.
-    The parts are equal when batch sizes are multiples of the replica count (``batch_multiple``).
-    """
+    """``batches`` as GLOBAL batches under ``tf.distribute``: every worker builds the same stream,
+    ``model.fit`` splits each batch into one part per replica, and the DATA auto-shard policy keeps
+    this worker's parts (AUTO would shard by file, OFF would train every worker on the same part).
+    Parts are equal when batch sizes are multiples of the replica count (``batch_multiple``)."""
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return batches.with_options(options)

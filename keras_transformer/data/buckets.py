@@ -1,8 +1,7 @@
 """Token-budget buckets: which padded lengths, and how many sentences each.
 
-The paper batches by tokens (Section 5.1: about 25,000 source and 25,000 target tokens per
-batch): pairs are grouped into length buckets of boundary ``L`` holding ``floor(budget / L)``
-sentences, so ``batch_size * L <= budget`` on each side.
+As the paper batches by tokens (Section 5.1: about 25,000 per side), a bucket of boundary ``L``
+holds ``floor(budget / L)`` sentences, so ``batch_size * L <= budget`` on each side.
 """
 
 import math
@@ -15,12 +14,8 @@ DEFAULT_BATCH_TOKENS = 25_000
 
 def default_boundaries(max_length: int, *, min_length: int = 8, step: int = 4,
                        growth: float = 1.1) -> list[int]:
-    """Padded lengths of the buckets: ``step`` apart while short, then growing ``growth``x.
-
-    Every boundary is a multiple of ``step`` and the last one is ``max_length``, so any
-    pair within the length limits has a bucket. Step 4, not 8: less padding for short
-    sentences, still few shapes (docs/library.md).
-    """
+    """Padded lengths of the buckets: ``step`` apart while short, then growing ``growth``x; all
+    multiples of ``step``, the last ``max_length``, so every pair within the limits has one."""
     if max_length < 1:
         raise ValueError(f"max_length must be positive, got {max_length}")
     boundaries, b = [], min_length
@@ -33,12 +28,10 @@ def default_boundaries(max_length: int, *, min_length: int = 8, step: int = 4,
 
 def bucket_batch_sizes(boundaries: Sequence[int], batch_tokens: int,
                        batch_multiple: int = 1) -> list[int]:
-    """Sentences per batch for each bucket: ``floor(batch_tokens / L)``, a multiple of N.
+    """Sentences per batch of each bucket: ``batch_tokens // L``, a multiple of ``batch_multiple``.
 
     Raises:
-      UserError: a bucket cannot hold even ``batch_multiple`` sentences within the budget
-        (checked for the largest bucket up front, not hours into training): the budget is
-        the user's to raise.
+      UserError: a bucket cannot hold even ``batch_multiple`` sentences within the budget.
     """
     if batch_multiple < 1:
         raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")

@@ -1,16 +1,8 @@
-"""Sentences <-> ids around any in-graph tokenizer: the one rule for both directions.
+"""Sentences <-> ids around any in-graph tokenizer: one rule for training, evaluation, serving.
 
-It works on TensorFlow strings and ragged tensors, beside the in-graph tokenizer
-(`keras_transformer.data.tokenizer`); the data pipeline, evaluation, the translate stage and
-the export import it from here.
-
-Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that the EOS the model
-was trained with always fits, EOS appended, rows 0-padded to the longest. Ids -> sentence:
-the pieces before the first EOS or padding, detokenized. An empty or all-space line
-translates to an empty line with score 0 (`blank_rows`). The evaluation input, the dev
-metric, the translate stage and the exported SavedModel all call these, so all of them
-truncate and clean up alike.
-
+Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that EOS always fits, EOS,
+rows 0-padded to the longest. Ids -> sentence: the pieces before the first EOS or padding,
+detokenized. An empty or all-space line translates to an empty line with score 0 (`blank_rows`).
 The tokenizer is anything with tensorflow-text's `tokenize(strings) -> RaggedTensor` and
 `detokenize(RaggedTensor) -> strings`, e.g. `tensorflow_text.SentencepieceTokenizer`.
 """
@@ -25,8 +17,7 @@ def sentences_to_ids(tokenizer, sentences, max_length):
     Args:
         tokenizer: an in-graph tokenizer (see the module docstring).
         sentences: tf.string [batch].
-        max_length: the longest row in tokens, EOS included; longer sentences keep their
-            first `max_length - 1` pieces.
+        max_length: the longest row in tokens, EOS included (longer sentences are cut).
     Returns:
         int32 [batch, length], 0-padded after each row's EOS; length <= max_length.
     """
@@ -39,13 +30,9 @@ def sentences_to_ids(tokenizer, sentences, max_length):
 
 
 def truncate_ids(ids, max_length):
-    """int32 [batch, length] source ids (pieces, EOS, 0-padding) -> [batch, <= max_length],
-    truncated as `sentences_to_ids` truncates sentences: a longer row keeps its first
-    `max_length - 1` pieces and ends with EOS; shorter rows are unchanged.
-
-    For clients that tokenize themselves (the export's ids signatures): cutting columns alone
-    would drop a long row's EOS, an input the model never saw in training.
-    """
+    """int32 [batch, length] source ids (pieces, EOS, 0-padding) -> [batch, <= max_length], cut as
+    `sentences_to_ids` cuts sentences: a longer row keeps its first `max_length - 1` pieces and
+    ends with EOS (which cutting columns alone would drop); shorter rows are unchanged."""
     ids = tf.convert_to_tensor(ids, tf.int32)
     kept = ids[:, :max_length]
     cut = tf.reduce_any(tf.not_equal(ids[:, max_length:], PAD_ID), axis=1, keepdims=True)
@@ -55,16 +42,14 @@ def truncate_ids(ids, max_length):
 
 def blank_rows(source_ids):
     """bool [batch]: the sources without a piece (EOS and padding only), from an empty or
-    all-space line. Their translation is empty with score 0 (`empty_where_blank`), not
-    what the model would say after EOS alone."""
+    all-space line; their translation is empty with score 0 (`empty_where_blank`)."""
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     return tf.reduce_all(tf.equal(source_ids, EOS_ID) | tf.equal(source_ids, PAD_ID), axis=-1)
 
 
 def empty_where_blank(blank, ids, *values):
-    """`ids` [batch, ..., length] with each blank source's rows an empty translation (EOS,
-    then padding), and each of `values` (scores, log-probabilities, alignments: [batch, ...])
-    0 there."""
+    """`ids` [batch, ..., length] with each blank source's rows an empty translation (EOS, then
+    padding), and each of `values` ([batch, ...]: scores, log-probabilities...) 0 there."""
     def rows(value):
         return tf.reshape(blank, tf.concat([[-1], tf.ones([tf.rank(value) - 1], tf.int32)], 0))
 

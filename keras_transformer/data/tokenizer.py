@@ -1,24 +1,16 @@
 """The shared source+target SentencePiece BPE vocabulary: train it, load it in the graph.
 
-One model serves both languages (the paper shares a 37,000-token BPE vocabulary between
-English and German, Section 5.1), so the embedding matrices can be tied.
+One model serves both languages (as the paper's shared BPE vocabulary, Section 5.1), so the
+embedding matrices can be tied. Training choices:
 
-Choices, and why:
-
-* ``normalization_rule_name="identity"`` and ``remove_extra_whitespaces=False``: no Unicode
-  normalization and no whitespace squeezing, so ``detokenize(tokenize(x)) == x`` for any text
-  (a translation is returned exactly as the model spelled it, references are never rewritten).
-  NFKC would fold e.g. full-width forms and ligatures, which then never round-trip. The one
-  exception is leading whitespace, which tensorflow-text's detokenizer drops: trim lines.
-* ``character_coverage=1.0``: every character of the training sample gets a piece.
-* ``byte_fallback=True``: a character never seen in training (emoji, CJK in a German corpus)
-  is spelled as UTF-8 byte pieces instead of ``<unk>``, and decodes back to itself. It costs
-  256 vocabulary entries. ``<unk>`` (id 1) is still reserved but practically never produced.
+* ``normalization_rule_name="identity"``, ``remove_extra_whitespaces=False``: no Unicode
+  normalization or whitespace squeezing, so ``detokenize(tokenize(x)) == x`` for any text but
+  leading whitespace, which tensorflow-text's detokenizer drops: trim lines.
+* ``character_coverage=1.0``, ``byte_fallback=True``: every training character gets a piece, and
+  unseen ones are UTF-8 byte pieces (256 entries), so ``<unk>`` is practically never produced.
 * Ids: pad=0 (the model's padding), unk=1, bos=2, eos=3.
 
-The serialized model proto is what goes into ``tensorflow_text.SentencepieceTokenizer`` here
-and into the exported SavedModel, so training, evaluation and serving tokenize with the very
-same bytes.
+Training, evaluation and the exported SavedModel tokenize with the same serialized proto.
 """
 
 import io
@@ -34,9 +26,8 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, *,
                         user_defined_symbols: Sequence[str] = ()) -> bytes:
     """Train a BPE SentencePiece model on ``sentences``; return its serialized proto.
 
-    BPE training is deterministic for a given input, so the sample fixes the model.
-    ``user_defined_symbols`` become single pieces wherever they occur (parsing's tree
-    symbols, written with the leading ``▁`` so that a space-separated symbol is one piece).
+    Deterministic for a given input. ``user_defined_symbols`` become single pieces wherever they
+    occur (write them with the leading ``▁`` so that a space-separated symbol is one piece).
     """
     import sentencepiece as spm
 
@@ -57,11 +48,8 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, *,
 
 
 def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
-    """An in-graph ``tensorflow_text.SentencepieceTokenizer`` (int32 ids, no BOS/EOS) of a
-    serialized model or a model file.
-
-    BOS/EOS are added by the data pipeline where each belongs (source+EOS, BOS+target, ...).
-    """
+    """An in-graph ``tensorflow_text.SentencepieceTokenizer`` (int32 ids, no BOS/EOS: the data
+    pipeline adds them) of a serialized model or a model file."""
     import tensorflow as tf
     import tensorflow_text as tf_text
 

@@ -1,15 +1,10 @@
 """Decoding: beam search (with required phrases, a target prefix, a constraint) and sampling
 over a `Transformer`, through one entry point, `decode`, on every Keras backend.
 
-  settings     the strategies, BeamSearch and Sampling (plain values, no TensorFlow)
-  core         the rules, once, in keras.ops: lengths, length penalty, candidate ranking,
-               gathers, when a sentence can still improve; `Decoded`, what every search returns
-  step         the model as a step function; `DecodingConstraint` and the constrained step
-  beam         the beam-search loop, on fixed slots or TensorFlow's growing, compacting graph
-  terms        required phrases: dynamic beam allocation (TensorFlow)
-  sampling     top-k / top-p / temperature sampling (TensorFlow)
-  tf_graph     TensorFlow-only kernels and loops
-  entry        `decode`, `make_translate_function`, `translate`, `score_ids`
+Modules: `settings` (`BeamSearch`, `Sampling`), `core` (the rules, in keras.ops; `Decoded`),
+`step` (the model as a step function; `DecodingConstraint`), `beam` (the beam-search loop),
+`terms` (required phrases), `sampling`, `tf_graph` (TensorFlow-only kernels and loops) and
+`entry` (`decode`, `make_translate_function`, `translate`, `score_ids`).
 """
 from keras_transformer.decoding.core import Decoded, alignment_layer, length_penalty
 from keras_transformer.decoding.entry import (Required, decode, make_translate_function,

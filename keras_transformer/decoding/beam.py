@@ -1,20 +1,9 @@
-"""Beam search: an object built from its settings, its state under named keys, its loop made
-of named steps; its rules from `core`, its drivers by need.
+"""Beam search: `BeamSearchLoop`, its state under named keys, its loop of named steps (`extend`,
+`grow`, `pick_alive`, `pick_finished`, `advance`; `continues`), its rules from `core`.
 
-A step of `BeamSearchLoop`: `extend` runs the model one token further on the live
-hypotheses; `grow` takes each sentence's 2k best one-token continuations (`core.candidates`,
-or with required phrases `terms.candidates`); `pick_alive` keeps the k best that did not
-end; `pick_finished` merges those that ended into the k best finished; `advance` makes the
-next state. `continues` says whether the loop goes on.
-
-Two drivers share the loop. With fixed slots (every Keras backend, and TensorFlow under
-XLA) the decoder cache has a slot per output position and every sentence stays in the
-batch until the whole batch is done, as `jax.lax.while_loop` and XLA need. In TensorFlow's
-graph outside XLA the cache grows a position a step and a sentence leaves the batch as soon
-as no live hypothesis can beat its finished ones (`advance` then compacts the batch): later
-steps compute only the sentences still searched (docs/results.md), with the same results,
-since a sentence that cannot improve never changes its finished hypotheses again.
-"""
+Two drivers: with fixed slots (every backend; TensorFlow under XLA) every sentence stays in the
+batch until all are done; in TensorFlow's graph outside XLA the cache grows a position a step and a
+sentence that cannot improve leaves the batch (`advance` compacts it), with the same results."""
 import dataclasses
 from typing import Any, NamedTuple
 
@@ -27,36 +16,28 @@ from keras_transformer.decoding.core import NEG, gather_beams, length_penalty, t
 
 STATE = ("step", "sentences", "alive", "alive_log_probs", "cache", "finished",
          "finished_scores")
-"""The loop state's entries. "sentences": what the search knows of each sentence it still
-searches (its index in the batch, its length limit, its forced tokens, the caller's state);
-"alive" and "finished": per-hypothesis storage (the tokens, and with details each token's
-log-probability and alignment) of the live and the finished hypotheses; the cache holds the
-live ones' decoder state. The finished hypotheses are kept for the whole batch."""
+"""Loop state entries: "sentences", per searched sentence (batch index, length limit, forced
+tokens, caller's state); "alive", "finished": per-hypothesis storage (tokens; with details,
+log-probabilities, alignment), finished for the whole batch; "cache": live decoder state."""
 LEAVING = ("sentences", "alive", "alive_log_probs", "cache")
 """The entries whose first axis shrinks as sentences leave the batch (compacting driver)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class SearchOptions:
-    """What a search returns and what it is given beside the model's step and its settings.
+    """What a search returns and is given beside the model's step and its settings.
 
     Attributes:
         num_results: hypotheses returned per sentence (n-best, <= beam_size).
-        early_finish: stop as soon as no live hypothesis of any sentence can beat its
-            finished ones; False always runs all `max_steps` steps (for benchmarks).
-        max_steps: the loop and storage bound (>= max(max_lengths); default that maximum):
-            one that depends on input shapes only keeps one compiled search per shape.
-        forced_ids: optional int32 [batch, width]: generated token i must be forced_ids[:, i]
-            where that is not 0 (a target prefix); forced tokens keep their model
-            log-probabilities, which count in the score.
-        track_details: also return every token's log-probability and alignment (the step
-            function then returns the alignment as a third value).
-        sentence_state: optional nest of per-sentence tensors [batch, ...] that the step
-            function reads (its 4th argument, with "max_lengths" added), for the sentences
-            still searched; given it, the TensorFlow graph driver lets finished sentences
-            leave.
-        terms: optional int32 [batch, phrases, length]: target phrases every returned
-            hypothesis contains (`keras_transformer.decoding.terms`, TensorFlow only).
+        early_finish: stop once no sentence can improve; False runs all `max_steps` (benchmarks).
+        max_steps: the loop and storage bound (>= max(max_lengths); default that maximum); one
+            from input shapes only keeps one compiled search per shape.
+        forced_ids: optional int32 [batch, width]: generated token i is forced_ids[:, i] where not
+            0 (a target prefix; forced tokens' log-probabilities count in the score).
+        track_details: also return each token's log-probability and alignment (step_fn's 3rd).
+        sentence_state: optional nest of per-sentence tensors [batch, ...], step_fn's 4th argument
+            (with "max_lengths"); given it, the TensorFlow graph driver lets sentences leave.
+        terms: optional int32 [batch, phrases, length]: phrases every output contains (`terms`).
     """
 
     num_results: Any = 1
@@ -82,24 +63,19 @@ def beam_search(step_fn, initial_ids, initial_cache, search, max_lengths, eos_id
     """Finds high-scoring continuations of `initial_ids` for every sentence of a batch.
 
     Args:
-        step_fn: see `keras_transformer.decoding.step`; with `options.track_details` it
-            returns a third value, int32 [batch, beam]: the source position each
-            hypothesis's next token is aligned to.
+        step_fn: see `keras_transformer.decoding.step`; with `options.track_details` it also
+            returns int32 [batch, beam], the source position each next token is aligned to.
         initial_ids: int32 [batch], the start token of every sentence.
-        initial_cache: nest of [batch, beam_size, ...] tensors (fixed slots for every output
-            position, or under TensorFlow growing ones: a dimension of size 0 at the start
-            may grow).
-        search: a `BeamSearch`: beam size (a Python int, or under TensorFlow an int32
-            scalar tensor, a dynamic beam), alpha and stop rule (`core.can_improve`); its
-            extra length is the caller's, in `max_lengths`.
-        max_lengths: int32 [batch] (or scalar), the most tokens to generate per sentence,
-            end token included; at that length the end token is forced.
+        initial_cache: nest of [batch, beam_size, ...] tensors (fixed slots, or under TensorFlow
+            growing ones: a dimension of size 0 at the start may grow).
+        search: a `BeamSearch` (beam size a Python int, or under TensorFlow an int32 scalar
+            tensor); its extra length is the caller's, in `max_lengths`.
+        max_lengths: int32 [batch] or scalar, most tokens per sentence, the end token forced last.
         eos_id: the end token.
         options: `SearchOptions`.
     Returns:
-        `Decoded`: ids int32 [batch, num_results, max_steps], 0-padded after the end token;
-        scores float32 [batch, num_results], best first; with `track_details`
-        token_log_probs float32 (0 at padding) and alignment int32 (-1 at padding).
+        `Decoded` with ids [batch, num_results, max_steps] (0-padded after the end token) and
+        scores best first; details (0 / -1 at padding) with `track_details`.
     """
     return BeamSearchLoop(step_fn, search, eos_id, options).run(initial_ids, initial_cache,
                                                                 max_lengths)
@@ -228,8 +204,7 @@ class BeamSearchLoop:
         return self.advance(state, alive, alive_log_probs, cache, parents, kept, kept_scores)
 
     def extend(self, state):
-        """(the next token's logits [batch, beam, vocab], the new cache, the alignment or
-        None, the phrase state met with the tokens just chosen or None)."""
+        """(logits [batch, beam, vocab], new cache, alignment or None, phrase state or None)."""
         cache, step, sentences = state["cache"], state["step"], state["sentences"]
         last_tokens = state["alive"]["ids"][:, :, step]
         term_state = None
@@ -244,8 +219,7 @@ class BeamSearchLoop:
         return out[0], out[1], alignment, term_state
 
     def grow(self, state, logits, term_state):
-        """`Candidates`: each sentence's 2k best continuations (with phrases, the ones
-        `terms.candidates` allocates)."""
+        """`Candidates`: each sentence's 2k best continuations (`terms.candidates` if phrases)."""
         step, sentences = state["step"], state["sentences"]
         forced = sentences["forced"][:, step] if self.options.forced_ids is not None else None
         if term_state is None:
@@ -260,8 +234,7 @@ class BeamSearchLoop:
             (sentences["terms"], sentences["term_lengths"])))
 
     def write(self, state, candidates, alignment):
-        """The candidates' storage: their beams' tokens (and details) with the new one
-        written at position step + 1."""
+        """The candidates' storage: their beams' tokens (and details), the new one at step + 1."""
         new_values = {"ids": candidates.tokens}
         if self.options.track_details:
             new_values["token_log_probs"] = candidates.token_log_probs
@@ -271,17 +244,15 @@ class BeamSearchLoop:
                 for name, old in gather_beams(state["alive"], candidates.beams).items()}
 
     def pick_alive(self, top, candidates):
-        """(the live storage, log-probabilities, the cache rows they continue): the k best
-        candidates that did not end."""
+        """(live storage, log-probabilities, parent rows) of the k best candidates not ended."""
         ended = ops.equal(candidates.tokens, self.eos_id)
         alive_log_probs, pick = core.top_k(ops.where(ended, NEG, candidates.log_probs), self.k)
         return gather_beams(top, pick), alive_log_probs, take_along(candidates.beams, pick)
 
     def pick_finished(self, state, top, candidates):
-        """(storage, scores) of the k best of the finished hypotheses of the sentences
-        searched and the candidates that ended now. As in fairseq, an ending counts only if
-        it ranks among the k best candidates, so that beam size 1 is exactly greedy
-        decoding (with phrases, every allowed ending counts)."""
+        """(storage, scores): the k best of the sentences' finished hypotheses and those ending
+        now; as in fairseq, an ending counts only among the k best candidates, so beam 1 is greedy
+        (with phrases, every allowed ending counts)."""
         kept, kept_scores = state["finished"], state["finished_scores"]
         if self.compact:
             import tensorflow as tf
@@ -301,9 +272,8 @@ class BeamSearchLoop:
         return gather_beams(pool, pick), kept_scores
 
     def advance(self, state, alive, alive_log_probs, cache, parents, kept, kept_scores):
-        """The next state: the cache reordered to the live hypotheses' parents; with the
-        compacting driver, the finished hypotheses back in their sentences' rows and the
-        sentences that cannot improve any more out of the batch."""
+        """The next state: the cache reordered to the live hypotheses' parents; compacting,
+        finished hypotheses back in their rows, sentences that cannot improve out of the batch."""
         step, lengths = state["step"] + 1, state["sentences"]["max_lengths"]
         if not self.compact:
             if self.options.early_finish and self.stop_rule != "exact":
@@ -336,9 +306,8 @@ class BeamSearchLoop:
 
     # ------------------------------------------------------------------ the results
     def results(self, initial, final):
-        """`Decoded` from the last state: each sentence's finished hypotheses, or its live
-        ones where none finished (only when early_finish is off and decoding stopped at
-        max(max_lengths) before the sentence's own end)."""
+        """`Decoded` from the last state: finished hypotheses, or live ones where none finished
+        (only without early_finish, stopped at max(max_lengths))."""
         alive, alive_log_probs = final["alive"], final["alive_log_probs"]
         if self.compact:  # the sentences searched to the last step: their live beams, in place
             import tensorflow as tf

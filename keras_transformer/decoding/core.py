@@ -1,12 +1,5 @@
-"""The rules of beam search, written once in `keras.ops`: every driver and strategy uses these.
-
-Scores are log-probabilities divided by the length penalty ((5 + length) / 6) ** alpha of
-Wu et al. (2016, "Google's Neural Machine Translation System", Section 7), length counting
-the end token; the paper decodes with beam 4, alpha 0.6 and at most input length + 50
-tokens (Section 6.1). Three primitives have TensorFlow kernels that are faster on a CPU
-than their `keras.ops` form (`tf_graph.top_k`, a blocked top-k; flat-row and batched
-gathers without negative-index fixes); under other backends they are `keras.ops`.
-"""
+"""The rules of beam search, once, in `keras.ops` (top-k and gathers: faster TensorFlow kernels
+under TensorFlow). A score is log-probability / `length_penalty`, length counting the end token."""
 from typing import Any, NamedTuple
 
 import keras
@@ -25,8 +18,7 @@ class Decoded(NamedTuple):
         ids: int32 [batch, n, length], 0-padded after the end token.
         scores: float32 [batch, n]: log-probabilities divided by the length penalty.
         token_log_probs: float32 [batch, n, length], 0 at padding, where asked for.
-        alignment: int32 [batch, n, length], the source position each token attends to
-            most (`alignment_layer`), -1 at padding, where asked for.
+        alignment: likewise, int32: each token's most-attended source position, -1 at padding.
     """
 
     ids: Any
@@ -40,8 +32,7 @@ def on_tensorflow():
 
 
 def top_k(values, k, wide=False):
-    """(values, int32 indices) of the k largest along the last axis of [rows, n]; `wide`
-    rows (vocabulary-wide) take TensorFlow's blocked kernel (`tf_graph.top_k`)."""
+    """(values, int32 indices) of the k largest of each row [rows, n]; `wide`: `tf_graph.top_k`."""
     if wide and on_tensorflow():
         from keras_transformer.decoding import tf_graph
 
@@ -73,14 +64,13 @@ def take_rows(x, rows):
 
 
 def length_penalty(length, alpha):
-    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016), float32."""
+    """GNMT length penalty ((5 + length) / 6) ** alpha (Wu et al., 2016, Section 7), float32."""
     return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
 
 
 def alignment_layer(num_layers):
-    """The decoder layer whose cross-attention gives word alignments: the penultimate one
-    (Garg et al., 2019, "Jointly Learning to Align and Translate with Transformer Models",
-    Section 4: its head-averaged attention aligns best), or a 1-layer decoder's only one."""
+    """The decoder layer whose head-averaged cross-attention aligns best: the penultimate (Garg et
+    al., 2019, Section 4), or a 1-layer decoder's only one."""
     return max(num_layers - 2, 0)
 
 
@@ -89,18 +79,14 @@ def output_lengths(source_ids, extra_length, cap, prefix_ids=None, terms_ids=Non
 
     Args:
         source_ids: int32 [batch, source_len], 0-padded.
-        extra_length: a translation has at most source length + this many tokens.
-        cap: the most tokens any translation may have.
-        prefix_ids: optional int [batch, width] forced first tokens, 0-padded: cut to
-            `cap - 1` (room for the end token); each sentence then has room for its prefix
-            and the end token (within `cap`).
-        terms_ids: optional int [batch, phrases, length] required target phrases,
-            0-padded: each sentence then has room for its prefix, its phrases and the end
-            token (TensorFlow only: InvalidArgumentError where they need more than `cap`).
+        extra_length, cap: at most source length + extra_length tokens, and at most cap.
+        prefix_ids: optional int [batch, width] forced first tokens, 0-padded, cut to `cap - 1`:
+            each sentence gets room for its prefix and the end token (within `cap`).
+        terms_ids: optional int [batch, phrases, length] required phrases, 0-padded: room for
+            them too (TensorFlow only; InvalidArgumentError where they need more than `cap`).
     Returns:
-        (max_lengths int32 [batch], max_steps, the cut prefix int32 or None). max_steps
-        comes from the padded widths, not the lengths (a Python int where they are static):
-        a value-independent bound keeps one compiled search per input shape.
+        (max_lengths int32 [batch], max_steps, the cut prefix int32 or None); max_steps, from
+        the padded widths (a Python int where static), keeps one compiled search per shape.
     """
     source_lengths = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
     max_lengths = ops.minimum(source_lengths + extra_length, cap)
@@ -136,12 +122,9 @@ def output_lengths(source_ids, extra_length, cap, prefix_ids=None, terms_ids=Non
 
 
 def gather_beams(nest, beam_indices, sentences=None):
-    """Picks hypotheses along axis 1 of every tensor of `nest` ([batch, beam, ...]).
-
-    With `sentences` (int32 [b]), only those sentences along axis 0, `beam_indices` then
-    [b, beams]: one gather both drops sentences and reorders beams. A gather of flat rows of
-    the [batch * beam, ...] view: faster without XLA than a batched one (docs/library.md).
-    """
+    """Picks hypotheses along axis 1 of every tensor of `nest` ([batch, beam, ...]); with
+    `sentences` (int32 [b]; `beam_indices` [b, beams]) also keeps only those sentences, in one
+    gather of flat rows (faster without XLA than a batched one: docs/library.md)."""
     shape = ops.shape(beam_indices)
     picked = ops.arange(shape[0], dtype="int32") if sentences is None else sentences
 
@@ -155,9 +138,8 @@ def gather_beams(nest, beam_indices, sentences=None):
 
 
 def log_softmax_parts(logits):
-    """(float32 [batch * beam, vocab] rows of `logits`, their maxima and log-softmax
-    normalisers [rows, 1]), the normaliser as TensorFlow's log_softmax computes it:
-    max + log sum exp(x - max). A token's log-probability is (logit - max) - normaliser."""
+    """(float32 [batch * beam, vocab] rows of `logits`, their maxima, log sum exp(x - max) [rows,
+    1]), as TensorFlow's log_softmax: a token's log-probability is (logit - max) - normaliser."""
     logits = ops.cast(logits, "float32")
     rows = ops.reshape(logits, (-1, ops.shape(logits)[2]))
     row_max = ops.max(rows, axis=1, keepdims=True)
@@ -168,13 +150,8 @@ def log_softmax_parts(logits):
 def candidates(logits, alive_log_probs, width, eos_id, last, forced):
     """The `width` best one-token continuations of each sentence's live hypotheses.
 
-    Equal to ranking all beam x vocabulary sums of a hypothesis's log-probability and the
-    next token's log-softmax, with padding never chosen, only the end token at a sentence's
-    `last` position and only the `forced` token where one is forced (masking restricts the
-    choice; scores stay those of the unmasked distribution). But each hypothesis adds one
-    constant to all its tokens, so a sentence's best `width` continuations are among the
-    best `width` tokens of each hypothesis: beam x (width + 2) candidates are ranked, not
-    beam x vocabulary, with one log-sum-exp per hypothesis instead of a full log-softmax.
+    As if ranking all beam x vocabulary continuations (padding never, only the end token at `last`,
+    the `forced` token where forced; scores unmasked), ranking each hypothesis's best `width` + 2.
 
     Args:
         logits: [batch, beam, vocab] (any float dtype).
@@ -183,15 +160,13 @@ def candidates(logits, alive_log_probs, width, eos_id, last, forced):
         last: bool [batch], the next token is the sentence's last allowed one.
         forced: None or int32 [batch], the token forced next where > 0.
     Returns:
-        (sums float32 [batch, width] best first, beams int32 [batch, width], tokens int32
-        [batch, width], the tokens' log-probabilities float32 [batch, width]); disallowed
-        candidates (only where fewer than `width` are allowed) have log-probability `NEG`.
+        (sums float32 best first, beams int32, tokens int32, token log-probabilities float32),
+        each [batch, width]; `NEG` log-probabilities where fewer than `width` are allowed.
     """
     batch, beams, vocab = ops.shape(logits)
     rows, row_max, normaliser = log_softmax_parts(logits)
-    # One more than `width` per hypothesis: padding, never chosen, may be among them. The
-    # end (or forced) token is appended as its own column, the only one allowed where the
-    # sentence must end (or take the forced token) and never allowed elsewhere.
+    # `width` + 1 per hypothesis (padding, never chosen, may be among them), plus the end (or
+    # forced) token as its own column: the only one allowed where it must come, else never.
     values, tokens = top_k(rows, _min(width + 1, vocab), wide=True)
     special, only_special = ops.full((batch,), eos_id, "int32"), last
     if forced is not None:
@@ -213,14 +188,10 @@ def candidates(logits, alive_log_probs, width, eos_id, last, forced):
 
 def can_improve(step, alive_log_probs, finished_scores, max_lengths, alpha, num_results,
                 stop_rule="exact"):
-    """bool [batch]: whether a sentence is still searched.
-
-    "exact": its best live hypothesis can still beat its `num_results`-th finished one. Its
-    log-probability only falls and the penalty is largest at the sentence's maximum length;
-    once False, it stays False. "best_finished" (CTranslate2's and Hugging Face's default
-    rule): also stop once that finished hypothesis scores above the best live one as it
-    stands, at this length: fewer steps, not always the exact search's result.
-    """
+    """bool [batch]: whether a sentence is still searched. "exact": its best live hypothesis,
+    scored at its maximum length, can still beat its `num_results`-th finished one (once False,
+    always False). "best_finished" (CTranslate2's, Hugging Face's): also stop once that one beats
+    the best live one as it stands (fewer steps, not always exact)."""
     target = finished_scores[:, num_results - 1]
     going = ((alive_log_probs[:, 0] / length_penalty(max_lengths, alpha) > target)
              & (step < max_lengths))

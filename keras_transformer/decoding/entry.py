@@ -1,12 +1,5 @@
-"""The one entry point: `decode` runs the strategy it is given (`BeamSearch`, with required
-phrases where a request has them, or `Sampling`) over a `Transformer` with the backend's
-driver (fixed slots, or TensorFlow's growing cache with sentences leaving) and returns
-`Decoded`.
-
-Evaluate, translate, score, the export's signatures, the dev metric, the attention plot and
-the Keras API (`translate`, `make_translate_function`) all decode through here, each with
-the strategy value its caller resolved.
-"""
+"""The one entry point, `decode` (a `BeamSearch` or `Sampling` over a `Transformer` -> `Decoded`,
+on the backend's driver), and the Keras API: `translate`, `make_translate_function`."""
 import dataclasses
 from typing import Any, NamedTuple
 
@@ -25,13 +18,9 @@ class Required(NamedTuple):
     """What every output of a sentence must hold, beside what the search chooses.
 
     Attributes:
-        prefix_ids: optional int [batch, width], 0-padded: the first tokens of every output
-            are forced to these (an all-0 row: no prefix); their log-probabilities count.
-            Each output may then have at least its prefix and the end token (within the
-            length cap; longer prefixes are cut to the cap - 1).
-        terms_ids: optional int [batch, phrases, length], 0-padded: target phrases every
-            output of a sentence contains (`terms`: dynamic beam allocation; beam search
-            under TensorFlow only). InvalidArgumentError where they do not fit in the cap.
+        prefix_ids: optional int [batch, width], 0-padded: forced (and scored) first tokens.
+        terms_ids: optional int [batch, phrases, length], 0-padded: phrases every output contains
+            (`terms`; beam search under TensorFlow only; InvalidArgumentError if over the cap).
     """
     prefix_ids: Any = None
     terms_ids: Any = None
@@ -41,10 +30,7 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, c
            required=Required(), details=False):
     """Decodes a batch of sources with a `Transformer`: source ids in, `Decoded` out.
 
-    Encodes once; cross-attention keys/values are computed once per sentence and shared by
-    its beams (or samples); every step runs `model.decode_step` on one new position with a
-    cache. Runs eagerly, in `tf.function` (with or without XLA) and in `jax.jit`. The
-    start and end tokens are the library's (`keras_transformer.constants`).
+    Encodes once; runs eagerly, in `tf.function` (with or without XLA) and in `jax.jit`.
 
     Example:
         >>> import numpy as np
@@ -59,11 +45,9 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, c
     Args:
         model: a `keras_transformer.Transformer`.
         source_ids: int [batch, source_len], 0-padded.
-        search: `BeamSearch` (the paper's by default) or `Sampling` (TensorFlow only): a
-            temperature > 0 draws `num_results` outputs per sentence, scored as beam search
-            scores them and returned best first. Under TensorFlow their fields may be scalar
-            tensors (beam size, alpha, extra length; sampling's all but `stop_rule`).
-        num_results: hypotheses per sentence (n-best; may be a tensor).
+        search: `BeamSearch` (the paper's by default) or `Sampling` (TensorFlow only); under
+            TensorFlow, fields but `stop_rule` may be scalar tensors.
+        num_results: outputs per sentence, best first (n-best or samples; may be a tensor).
         max_length: a cap on generated tokens (default: the model's `max_length`).
         constraint: an optional `DecodingConstraint` on the generated tokens.
         required: a `Required`: a target prefix and phrases per sentence (default none).
@@ -125,10 +109,8 @@ class _Decoding:
         return ops.full((ops.shape(self.source_ids)[0] * rows_per_sentence,), BOS_ID, "int32")
 
     def beam(self, search, terms=None):
-        """Beam search. Without a constraint, per-token details come from one teacher-forced
-        pass over the final hypotheses (`token_details`): the search then runs exactly as
-        without them, per-step work unchanged. A constraint renormalises the distribution
-        step by step, which only the search sees: it tracks them."""
+        """Beam search. Details come from `token_details` after the search (which then runs
+        unchanged), or, under a constraint that renormalises each step, from the search."""
         details = self.options.track_details
         track = details and self.constraint is not None
         step_fn, cache, memory_state = self.begin(search.beam_size,
@@ -144,8 +126,7 @@ class _Decoding:
                              out.scores)
 
     def sample(self, search):
-        """`num_results` draws per sentence, scored as beam search scores them (length
-        penalty alpha), best first."""
+        """`num_results` draws per sentence, scored as beam search scores them, best first."""
         from keras_transformer.decoding import sampling
 
         n = self.options.num_results
@@ -162,9 +143,7 @@ class _Decoding:
 
 
 def token_details(model, memory, mask, ids, scores):
-    """`Decoded` with per-token log-probabilities and alignments of finished hypotheses,
-    teacher-forced: the numbers the search computes step by step (the full and the cached
-    decoder agree to float precision), from one decoder pass over [batch * n, length].
+    """`Decoded` with the search's per-token details of finished `ids`, by one teacher-forced pass.
 
     Args:
         memory, mask: `model.encode` of the sources [batch, ...].
@@ -192,14 +171,12 @@ def token_details(model, memory, mask, ids, scores):
 
 def score_ids(model, source_ids, target_ids, alpha=PAPER.alpha, bos_id=BOS_ID,
               teacher_inputs=None):
-    """Length-penalised log-probability of given targets under the full forward pass: the
-    score beam search reports, computed without the cache (the reference for checking it).
+    """The score beam search reports for `target_ids`, by the full forward pass (its reference).
 
     Args:
         target_ids: int [batch, length], each ending with the end token, 0-padded after it.
-        teacher_inputs: optional `f(source_ids, target_in) -> target_in`, what the decoder
-            was trained to read instead of [BOS] + target (`DecodingConstraint.
-            decoder_inputs`).
+        teacher_inputs: optional `f(source_ids, target_in) -> target_in`, what the decoder reads
+            instead of [BOS] + target (`DecodingConstraint.decoder_inputs`).
     """
     target_ids = ops.cast(ops.convert_to_tensor(target_ids), "int32")
     target_in = ops.concatenate([ops.full((ops.shape(target_ids)[0], 1), bos_id, "int32"),
@@ -217,25 +194,20 @@ def score_ids(model, source_ids, target_ids, alpha=PAPER.alpha, bos_id=BOS_ID,
 def make_translate_function(model, search=PAPER, *, jit_compile=False, **options):
     """A compiled `source_ids -> Decoded` function for the current Keras backend.
 
-    * TensorFlow: a `tf.function` of `decode` traced once for integer batches of every
-      shape (`jit_compile`: with XLA), without AutoGraph as the export's search: `decode` is
-      graph code already, and converting it would cost seconds at the first call.
-    * JAX: `decode` under `jax.jit`, the model's variables passed as arguments (in a
-      `keras.StatelessScope`, as keras-hub compiles `generate`): weights are not baked into
-      the program, and one compilation serves every batch of one shape.
-    * Other backends: `decode` as it is.
+    TensorFlow: a `tf.function` of `decode` for int batches of any shape (`jit_compile`: XLA), no
+    AutoGraph (slow; `decode` is graph code). JAX: `jax.jit` with the variables as arguments (in a
+    `keras.StatelessScope`), one compilation per shape. Other backends: `decode` itself.
 
-    Args: `search` and `options` as `decode` takes them. Keep the returned function for many
-    batches: each call of `make_translate_function` compiles anew.
+    Args: `search` and `options` as `decode` takes them. Each call compiles anew: keep the result.
     """
     backend = keras.backend.backend()
     if backend == "tensorflow":
         import tensorflow as tf
 
-        compiled = tf.function(lambda ids: decode(model, ids, search, **options),
-                               input_signature=[tf.TensorSpec([None, None], tf.int32)],
-                               jit_compile=jit_compile, autograph=False)
-        return lambda source_ids: compiled(tf.cast(source_ids, tf.int32))
+        traced = tf.function(lambda ids: decode(model, ids, search, **options),
+                             input_signature=[tf.TensorSpec([None, None], tf.int32)],
+                             jit_compile=jit_compile, autograph=False)
+        return lambda source_ids: traced(tf.cast(source_ids, tf.int32))
     if backend == "jax":
         import jax
 
@@ -252,12 +224,8 @@ def make_translate_function(model, search=PAPER, *, jit_compile=False, **options
 
 
 def translate(model, source_ids, search=PAPER, **options):
-    """`search` (beam search by default) over one batch on the current Keras backend: `Decoded`.
-
-    Under TensorFlow `decode` eagerly (nothing to trace for one batch), else
-    `make_translate_function(model, search, **options)(source_ids)`. For many batches keep a
-    `make_translate_function` instead.
-    """
+    """`search` (the paper's beam by default) over one batch on this backend -> `Decoded`:
+    TensorFlow decodes eagerly, others via `make_translate_function` (keep one for many)."""
     if keras.backend.backend() == "tensorflow":
         return decode(model, source_ids, search, **options)
     return make_translate_function(model, search, **options)(source_ids)

@@ -1,26 +1,14 @@
 """Sampling decoding: top-k, top-p (nucleus) and temperature, reproducible from a seed.
 
-Beam search finds likely translations; back-translation (Edunov et al., 2018, "Understanding
-Back-Translation at Scale") trains better on *sampled* ones, whose variety the beam's
-near-copies lack. `sample` draws each token from the model's next-token distribution:
+Back-translation trains better on sampled translations than on beam search's near-copies (Edunov et
+al., 2018). `sample` draws each token from the model's log-probabilities, restricted as in beam
+search (no PAD, only EOS at the last position, a constraint, a prefix), divided by `temperature`,
+cut to the top k, then to the top-p nucleus of those renormalised (at least the most likely token),
+in Hugging Face's order.
 
-  1. the model's log-probabilities (PAD never allowed; at a sentence's last allowed position
-     only EOS; a `DecodingConstraint` or a target prefix restrict the choice as in beam
-     search), divided by `temperature` (< 1 sharpens, > 1 flattens);
-  2. top-k: only the k most likely tokens (0: no cut);
-  3. top-p: of those, renormalised, only the smallest set of most likely tokens whose
-     probability reaches p (at least the most likely one; 1: no cut);
-  4. one draw from what is left, renormalised.
-
-The order (temperature, top-k, top-p) is that of Hugging Face's samplers. Randomness comes
-from stateless ops seeded with (`seed`, step): the same seed, sources and settings give the
-same samples on every call, in `tf.function`, eagerly and in an exported SavedModel under
-either loader; another seed gives other samples. A row's draws depend on its index in the
-batch (row i of the batch, result j: stream position i * num_results + j), not on the other
-rows' content. Pure TensorFlow (`tf.while_loop`, `StatelessMultinomial`, `TopKV2`), so it
-runs inside an exported graph served by stock TensorFlow Serving. The model is reached
-through the step function every search uses (`keras_transformer.decoding.step`), with a
-decoder cache row per sample.
+Stateless ops seeded with (`seed`, step) give the same samples for the same seed, sources and
+settings, eagerly, in `tf.function` and in an exported SavedModel; row i's result j uses stream
+position i * num_results + j, whatever the other rows. Pure TensorFlow: TensorFlow Serving runs it.
 """
 from keras_transformer.backend import require_tensorflow
 
@@ -40,9 +28,8 @@ def truncated_logits(log_probs, topk, topp, temperature):
         log_probs: float32 [rows, vocab]; disallowed tokens at about -1e9.
         topk, topp, temperature: int32, float32, float32 scalars (see `Sampling`).
     Returns:
-        (logits float32 [rows, width], token ids int32 [rows, width]): the tokens' scaled
-        log-probabilities, cut tokens at -1e9, for the `width` most likely tokens (all of
-        them unless only top-k cuts).
+        (logits float32 [rows, width], token ids int32 [rows, width]): scaled log-probabilities,
+        cut tokens at -1e9, of the `width` most likely tokens (all unless only top-k cuts).
     """
     scaled = tf.where(log_probs > _NEG / 2, log_probs / temperature, _NEG)
     vocab = tf.shape(scaled)[1]
@@ -52,8 +39,7 @@ def truncated_logits(log_probs, topk, topp, temperature):
     rank = tf.range(width)[None, :]
     keep = (rank < topk) | (topk <= 0)
     values = tf.where(keep, values, _NEG)
-    # Top-p on the top-k distribution, renormalised: keep a token while the tokens before
-    # it have less than p; so the first token always stays.
+    # Top-p on the renormalised top-k: keep a token while those before it hold less than p.
     before = tf.math.cumsum(tf.nn.softmax(values, axis=-1), axis=-1, exclusive=True)
     keep &= (before < topp) | (topp >= 1.0)
     return tf.where(keep, values, _NEG), tokens
@@ -74,24 +60,19 @@ def _draw(log_probs, topk, topp, temperature, seed):
 
 
 def sample(step_fn, initial_ids, cache, sampling, max_lengths, eos_id, options=SearchOptions()):
-    """Draws `options.num_results` outputs per sentence, one token a step from `step_fn`'s
-    logits.
+    """Draws `options.num_results` outputs per sentence, a token a step from `step_fn`'s logits.
 
     Args:
         step_fn: see `keras_transformer.decoding.step` (with `options.track_details`, the
             alignment as a third value); `cache` has num_results rows per sentence.
         initial_ids: int32 [batch * num_results], the start token of every row.
-        sampling: a `Sampling` (topk, topp, temperature, seed: Python numbers or scalar
-            tensors, the latter not checked here).
+        sampling: a `Sampling` (Python numbers, or scalar tensors not checked here).
         max_lengths: int32 [batch], most tokens per output (EOS forced at the last one).
-        options: as for `beam_search` (num_results an int or int32 scalar tensor; forced
-            tokens keep their log-probabilities; early_finish and terms are not read).
+        options: as `beam_search`'s (num_results: int or int32 scalar; no early_finish, terms).
     Returns:
-        `Decoded`: ids int32 [batch, num_results, length], 0-padded after EOS, in draw
-        order; scores: the sum of the sampled tokens' log-probabilities under the *model's*
-        distribution (no temperature or truncation; renormalised over a constraint's allowed
-        tokens, as in beam search), comparable with beam search at alpha 0; with
-        `track_details` token_log_probs (0 at padding) and alignment (-1 at padding).
+        `Decoded` in draw order: ids int32 [batch, num_results, length], 0-padded after EOS;
+        scores: the sums of the drawn tokens' model log-probabilities (no temperature or cut), as
+        beam search's at alpha 0; details with `track_details`.
     """
     topk, topp = tf.cast(sampling.topk, tf.int32), tf.cast(sampling.topp, tf.float32)
     temperature, seed = tf.cast(sampling.temperature, tf.float32), tf.cast(sampling.seed, tf.int64)

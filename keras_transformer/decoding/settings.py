@@ -1,14 +1,10 @@
-"""The two decoding strategies, as values: `BeamSearch` and `Sampling`. `decode` takes
-either; plain settings, no TensorFlow, so that the package and the pipeline's options import
-on every Keras backend. Their fields may also be scalar tensors (the served functions take
-them per request and check them in the graph); only Python values are checked here."""
+"""The strategies `BeamSearch` and `Sampling`: plain values or scalar tensors, no TensorFlow."""
 import dataclasses
 import math
 
 STOP_RULES = ("exact", "best_finished")
 MAX_BEAM_SIZE = 16
-"""The largest beam_size (and n-best, and samples per sentence) the served model's
-*_with_options functions accept."""
+"""The largest beam_size, n-best or sample count the served *_with_options functions accept."""
 
 
 def _integer(at_least: int, below: float = math.inf):
@@ -31,8 +27,7 @@ RULES = {"beam_size": (_integer(1), "an integer >= 1"),
 
 
 def _check(strategy) -> None:
-    """ValueError naming every field whose Python value breaks its rule (a tensor is the
-    graph's to check)."""
+    """ValueError naming every field whose Python value breaks its rule (tensors: the graph's)."""
     problems = [f"{f.name} must be {RULES[f.name][1]}, got {value!r}"
                 for f in dataclasses.fields(strategy)
                 if isinstance(value := getattr(strategy, f.name), (int, float, str))
@@ -49,10 +44,7 @@ class BeamSearch:
         beam_size: hypotheses kept per sentence (the paper: 4).
         alpha: GNMT length-penalty exponent (the paper: 0.6).
         extra_length: an output has at most source length + this many tokens (50).
-        stop_rule: when a sentence stops. "exact": once no live hypothesis can beat its
-            finished ones, whatever the next tokens; "best_finished": once its best
-            finished hypothesis beats the best live one as it stands (CTranslate2's rule:
-            faster, not always the exact result; docs/results.md).
+        stop_rule: "exact" or "best_finished" (faster, not always exact): `core.can_improve`.
     """
 
     beam_size: int = 4
@@ -66,16 +58,13 @@ class BeamSearch:
 
 @dataclasses.dataclass(frozen=True)
 class Sampling:
-    """Sampling: each token drawn from the model's distribution, cut to the top k or the
-    nucleus p and sharpened by a temperature (`keras_transformer.decoding.sampling`);
-    outputs are ranked as beam search ranks them (length penalty `alpha`).
+    """Sampling from the model's distribution, cut to the top k or nucleus p (`sampling`).
 
     Attributes:
-        topk: keep the k most likely tokens; 0: no cut.
-        topp: keep the smallest most-likely set reaching this probability, in (0, 1]; 1: no cut.
+        topk, topp: keep the k most likely tokens (0: all), then the nucleus p in (0, 1] (1: all).
         temperature: divides the log-probabilities, > 0.
         seed: the integer all randomness derives from: the same seed, the same samples.
-        alpha, extra_length: as `BeamSearch`'s.
+        alpha, extra_length: as `BeamSearch`'s (outputs are ranked as beam search ranks them).
     """
 
     topk: int = 0

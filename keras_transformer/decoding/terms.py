@@ -1,32 +1,13 @@
 """Terminology constraints: target phrases every translation must contain (Post & Vilar, 2018).
 
-Lexically constrained beam search with dynamic beam allocation ("Fast Lexically Constrained
-Decoding with Dynamic Beam Allocation for Neural Machine Translation", NAACL 2018). Each
-hypothesis tracks which required phrases it has produced; at every step its candidates are
-the model's best tokens plus the next token of every phrase it still lacks, and the beam is
-shared out between "banks" of hypotheses that have met the same number of phrase tokens, so
-that hypotheses which started a phrase are not crowded out by unconstrained ones with a
-better score. A hypothesis may end only once it has met every phrase.
-
-Two choices differ from the paper, both for a guarantee and for tensors:
-
-* Banks are filled round-robin, as fairseq's implementation does: the best candidate of
-  every bank (most tokens met first), then the second best of every bank, and so on, until
-  the beam is full. This is the paper's even split with unused slots handed on, computed
-  with one sort instead of a loop over banks.
-* A hypothesis whose remaining phrase tokens just fit before its length limit may only take
-  its next phrase token. So every hypothesis can always still meet all phrases in time, and
-  every returned translation contains every phrase, whatever the scores (the paper has no
-  such rule and may return a hypothesis that misses a constraint).
-
-A phrase is a 0-padded row of token ids (no end token). A hypothesis works on at most one
-phrase at a time: a token that breaks the phrase in progress abandons it (its tokens stay in
-the output but no longer count), and a token that starts a phrase it lacks begins that one.
-Phrases are met in any order; a phrase given twice must appear twice.
-
-State, per hypothesis (a nest of tensors shaped [batch, hypotheses, ...]):
-  "met" bool [.., phrases], "phrase" int32 (the phrase in progress, -1 for none) and
-  "position" int32 (how many of its tokens are done).
+Dynamic beam allocation: candidates are the model's best tokens plus each lacking phrase's next
+token; the beam is shared round-robin (as in fairseq) between banks of hypotheses that met as many
+phrase tokens. A hypothesis ends only once every phrase is met, and takes only phrase tokens once
+they just fit before its length limit: every output holds every phrase (the paper's may not). A
+phrase is a 0-padded row of ids (no end token); phrases are met in any order, a repeated one twice.
+A hypothesis works on one phrase at a time: a token that breaks it abandons it, one that starts a
+lacking phrase begins that. State per hypothesis [batch, n, ...]: "met" bool [.., phrases],
+"phrase" int32 (in progress; -1: none), "position" int32 (its tokens done).
 """
 from keras_transformer.backend import require_tensorflow
 
@@ -38,8 +19,7 @@ from keras_transformer.decoding.core import NEG, log_softmax_parts, top_k
 
 
 def phrase_lengths(terms):
-    """int32 [batch, phrases]: the tokens of each phrase of `terms` int32 [batch, phrases,
-    length] (0-padded; a row of zeros is no phrase)."""
+    """int32 [batch, phrases], the tokens in each phrase of `terms` [batch, phrases, length]."""
     return tf.reduce_sum(tf.cast(tf.not_equal(terms, PAD_ID), tf.int32), axis=2)
 
 
@@ -82,8 +62,7 @@ def advance(state, tokens, terms, lengths):
     length = tf.gather(lengths, tf.maximum(phrase, 0), batch_dims=1)
     completes = continues & tf.equal(position + 1, length)
     met = met | (completes[..., None] & _one_hot(phrase, phrases))
-    # A token that does not continue the phrase in progress may start the first unmet
-    # phrase it begins.
+    # A token that does not continue the phrase in progress may start the first unmet one.
     starts = (~continues[..., None] & ~met
               & tf.equal(terms[:, None, :, 0], tokens[..., None]))
     started = tf.reduce_any(starts, axis=-1)
@@ -103,37 +82,31 @@ def needed(state, lengths):
 
 
 def next_tokens(state, terms):
-    """int32 [batch, n, phrases]: the token that takes each hypothesis one token further in
-    each phrase: the next one of the phrase in progress, the first one of the others it
-    lacks, 0 for those it has met."""
+    """int32 [batch, n, phrases]: each hypothesis's next token in each phrase: the next of the one
+    in progress, the first of the others it lacks, 0 for those met."""
     in_progress = _one_hot(state["phrase"], tf.shape(terms)[1])
     tokens = tf.where(in_progress, _expected(state, terms)[..., None], terms[:, None, :, 0])
     return tf.where(state["met"], PAD_ID, tokens)
 
 
 def forced_token(state, terms):
-    """int32 [batch, n]: the token a hypothesis takes when it has no room left for anything
-    but its phrases: the next of the phrase in progress, else the first of the first phrase
-    it lacks (either lowers `needed` by exactly one)."""
+    """int32 [batch, n]: the token a hypothesis with room only for its phrases takes: the next of
+    the one in progress, else the first of the first it lacks (lowering `needed` by one)."""
     first_unmet = tf.argmax(tf.cast(~state["met"], tf.int32), axis=-1, output_type=tf.int32)
     first_token = tf.gather(terms[:, :, 0], first_unmet, batch_dims=1)
     return tf.where(state["phrase"] >= 0, _expected(state, terms), first_token)
 
 
 def round_robin(scores, banks, valid, k):
-    """The `k` candidates dynamic beam allocation keeps, bank by bank.
-
-    Each bank is the candidates with the same number of phrase tokens met. The picks are
-    the best of every bank (fullest bank first), then the second best of every bank, ...:
-    every bank gets an even share of the beam, and slots a bank cannot fill go to the next.
+    """The `k` candidates dynamic beam allocation keeps: the best of every bank (candidates with as
+    many phrase tokens met; fullest first), then the second best of every bank, and so on.
 
     Args:
         scores: float32 [batch, m] (higher is better); banks: int32 [batch, m];
         valid: bool [batch, m], the candidates that may be kept.
         k: int or int32 scalar.
     Returns:
-        int32 [batch, k] indices into m, valid ones first (invalid ones only where fewer
-        than k are valid).
+        int32 [batch, k] indices into m, valid ones first (invalid only where fewer are valid).
     """
     m = tf.shape(scores)[1]
     order = tf.range(m)
@@ -149,29 +122,24 @@ def round_robin(scores, banks, valid, k):
 
 
 def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, phrases):
-    """`core.candidates` for a search with required phrases: 2k candidates, the k live ones
-    chosen by dynamic beam allocation, then the k best endings.
+    """`core.candidates` with required phrases: 2k candidates, the k live ones by dynamic beam
+    allocation, then the k best endings.
 
-    Each hypothesis offers its 2k + 1 best tokens, the next token of every phrase it lacks
-    (`next_tokens`) and the end token, each once. The end token is allowed only once every
-    phrase is met; where the phrase tokens still `needed` just fill the `room_left`, only
-    the `forced_token` is; a target prefix token (`forced` > 0) comes first. The live
-    candidates are picked by `round_robin` over banks of equal phrase tokens met after the
-    candidate's token; every allowed ending is offered. A sentence without phrases gets
-    exactly the candidates `core.candidates` gives it.
+    Each hypothesis offers its 2k + 1 best tokens, the `next_tokens` and the end token, each once.
+    The end token needs every phrase met; where the `needed` tokens just fill `room_left`, only the
+    `forced_token` is allowed; a prefix token (`forced` > 0) wins. Live picks: `round_robin` over
+    banks counted after the token. A sentence without phrases gets `core.candidates`' candidates.
 
     Args:
         logits, alive_log_probs, eos_id, forced: as for `core.candidates`.
         k: the beam size.
-        room_left: int32 [batch], tokens a hypothesis may still take before its end token,
-            the one chosen now included (max_lengths - 1 - step; 0 at the last position).
+        room_left: int32 [batch], max_lengths - 1 - step: tokens a hypothesis may still take
+            before its end token, this one included.
         state: the phrase state of the live hypotheses [batch, beam, ...].
-        phrases: (terms int32 [batch, phrases, length], their `phrase_lengths`), computed
-            once per search.
+        phrases: (terms int32 [batch, phrases, length], their `phrase_lengths`).
     Returns:
-        (sums, beams, tokens, token log-probabilities) as `core.candidates` returns them,
-        width 2k: the k live picks first (`NEG` sums where fewer are allowed), then k
-        endings (`NEG` sums where fewer ended).
+        (sums, beams, tokens, token log-probabilities) as in `core.candidates`, width 2k: the k
+        live picks, then k endings (`NEG` sums where fewer).
     """
     batch, beams = tf.shape(logits)[0], tf.shape(logits)[1]
     (terms, lengths), last = phrases, tf.equal(room_left, 0)

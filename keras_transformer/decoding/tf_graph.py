@@ -1,6 +1,5 @@
-"""What only TensorFlow's graph gives the search: a faster top-k kernel over vocabulary-wide
-rows, XLA detection, and while loops whose shapes change (a decoder cache that grows a
-position a step, sentences that leave the batch). Imported only under TensorFlow."""
+"""TensorFlow-only search helpers: a faster top-k over vocabulary-wide rows, XLA detection, and
+while loops whose shapes change (a growing decoder cache, sentences leaving the batch)."""
 import tensorflow as tf
 
 TOP_K_BLOCK = 128
@@ -8,8 +7,7 @@ TOP_K_BLOCK = 128
 
 
 def _block_size(n):
-    """A block size for `top_k` over rows of static length `n`: the divisor of n nearest
-    TOP_K_BLOCK within a factor of 2 (no padding copy), else TOP_K_BLOCK."""
+    """`top_k`'s block: the divisor of `n` nearest TOP_K_BLOCK (within 2x), else TOP_K_BLOCK."""
     if n is None:
         return TOP_K_BLOCK
     divisors = [d for d in range(TOP_K_BLOCK // 2, 2 * TOP_K_BLOCK + 1) if n % d == 0]
@@ -19,13 +17,8 @@ def _block_size(n):
 def top_k(values, k):
     """`tf.math.top_k(values, k)` over the last axis of a [rows, n] tensor, faster for large n.
 
-    TensorFlow's CPU TopKV2 kernel keeps a heap per row, slow over vocabulary-wide rows
-    (docs/library.md). Here each row is cut into blocks of about `TOP_K_BLOCK`;
-    the k largest values lie in the k blocks with the largest maxima (a value outside them
-    is beaten by the maximum of each of those k blocks), so one vectorised maximum per
-    block, a top-k over the block maxima and one over the chosen blocks give the same
-    values and indices. The chosen blocks are taken in index order, so ties go to the lower
-    index, as in `tf.math.top_k`.
+    The k largest lie in the k blocks of about `TOP_K_BLOCK` with the largest maxima (CPU TopKV2
+    keeps a heap per row: docs/library.md); ties go to the lower index, as in `tf.math.top_k`.
 
     Args:
         values: float [rows, n]; n may be dynamic.
@@ -49,9 +42,8 @@ def top_k(values, k):
 
 
 def compiling_with_xla():
-    """Whether the graph being traced is XLA-compiled (inside `tf.function(jit_compile=True)`,
-    at any depth). XLA needs loop-invariant shapes, so decoding then keeps the decoder cache
-    in fixed slots; elsewhere the cache grows a position a step."""
+    """Whether the graph being traced is XLA-compiled (`tf.function(jit_compile=True)`, at any
+    depth), which needs fixed decoder cache slots (loop-invariant shapes)."""
     if tf.executing_eagerly():
         return False
     try:  # not public API: where it is gone, assume XLA (fixed slots are always correct)
@@ -62,17 +54,14 @@ def compiling_with_xla():
 
 
 def cache_length(max_steps):
-    """The `max_length` to give `Transformer.initial_decode_state` for a search of at most
-    `max_steps` steps: fixed slots under XLA, else None (a cache that grows)."""
+    """The decoder cache length for `max_steps` steps: `max_steps` under XLA, else None (grows)."""
     return max_steps if compiling_with_xla() else None
 
 
 def while_loop(cond, body, loop_vars, maximum_iterations, shrinking=()):
-    """`tf.while_loop` whose loop variables keep their static shapes except dimensions of
-    size 0 at the start, which may grow (a growing decoder cache's length axis), and axis 0
-    of the loop variables at positions `shrinking` (sentences leaving the batch);
-    TensorArrays are left free. Static shapes that reshapes with a dynamic batch lose are
-    set back after each step."""
+    """`tf.while_loop` keeping static shapes but for dimensions of size 0 at the start (may grow),
+    axis 0 of the loop variables at positions `shrinking` (may shrink) and TensorArrays; static
+    shapes lost by reshapes with a dynamic batch are set back after each step."""
     def invariant(value):
         if isinstance(value, tf.TensorArray):
             return tf.TensorShape(None)

@@ -1,15 +1,8 @@
 """Multi-head scaled dot-product attention (Section 3.2, Eq. 1) with a decoding cache.
 
-Hand-written rather than built on `keras.layers.MultiHeadAttention` because that layer lacks
-what decoding and speed need here:
-  * a key/value cache, so that incremental decoding adds one position per step and never
-    recomputes the prefix;
-  * fused projections: one matmul for Q, K and V in self-attention and one for K and V in
-    cross-attention, instead of three separate einsums;
-  * cross-attention keys/values computed once per source sentence and shared by every beam
-    hypothesis (queries of all beams of a sentence are stacked along the query axis), so that
-    beam search never copies or reorders them.
-Like the Keras layer, d_k and d_v are free (Table 3 rows A and B vary them apart from d_model).
+Unlike `keras.layers.MultiHeadAttention`: a key/value cache, fused Q/K/V (K/V) projections, and
+cross-attention keys/values computed once per source and shared by its beams (their queries are
+stacked along the query axis), so beam search never copies them. d_k, d_v free (Table 3 A, B).
 """
 import math
 
@@ -34,9 +27,8 @@ class MultiHeadAttention(keras.layers.Layer):
     Args:
         num_heads: h.
         key_dim: d_k, the per-head query/key width.
-        value_dim: d_v, the per-head value width.
-        self_attention: True for self-attention (fused Q/K/V projection of one input),
-            False for attention to a `memory` (Q from the query, fused K/V from the memory).
+        value_dim: d_v, the per-head value width (default: d_k).
+        self_attention: True: fused Q/K/V of one input; False: Q of the query, K/V of `memory`.
         attention_dropout: dropout rate on the attention weights.
     """
 
@@ -75,8 +67,7 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.transpose(x, (0, 2, 1, 3))
 
     def _fused_qkv(self, x):
-        """Q, K, V of `x` [batch, length, d_model] from one matmul, each
-        [batch, length, heads, depth]."""
+        """Q, K, V [batch, length, heads, d] of `x` [batch, length, d_model] by one matmul."""
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
         keys = self.num_heads * self.key_dim
         # A split, not three slices: its gradient is one concat, where every slice's gradient
@@ -128,7 +119,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Args:
             query: [batch, query_len, d_model].
             memory: [batch, key_len, d_model] for cross-attention; unused in self-attention.
-            attention_mask: boolean, broadcastable to [batch, heads, query_len, key_len]; True = allowed.
+            attention_mask: bool, broadcasts to [batch, heads, query_len, key_len]; True = allowed.
             memory_kv: precomputed `project_memory(memory)`, used instead of `memory`.
             return_attention_scores: also return the weights [batch, heads, query_len, key_len].
         Returns:
@@ -147,19 +138,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
     # ------------------------------------------------------------------ decoding
     def initial_cache(self, batch_size, num_rows, max_length=None):
-        """An empty self-attention cache for `num_rows` hypotheses per sentence.
-
-        Two kinds, told apart by their keys, so that `step` needs no flag:
-          * max_length given: {"key": [batch, rows, heads, max_length, d_k], "value": [...,
-            d_v]}, zeros; `step` writes position p into slot p. Shapes never change, which
-            XLA needs.
-          * max_length None: {"growing_key": [batch, rows, heads, 0, d_k], "growing_value":
-            [..., d_v]}; `step` appends one position. Faster without XLA (docs/results.md):
-            a step touches only the positions decoded so far, not every slot up to the
-            length limit. A loop carrying it needs `shape_invariants` with the length axis
-            free (`keras_transformer.decoding.tf_graph.while_loop`).
-        Rows are independent hypotheses (beams); beam search reorders axis 1.
-        """
+        """An empty self-attention cache for `num_rows` hypotheses (beams, axis 1) per sentence:
+        with `max_length`, zeros {"key": [batch, rows, heads, max_length, d_k], "value": [...,
+        d_v]}, position p in slot p (static shapes, for XLA); without, {"growing_key",
+        "growing_value"} of length 0 that each `step` extends (faster without XLA; a loop needs
+        a free length axis: `keras_transformer.decoding.tf_graph.while_loop`)."""
         if max_length is None:
             shape = (batch_size, num_rows, self.num_heads, 0)
             return {"growing_key": ops.zeros(shape + (self.key_dim,), self.compute_dtype),
@@ -176,7 +159,7 @@ class MultiHeadAttention(keras.layers.Layer):
             position: scalar int, index of the new position (the cache holds 0..position-1).
             cache: from `initial_cache` (or the previous step).
         Returns:
-            (output [batch, rows, d_model], updated cache).
+            (output [batch, rows, d_model], updated cache) and the weights if asked.
         """
         batch, rows = ops.shape(query)[0], ops.shape(query)[1]
         q, k, v = self._fused_qkv(query)  # rows play the role of positions here
@@ -186,9 +169,8 @@ class MultiHeadAttention(keras.layers.Layer):
             keys, values, visible = cache["growing_key"], cache["growing_value"], None
         else:
             max_length = ops.shape(cache["key"])[3]
-            # A select against a one-hot over positions writes the new entry with one core
-            # element-wise op (no XLA-only scatter); without XLA, one pass over the cache
-            # instead of the two (and a temporary) of adding the entry times the one-hot.
+            # A select against a one-hot over positions: one core element-wise op (no XLA-only
+            # scatter), one pass over the cache (adding entry * one-hot takes two).
             slot = ops.equal(ops.arange(max_length), position)[:, None]
             cache = {"key": ops.where(slot, k[:, :, :, None, :], cache["key"]),
                      "value": ops.where(slot, v[:, :, :, None, :], cache["value"])}

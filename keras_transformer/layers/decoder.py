@@ -92,12 +92,10 @@ class DecoderLayer(keras.layers.Layer):
         """One new position per hypothesis, attending to the cached prefix.
 
         Args:
-            x: embedded tokens at `position` [batch, rows, d_model]; rows are the hypotheses
-                (beams) of each sentence.
+            x: embedded tokens at `position` [batch, rows, d_model]; rows are a sentence's beams.
             position: scalar index of the new tokens.
             cache: this layer's self-attention cache (see `MultiHeadAttention.initial_cache`).
-            memory_kv: `cross_attention.project_memory(memory)` [batch, heads, source_len, ..]:
-                shared by all rows of a sentence, never copied per beam.
+            memory_kv: `cross_attention.project_memory(memory)`, shared by a sentence's rows.
             memory_mask: [batch, 1, 1, source_len].
         Returns:
             (output [batch, rows, d_model], updated cache) and the cross-attention weights
@@ -128,23 +126,17 @@ class DecoderLayer(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Decoder(LayerStack):
-    """A stack of `num_layers` decoder layers; full-sequence `call` and cached `step`.
-
-    Args: see `LayerStack`.
-    """
+    """`num_layers` decoder layers: full-sequence `call`, cached `step`. Args: see `LayerStack`."""
 
     layer_class = DecoderLayer
 
     def call(self, x, memory, memory_mask=None, return_attention_scores=False, training=None,
              attention_layer=-1, self_mask=None):
-        """x: embedded targets [batch, target_len, d_model] -> [batch, target_len, d_model].
-
-        Returns the cross-attention weights of layer `attention_layer` (default: the last)
-        too if asked. `memory_mask` is the source padding mask [batch, 1, 1, source_len], or
-        a packed row's `segment_mask` [batch, 1, target_len, source_len]; `self_mask`, if
-        given, restricts self-attention beyond the causal mask (a packed row's
-        `segment_mask` [batch, 1, target_len, target_len]).
-        """
+        """x: embedded targets [batch, target_len, d_model] -> [batch, target_len, d_model], and
+        the cross-attention weights of layer `attention_layer` (default: the last) if asked.
+        `memory_mask`: source padding mask [batch, 1, 1, source_len] or a packed row's
+        `segment_mask` [batch, 1, target_len, source_len]; `self_mask`, if given, restricts
+        self-attention beyond the causal mask (a packed row's `segment_mask`)."""
         causal = causal_mask(keras.ops.shape(x)[1])
         self_mask = causal if self_mask is None else keras.ops.logical_and(causal, self_mask)
         weights = None
@@ -167,10 +159,8 @@ class Decoder(LayerStack):
 
     def step(self, x, position, cache, memory_kv, memory_mask=None,
              return_attention_scores=False, attention_layer=-1):
-        """x [batch, rows, d_model] at `position` -> (output, new cache[, weights]).
-
-        The weights are the cross-attention of layer `attention_layer` (default: the last).
-        """
+        """x [batch, rows, d_model] at `position` -> (output, new cache[, weights]), the weights
+        being the cross-attention of layer `attention_layer` (default: the last)."""
         new_cache, weights = [], None
         wanted = range(len(self.blocks))[attention_layer]
         for index, (layer, layer_cache, layer_kv) in enumerate(zip(self.blocks, cache, memory_kv)):

@@ -5,12 +5,9 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class SharedEmbedding(keras.layers.Layer):
-    """Token embeddings scaled by sqrt(d_model); `project` reuses them as output weights.
+    """Token embeddings scaled by sqrt(d_model); `project` reuses them as output weights (3.4).
 
-    Section 3.4 shares "the same weight matrix between the two embedding layers and the
-    pre-softmax linear transformation" and multiplies the embeddings by sqrt(d_model).
-    Initialised with stddev d_model^-0.5 so that the scaled embeddings have unit variance,
-    the scale of the sinusoidal encodings they are added to.
+    Initialised with stddev d_model^-0.5: the scaled embeddings have unit variance, as positions.
 
     Example:
         >>> embedding = SharedEmbedding(vocab_size=100, d_model=16)

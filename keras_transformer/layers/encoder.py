@@ -48,8 +48,8 @@ class EncoderLayer(keras.layers.Layer):
         self.built = True
 
     def call(self, x, padding_mask=None, training=None):
-        """x [batch, source_len, d_model]; padding_mask [batch, 1, 1, source_len], or a
-        packed row's `segment_mask` [batch, 1, source_len, source_len]."""
+        """x [batch, source_len, d_model]; padding_mask [batch, 1, 1, source_len] or a packed
+        row's `segment_mask` [batch, 1, source_len, source_len]."""
         pre = self.norm == "pre"
         x = residual(x, lambda h: self.self_attention(h, attention_mask=padding_mask,
                                                       training=training),
@@ -75,8 +75,7 @@ class Encoder(LayerStack):
         super().build(x_shape)
 
     def call(self, x, padding_mask=None, training=None):
-        """x [batch, source_len, d_model] (embedded, positions added) -> same shape;
-        `padding_mask` as `EncoderLayer.call` takes it."""
+        """Embedded sources [batch, source_len, d_model] -> same shape; masks as a layer's."""
         for layer in self.blocks:
             x = layer(x, padding_mask=padding_mask, training=training)
         return self._finish(x)

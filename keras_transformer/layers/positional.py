@@ -7,10 +7,9 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class SinusoidalPositionalEncoding(keras.layers.Layer):
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (Section 3.5).
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (Section 3.5), interleaved.
 
-    Computed on the fly for the positions asked for, so there is no length limit and no
-    weights. Sines and cosines are interleaved as in the paper's formula.
+    Computed on the fly: no length limit, no weights.
 
     Example:
         >>> tuple(SinusoidalPositionalEncoding()(keras.ops.zeros((2, 7, 16))).shape)
@@ -24,17 +23,14 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         return positions_shape(input_shape)
 
     def call(self, inputs, start=0, positions=None):
-        """Encodings of positions start .. start + length - 1 of `inputs` [batch, length, d],
-        or of the given `positions`.
+        """Encodings of positions start .. start + length - 1, or of the given `positions`.
 
         Args:
             inputs: [batch, length, d]; only its length and width are used.
             start: the first position (incremental decoding).
-            positions: int [batch, length], each token's position: a packed row's positions
-                restart at 0 with each pair (`keras_transformer.model.PACKED_INPUTS`).
+            positions: int [batch, length] (a packed row's restart at 0 with each pair).
         Returns:
-            [1, length, d] ([batch, length, d] with `positions`) in the compute dtype, to be
-            added to the embeddings.
+            [1, length, d] ([batch, length, d] with `positions`) in the compute dtype.
         """
         depth = inputs.shape[-1]
         if positions is None:
@@ -70,8 +66,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start=0, positions=None):
         """Embeddings of positions start .. start + length - 1 -> [1, length, d], or of the
-        given `positions` int [batch, length] -> [batch, length, d] (as the sinusoidal
-        layer)."""
+        given `positions` int [batch, length] -> [batch, length, d]."""
         if positions is None:
             positions = (ops.arange(ops.shape(inputs)[1]) + start)[None]
         return ops.cast(ops.take(self.embeddings, positions, axis=0), self.compute_dtype)

@@ -5,15 +5,12 @@ LAYER_NORM_EPSILON = 1e-6
 
 
 class LayerStack(keras.layers.Layer):
-    """Base of `Encoder` and `Decoder`: builds `num_layers` copies of `layer_class`.
-
-    With pre-norm a final LayerNorm closes the stack, since its residual stream is never
-    normalised otherwise.
+    """Base of `Encoder` and `Decoder`: `num_layers` copies of `layer_class`, and under pre-norm
+    a final LayerNorm (the residual stream is never normalised otherwise).
 
     Args:
         num_layers: N (6 in the paper).
-        d_ff, num_heads, d_k, d_v, dropout, attention_dropout, relu_dropout, norm: passed to
-            every layer (see `EncoderLayer`).
+        d_ff, num_heads, d_k, d_v, dropout, attention_dropout, relu_dropout, norm: each layer's.
     """
 
     layer_class = None  # set by subclasses

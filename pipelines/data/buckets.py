@@ -1,9 +1,6 @@
-"""What token-budget buckets cost: length statistics and prepare's bucket table, computed
-from per-pair token counts (``lengths [N, 2]`` without EOS/BOS), with no pass over the data.
-
-The rules themselves (boundaries, sentences per bucket) are the library's,
-`keras_transformer.data.buckets`, re-exported here.
-"""
+"""What token-budget buckets cost (length statistics, prepare's bucket table), computed from
+per-pair token counts ``lengths [N, 2]`` (no EOS/BOS) without a pass over the data. The rules
+themselves are the library's (`keras_transformer.data.buckets`), re-exported here."""
 
 import math
 from typing import Sequence
@@ -32,11 +29,8 @@ def length_filter_counts(lengths: np.ndarray, max_source_length: int,
 
 def bucket_table(lengths: np.ndarray, boundaries: Sequence[int], batch_sizes: Sequence[int],
                  max_source_length: int, max_target_length: int) -> list[dict]:
-    """Per bucket: boundary, batch size, batches, sentences and padding fraction (both sides).
-
-    Computed from cached lengths, it predicts exactly what one pass of ``training_batches``
-    (no repeat, remainders kept) produces.
-    """
+    """Per bucket: boundary, batch size, batches, sentences and padding (both sides), exactly as
+    one pass of ``training_batches`` (no repeat, remainders kept) makes them."""
     src, tgt = model_lengths(lengths)
     keep = (src <= max_source_length) & (tgt <= max_target_length)
     src, tgt = src[keep], tgt[keep]
@@ -60,11 +54,8 @@ def table_padding(rows: Sequence[dict]) -> float:
 
 
 def format_bucket_table(rows: Sequence[dict], packed: dict | None = None) -> str:
-    """The bucket table as aligned text (empty buckets omitted).
-
-    With ``packed`` (``pipelines.data.packing.packing_table``), a last line gives what packed
-    batches (``--pack``) hold instead: rows per batch, batches, sentences and padding.
-    """
+    """The bucket table as aligned text (empty buckets omitted), plus a last line for packed
+    batches (``--pack``) if ``packed`` (``pipelines.data.packing.packing_table``) is given."""
     lines = [f"{'bucket':>7} {'batch':>6} {'batches':>8} {'sentences':>10} {'padding':>8}"]
     for r in rows:
         if r["sentences"]:

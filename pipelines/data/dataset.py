@@ -1,7 +1,5 @@
-"""tf.data input of the pipeline: id batches of sentences for decoding, tokenized by the
-exported model's rule (``keras_transformer.data.text.sentences_to_ids``), and the library's
-training batches (`keras_transformer.data.batches`), re-exported here.
-"""
+"""tf.data input: id batches for decoding (tokenized as the exported model does) and the
+library's training batches (`keras_transformer.data.batches`), re-exported here."""
 
 import dataclasses
 from typing import Sequence
@@ -36,12 +34,9 @@ class EvalBatch:
 def eval_batches(lines: Sequence[str], tokenizer, *, max_source_length: int,
                  batch_tokens: int = 4096, boundaries: Sequence[int] | None = None,
                  log: Log = print) -> list[EvalBatch]:
-    """Batches of source sentences for decoding, shortest first; see ``restore_order``.
+    """Decoding batches, shortest first, padded to bucket boundaries; see ``restore_order``.
 
-    Sorting by length keeps padding (and wasted decoding) low; each batch is padded to a
-    bucket boundary so a compiled decoder sees few shapes. Every line is kept (empty ones
-    become ``[EOS]``) so output i matches reference i. Sources longer than
-    ``max_source_length`` are truncated to it (EOS kept) and counted in the log.
+    All lines are kept (empty: ``[EOS]``); ones over ``max_source_length`` are truncated, EOS kept.
     """
     boundaries = (list(boundaries) if boundaries is not None
                   else default_boundaries(max_source_length))

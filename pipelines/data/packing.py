@@ -1,21 +1,17 @@
 """Packed training batches: several (source, target) pairs per row, so that almost no position
 is padding (figures: docs/data.md#packed-batches).
 
-Bucketed batches pad every sentence to its bucket's boundary. Packing instead lays pairs end
-to end in rows of a fixed length, as tensor2tensor's ``pack_dataset`` did: ``segments`` (1, 2,
-... per pair, 0 on padding) and ``positions`` (restarting at 0 with each pair) keep attention
-within a pair, so each pair's logits are those it gets alone
-(``keras_transformer.model.PACKED_INPUTS``).
+Pairs lie end to end in fixed-length rows (as tensor2tensor's ``pack_dataset``); ``segments``
+(1, 2, ... per pair, 0 on padding) and ``positions`` (from 0 in each pair) keep attention within
+a pair, so each pair's logits are those it gets alone (``keras_transformer.model.PACKED_INPUTS``).
 
-Rows have one shape for the whole run (``row_lengths``), so XLA compiles once: the longer
-side's row holds the longest pair and ``PAIRS_PER_ROW`` pairs of mean length, rounded up to a
-multiple of 8; the other side's is in proportion to the corpus's token counts, so that both
-sides fill alike.
+Rows have one shape for the whole run (``row_lengths``), so XLA compiles once: the longer side's
+row holds the longest pair and ``PAIRS_PER_ROW`` pairs of mean length, rounded up to a multiple
+of 8; the other side's is in proportion to the corpus's token counts, so both sides fill alike.
 
-The packer (``assign_rows``) fills one row after another from a window of shuffled pairs,
-each time with the pair that still fits on both sides and fills the most of them (each side
-as a fraction of its row length), less how unevenly it leaves the two sides; a row is closed
-when no pair of the window fits. Every pair is kept exactly once.
+The packer (``assign_rows``) fills rows one after another from a window of shuffled pairs, each
+time with the pair that fits both sides and fills the most (each side as a fraction of its row),
+less how unevenly it leaves the sides; a row closes when nothing fits. Every pair is kept once.
 """
 
 import dataclasses
@@ -30,8 +26,7 @@ from pipelines.data.dataset import global_batches
 from pipelines.data.dataset import padding_fraction as padding_fraction_of_pairs
 
 PAIRS_PER_ROW = 4
-"""Pairs of mean length a row holds (at least): padding falls as rows hold more pairs (the
-last gap of a row is what no remaining pair fits), attention cost grows with the row length."""
+"""Pairs of mean length a row holds (at least): more means less padding but longer attention."""
 WINDOW = 4096
 """Pairs packed together: more fill rows better, at more packing time (docs/data.md)."""
 ROW_MULTIPLE = 8
@@ -47,13 +42,8 @@ class RowLengths:
 
 def row_lengths(lengths: np.ndarray, max_source_length: int, max_target_length: int
                 ) -> RowLengths:
-    """Row lengths for a corpus from its cached token counts (see the module docstring).
-
-    Args:
-      lengths: ``[N, 2]`` source and target token counts without EOS/BOS (the token cache).
-      max_source_length, max_target_length: the length filter's limits (pairs beyond them
-        are dropped before packing).
-    """
+    """Row lengths (module docstring) from the token cache's ``[N, 2]`` counts (no EOS/BOS),
+    of the pairs within ``max_source_length`` and ``max_target_length``."""
     source, target = model_lengths(lengths)
     keep = (source <= max_source_length) & (target <= max_target_length)
     source, target = source[keep], target[keep]
@@ -81,14 +71,10 @@ def rows_per_batch(rows: RowLengths, batch_tokens: int, batch_multiple: int = 1)
 def assign_rows(source_lengths, target_lengths, source_capacity, target_capacity):
     """Packs one window of pairs into rows; the packer of the module docstring.
 
-    Args:
-      source_lengths, target_lengths: int32 ``[n]``, each pair's side lengths.
-      source_capacity, target_capacity: the row lengths; every pair must fit an empty row.
-    Returns:
-      (row ``[n]``: the row of each pair, numbered from 0; rank ``[n]``: the order in which
-      the pairs were placed, a permutation of 0..n-1 that lists rows one after another).
-    Raises:
-      InvalidArgumentError: a pair is longer than a row.
+    ``source_lengths``, ``target_lengths``: int32 ``[n]``; the capacities are the row lengths.
+    Returns ``(row [n], rank [n])``: each pair's row (from 0), and the placement order, a
+    permutation of 0..n-1 listing rows one after another. Raises ``InvalidArgumentError`` if a
+    pair is longer than a row.
     """
     n = tf.size(source_lengths)
     checks = [tf.debugging.assert_less_equal(source_lengths, source_capacity,
@@ -128,11 +114,8 @@ def assign_rows(source_lengths, target_lengths, source_capacity, target_capacity
 
 
 def _pack_side(sides, order, item_rows, item_segments, num_rows, length):
-    """One side of a window's pairs, ragged ``[n, None]``, laid out in rows ``[rows, length]``.
-
-    Returns:
-      (the sides' ids: one tensor per ragged input, segments, positions).
-    """
+    """One side of a window's pairs, ragged ``[n, None]``, laid out in rows ``[rows, length]``:
+    returns (a list of ids, one per ragged input; segments; positions)."""
     sides = [tf.gather(side, order) for side in sides]
     lengths = sides[0].row_lengths()
     token_rows = tf.repeat(item_rows, lengths)
@@ -147,14 +130,10 @@ def _pack_side(sides, order, item_rows, item_segments, num_rows, length):
 
 
 def pack_window(inputs, target_out, rows: RowLengths):
-    """A window of model examples (ragged ``[n, None]``) -> packed rows.
+    """A window of model examples -> packed rows, 0-padded.
 
-    Args:
-      inputs: (source, target_in), ragged int32 ``[n, None]``; target_out as target_in.
-      rows: the row lengths.
-    Returns:
-      (a dict of ``keras_transformer.model.PACKED_INPUTS`` ``[rows, length]``, target_out
-      ``[rows, target length]``), 0-padded.
+    ``inputs``: (source, target_in), ragged int32 ``[n, None]``; ``target_out`` likewise.
+    Returns (dict of ``PACKED_INPUTS`` ``[rows, length]``, target_out ``[rows, target length]``).
     """
     source, target_in = inputs
     item_rows, rank = assign_rows(tf.cast(source.row_lengths(), tf.int32),
@@ -191,18 +170,12 @@ def packed_batches(examples: tf.data.Dataset, rows: RowLengths, *, batch_tokens:
                    ) -> tf.data.Dataset:
     """Token-budget batches of packed rows from model examples (``dataset.training_examples``).
 
-    Args:
-      examples: ``((source, target_in), target_out)``, filtered, shuffled and repeated as
-        the training data should be.
-      rows: the row lengths (``row_lengths``); every example must fit a row.
-      batch_tokens: GLOBAL budget per side; a batch has ``rows_per_batch`` rows.
-      batch_multiple: the number of replicas (batch sizes are multiples of it).
-      shuffle, seed: shuffle the rows, which come out of the packer longest pairs first.
-      drop_remainder: drop the last partial batch; defaults to ``batch_multiple > 1``.
-      window: pairs packed together.
-    Returns:
-      A prefetched dataset of ``(dict of PACKED_INPUTS, target_out)`` batches, all of one
-      shape, global batches under ``tf.distribute`` (``dataset.global_batches``).
+    ``examples``: ``((source, target_in), target_out)``, filtered, shuffled and repeated, each
+    fitting ``rows``. ``batch_tokens`` is the GLOBAL budget per side (``rows_per_batch`` rows);
+    ``batch_multiple`` is the replica count. ``shuffle`` / ``seed`` shuffle the rows, which the
+    packer emits longest pairs first. ``drop_remainder`` defaults to ``batch_multiple > 1``.
+    Returns prefetched ``(dict of PACKED_INPUTS, target_out)`` batches, all of one shape, global
+    under ``tf.distribute``.
     """
     if drop_remainder is None:
         drop_remainder = batch_multiple > 1
@@ -235,12 +208,9 @@ def packing_table(lengths: np.ndarray, max_source_length: int, max_target_length
                   seed: int = 0, max_pairs: int = 100 * WINDOW) -> dict:
     """What one pass of packed batches holds, packing the cached lengths as training does.
 
-    The pairs are packed in a seeded random order, as training's shuffle would give them;
-    corpora larger than ``max_pairs`` are estimated on that many random pairs (docs/data.md).
-
-    Returns:
-      ``{"rows": RowLengths, "rows_per_batch", "rows_per_pass", "batches", "sentences",
-      "padding", "sampled"}`` (batches of one pass, remainders kept; padding over both sides).
+    Pairs go in a seeded random order; corpora over ``max_pairs`` are estimated on that many.
+    Returns ``{"rows": RowLengths, "rows_per_batch", "rows_per_pass", "batches", "sentences",
+    "padding", "sampled"}`` (one pass, remainders kept; padding over both sides).
     """
     rows = row_lengths(lengths, max_source_length, max_target_length)
     source, target = model_lengths(lengths)

@@ -1,9 +1,7 @@
 """Prepare a task for training: text files, cleaning, vocabulary, token caches, statistics.
 
-Every step is idempotent and reuses earlier work, so ``prepare`` can run before training and
-``training_input`` / ``eval_input`` can be called directly (they prepare what is missing).
-
-Layout inside ``work_dir``::
+Every step is idempotent and reuses earlier work; ``training_input`` / ``eval_input`` prepare
+what is missing. Layout inside ``work_dir``::
 
     spm.model                          shared SentencePiece model (layout.VOCAB_FILE)
     data/<task>/                       text materialized by the task (tfds, decompressed gz)
@@ -51,11 +49,8 @@ def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
 
 def ensure_vocab(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = None, *,
                  sample_lines: int = VOCAB_SAMPLE_LINES, log: Log = print) -> bytes:
-    """Return the model proto of ``work_dir/spm.model``, training it on the train split if absent.
-
-    Raises:
-      DataError: an existing model has a different size than ``vocab_size`` asked for.
-    """
+    """Return the proto of ``work_dir/spm.model``, training it on the train split if absent;
+    `DataError` if an existing model's size differs from a given ``vocab_size``."""
     path = vocab_path(work_dir)
     if path.is_file():
         proto = vocab_lib.read_model_proto(path)
@@ -85,8 +80,7 @@ class PreparedSplit:
 
 def prepare_split(task: Task, split: str, work_dir: os.PathLike | str, proto: bytes, *,
                   log: Log = print) -> PreparedSplit:
-    """Clean ``split`` and cache its token ids under a key of task, split, vocab and text
-    (tokenized with ``proto`` on every core: the in-graph tokenizer's ids)."""
+    """Clean ``split`` and cache its token ids, keyed by task, split, vocabulary and text."""
     clean = clean_split(task, split, work_dir, log=log)
     key = token_cache.cache_key(task.name, split, vocab_lib.model_digest(proto), clean.digest)
     cache = token_cache.load_or_build_cache(
@@ -128,21 +122,12 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
             tables: bool = True, log: Log = print) -> dict:
     """Build vocabulary and token caches for ``splits``; print corpus stats and bucket table.
 
-    Args:
-      task: from ``pipelines.tasks.get_task``.
-      work_dir: see the module docstring for what goes where.
-      vocab_size: pieces of the shared vocabulary; the task default if None.
-      batch_tokens: global token budget per side and batch (the paper's ~25,000).
-      batch_multiple: batch sizes are multiples of this (number of replicas).
-      boundaries: bucket boundaries; ``default_boundaries(task.max_length)`` if None.
-      vocab_sample_lines: lines (both sides pooled) sampled to train the vocabulary.
-      splits: which splits to prepare ("train" is needed for the bucket table).
-      tables: log the corpus statistics and the bucket table (else computed, not logged).
-      log: sink for progress and the report.
-    Returns:
-      ``{"task", "vocab": {...}, "splits": {split: stats}, "buckets": [rows],
-      "batches_per_epoch", "padding", "packed"}`` ("packed": what ``--pack`` gives instead,
-      ``pipelines.data.packing.packing_table``).
+    ``vocab_size`` and ``boundaries``: the task's defaults if None. ``batch_tokens``: global
+    budget per side and batch; batch sizes are multiples of ``batch_multiple`` (replicas).
+    ``vocab_sample_lines``: lines (both sides pooled) sampled for the vocabulary. The bucket
+    table needs "train" in ``splits``; ``tables=False`` computes it without logging. Returns
+    ``{"task", "vocab": {...}, "splits": {split: stats}, "buckets": [rows], "batches_per_epoch",
+    "padding", "packed"}`` ("packed": what ``--pack`` gives, ``packing.packing_table``).
     """
     for split in splits:
         if split not in SPLITS:
@@ -178,8 +163,7 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
 
 def _bucket_rows(task: Task, lengths: np.ndarray, boundaries: Sequence[int] | None,
                  batch_tokens: int, batch_multiple: int) -> tuple[list[int], list[dict]]:
-    """The bucket boundaries (the task's default if None) and the bucket table of ``lengths``;
-    a budget that cannot hold the largest bucket is a `UserError`."""
+    """Boundaries (task's if None) and bucket table; `UserError` if a bucket exceeds the budget."""
     boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
     sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
     return boundaries, buckets.bucket_table(lengths, boundaries, sizes, task.max_source_length,
@@ -202,11 +186,9 @@ def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "tra
                    log: Log = print) -> TrainingInput:
     """``((source, target_in), target_out)`` token-budget batches of ``split`` (see dataset.py).
 
-    For ``model.fit`` use ``repeat=True`` with ``steps_per_epoch=batches_per_epoch``; for a
-    validation loss, ``validation_input``. With ``pack``, batches of packed rows instead,
-    several pairs a row (``pipelines.data.packing``; their inputs are a dict, and
-    ``batches_per_epoch`` is estimated). ``drop_remainder``: drop each bucket's last partial
-    batch (default: with several replicas, so that every batch splits evenly).
+    For ``model.fit``: ``repeat=True``, ``steps_per_epoch=batches_per_epoch``. ``pack``: packed
+    rows (``pipelines.data.packing``; dict inputs, estimated ``batches_per_epoch``).
+    ``drop_remainder`` (default: with several replicas) drops each bucket's last partial batch.
     """
     proto = ensure_vocab(task, work_dir, log=log)
     prepared = prepare_split(task, split, work_dir, proto, log=log)
@@ -244,13 +226,10 @@ def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "tra
 def validation_input(task: Task, work_dir: os.PathLike | str, *, batch_tokens: int,
                      batch_multiple: int = 1, pad_to_bucket: bool = True,
                      log: Log = print) -> TrainingInput:
-    """The dev split's batches for ``model.fit``'s validation loss: ``batches_per_epoch``
-    batches are exactly one pass, every pair once (none dropped, even with several replicas),
-    and the passes repeat unchanged. Batching the repeated pairs instead would fill each
-    bucket across passes: the validation steps would see some pairs three times, some twice.
-    A bucket's last batch gets rows of padding up to a multiple of ``batch_multiple``, so that
-    it splits evenly across replicas (JAX's data parallelism requires it); padding adds no
-    loss and no token to the metrics."""
+    """The dev split's batches for ``model.fit``'s validation loss: ``batches_per_epoch`` batches
+    are exactly one pass, every pair once, repeated unchanged (batching repeated pairs would fill
+    buckets across passes). A bucket's last batch gets padding rows up to a multiple of
+    ``batch_multiple`` to split across replicas (JAX requires it); they add no loss or tokens."""
     one_pass = training_input(task, work_dir, split="dev", batch_tokens=batch_tokens,
                               batch_multiple=batch_multiple, shuffle=False, repeat=False,
                               pad_to_bucket=pad_to_bucket, drop_remainder=False, log=log)
@@ -279,9 +258,7 @@ def eval_input(task: Task, split: str, work_dir: os.PathLike | str, *,
                log: Log = print) -> EvalInput:
     """Sources, references and id batches of ``split``; decode, then ``dataset.restore_order``.
 
-    Every line is kept (no empty-pair skipping), so output i belongs to reference i. Sources
-    are cut at ``max_source_length`` tokens (default: the task's limit), as the exported
-    model cuts them (``keras_transformer.data.text.sentences_to_ids``).
+    Every line is kept; sources are cut at ``max_source_length`` (default: the task's limit).
     """
     proto = ensure_vocab(task, work_dir, log=log)
     clean = clean_split(task, split, work_dir, log=log)

@@ -1,10 +1,5 @@
-"""Progress lines for long passes over a corpus: done / total, rate and ETA, every N seconds
-(examples: docs/data.md#wmt-sized-corpora).
-
-A pass that says nothing for minutes looks hung. ``Progress`` logs one line at most every
-``interval`` seconds while work is reported (``update``); ``heartbeat`` logs elapsed time for
-work that cannot report its own progress (SentencePiece training).
-"""
+"""Progress lines for long passes over a corpus, so they do not look hung: done / total, rate
+and ETA, every N seconds (examples: docs/data.md#wmt-sized-corpora)."""
 
 import contextlib
 import threading
@@ -28,7 +23,7 @@ def format_duration(seconds: float) -> str:
 
 
 def format_count(value: float) -> str:
-    """A rate or count, short: ``0.24 -> "0.2"``, ``27412.3 -> "27,412"``, ``1.44e6 -> "1.44M"``."""
+    """A short rate or count: ``0.24 -> "0.2"``, ``27412.3 -> "27,412"``, ``1.44e6 -> "1.44M"``."""
     if value >= 1e6:
         return f"{value / 1e6:.2f}M"
     if value < 10 and not float(value).is_integer():
@@ -37,19 +32,11 @@ def format_count(value: float) -> str:
 
 
 class Progress:
-    """Reports ``done`` of ``total`` ``unit``s: a line at most every ``interval`` seconds.
+    """Reports ``done`` of ``total`` ``unit``s (e.g. "pairs") as ``label: ...`` lines, at most one
+    every ``interval`` seconds; ``total`` 0 or None means unknown (no percentage or ETA).
 
-    ``already`` (work found done, e.g. the shards a killed run left) counts toward done but
-    not toward the rate, so the ETA stays honest when a run resumes.
-
-    Args:
-      label: line prefix, e.g. "cache".
-      total: units of the whole pass (0 or None: unknown, no percentage or ETA).
-      unit: what is counted, e.g. "pairs" or "MB".
-      log: the sink (stderr in the CLI).
-      already: units done before this run started.
-      interval: seconds between lines.
-      clock: ``time.monotonic``, or a fake so that tests need not wait.
+    ``already`` (work a killed run left done) counts as done but not in the rate, so a resumed
+    run's ETA stays honest. ``clock`` is ``time.monotonic`` or a test's fake.
     """
 
     def __init__(self, label: str, total: float | None, unit: str, log: Log, *,
@@ -69,10 +56,9 @@ class Progress:
         return max(0.0, self.last + self.interval - self.clock())
 
     def update(self, done: float, extra: dict[str, float] | None = None) -> None:
-        """Record ``done`` units in all; log a line if ``interval`` has passed since the last
-        (none once all is done: ``finish`` says that).
+        """Record ``done`` units in all; log a line if ``interval`` has passed (none once done).
 
-        ``extra``: other counts whose rate is shown, e.g. ``{"tokens": 1.2e6}`` (this run's).
+        ``extra``: other counts of this run whose rate is shown, e.g. ``{"tokens": 1.2e6}``.
         """
         self.done = done
         if (not self.total or done < self.total) and self.clock() - self.last >= self.interval:
@@ -106,10 +92,8 @@ class Progress:
 
 @contextlib.contextmanager
 def heartbeat(label: str, log: Log, *, interval: float = DEFAULT_INTERVAL) -> Iterator[None]:
-    """Log ``label: still running (t)`` every ``interval`` seconds while the body runs.
-
-    For work that reports nothing itself and releases the GIL (SentencePiece training).
-    """
+    """Log ``label: still running (t)`` every ``interval`` seconds while the body runs: for work
+    that reports nothing itself and releases the GIL (SentencePiece training)."""
     stop = threading.Event()
     start = time.monotonic()
 

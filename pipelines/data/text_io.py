@@ -1,30 +1,18 @@
 """Validate and clean parallel text once, in Python, before tf.data reads it.
 
-tf.data reports bad input as an opaque op error deep in a training run; this pass finds it
-first and says which file, which line and what to do. It streams both files once and writes
-cleaned copies (temporary name, then rename) that the tf.data pipeline reads.
+tf.data reports bad input as an opaque op error deep in training; this pass names the file,
+line and fix first, and writes cleaned copies (atomically) for tf.data. Bad input (each case
+tested in tests/pipelines/test_text_io.py):
 
-What happens to bad input (each case has a test in tests/pipelines/test_text_io.py):
-
-* different line counts on the two sides -> ``DataError`` naming both files and both counts;
-* an empty or whitespace-only line on either side -> the pair is skipped and counted
-  (evaluation splits keep it, ``drop_empty=False``, so line i still matches reference i);
-* invalid UTF-8 -> ``DataError`` naming file, line and byte offset: guessing an encoding would
-  silently corrupt text, and re-encoding the file is a one-line fix (``iconv``);
-* NUL bytes -> removed and counted: they never carry meaning in text, usually come from a
-  stray binary or UTF-16 fragment, and the rest of the line is fine;
-* CRLF (and a lone trailing CR) -> stripped; a UTF-8 byte-order mark on line 1 -> stripped;
-* leading and trailing whitespace -> trimmed: it carries no meaning at sentence level, and the
-  in-graph detokenizer does not reproduce leading spaces, so trimming keeps round trips exact;
-* characters that some readers treat as line breaks (VT, FF, FS, GS, RS, NEL, U+2028,
-  U+2029, an inner CR) -> replaced by a space and counted, so every reader (tf.data splits
-  on ``\\n`` only, Python's ``str.splitlines`` on all of them) sees the same lines;
-* very long lines are kept here; over-long pairs are dropped after tokenization, where length
-  means tokens, and counted there (``pipelines.data.buckets.length_filter_counts``);
-* nothing left after cleaning -> ``DataError``.
-
-One summary line reports pairs read, kept and skipped by reason; a long pass also logs
-progress lines.
+* unequal line counts, invalid UTF-8 (guessing an encoding would corrupt text), or nothing left
+  after cleaning -> ``DataError`` naming the files, line and byte concerned;
+* an empty or whitespace-only side -> the pair is skipped and counted (evaluation splits keep
+  it, ``drop_empty=False``, so line i still matches reference i);
+* NUL bytes -> removed and counted; CRLF, a lone trailing CR, a line-1 byte-order mark -> stripped;
+* leading and trailing whitespace -> trimmed (the detokenizer does not restore leading spaces);
+* characters that some readers treat as line breaks (VT, FF, FS, GS, RS, NEL, U+2028, U+2029, an
+  inner CR) -> a space, counted, so tf.data and ``str.splitlines`` see the same lines;
+* very long lines are kept; over-long pairs are dropped after tokenization (``buckets``).
 """
 
 import contextlib
@@ -93,12 +81,9 @@ class CleanResult:
 
 
 def iter_lines(path: os.PathLike | str | None) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` of a UTF-8 file (None: stdin), 1-based, splitting on
-    ``\\n`` only, streamed; LF, CRLF and a leading byte-order mark removed.
-
-    Raises:
-      DataError: invalid UTF-8 (naming file, line and byte offset), or an unopenable file.
-    """
+    """Yield 1-based ``(line_number, text)`` of a UTF-8 file (None: stdin), streamed, split on
+    ``\\n`` only; LF, CRLF and a leading byte-order mark removed. Raises `DataError` on invalid
+    UTF-8 (naming file, line and byte offset) or an unopenable file."""
     if path is None:
         name, f = pathlib.Path("<stdin>"), sys.stdin.buffer
     else:
@@ -163,18 +148,11 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
                    progress_interval: float = DEFAULT_INTERVAL) -> CleanResult:
     """Validate a parallel corpus and write cleaned copies to ``out_dir``; reuse earlier work.
 
-    Args:
-      source_path, target_path: parallel UTF-8 text, line i of one translates line i of the other.
-      out_dir: gets ``source.txt``, ``target.txt`` and ``manifest.json``. A later call with
-        unchanged inputs (same path, size, mtime) returns the stored result without reading.
-      drop_empty: skip pairs with an empty side (training); False keeps every line so
-        evaluation output stays aligned with its references.
-      log: sink for the summary line and progress lines.
-      progress_interval: seconds between progress lines.
-    Returns:
-      The cleaned file paths, stats and a sha256 of the cleaned content.
-    Raises:
-      DataError: unequal line counts, invalid UTF-8, a missing file or an empty result.
+    ``out_dir`` gets ``source.txt``, ``target.txt`` and ``manifest.json``; a later call with
+    unchanged inputs (same path, size, mtime) returns the stored result without reading.
+    ``drop_empty`` skips pairs with an empty side (training); False keeps every line aligned
+    with its references. Returns the cleaned paths, stats and a sha256 of the cleaned content.
+    Raises `DataError`: unequal line counts, invalid UTF-8, a missing file or an empty result.
     """
     source_path, target_path = pathlib.Path(source_path), pathlib.Path(target_path)
     out_dir = pathlib.Path(out_dir)

@@ -1,17 +1,14 @@
 """Tokenized corpora saved once, in shards tokenized on every core, resumable after a kill.
 
-The cache of a split lives under a key of task, split, vocabulary hash and cleaned-text
-hash (``cache_key``)::
+A split's cache is keyed by task, split, vocabulary and cleaned-text hashes (``cache_key``)::
 
     cache/<key>/shards/000000.ids ...   token ids of consecutive pairs (``token_shards``)
     cache/<key>/lengths.npy             [pairs, 2] token counts (source, target)
     cache/<key>/plan.json               how the shards were cut (pairs per shard)
     cache/<key>/meta.json               written last: the cache is complete
 
-It is built in ``cache/.<key>.partial/`` and renamed into place once whole, so a reader
-sees a complete cache or none. One worker process per usable CPU tokenizes shards, each
-written atomically, so a build killed mid-way (even with SIGKILL) resumes from the finished
-ones. ``lengths.npy`` gives length-filter counts and the bucket table without another pass.
+It is built in ``cache/.<key>.partial/`` and renamed into place once whole. Shards are written
+atomically, so a build killed mid-way (even with SIGKILL) resumes from the finished ones.
 """
 
 import concurrent.futures
@@ -36,13 +33,11 @@ from pipelines.model_dir.files import read_json, write_atomic, write_json_atomic
 # Bumped whenever the saved element structure changes, so old caches are never misread.
 CACHE_FORMAT_VERSION = "3"
 SHARD_PAIRS = 100_000
-"""Pairs per shard: a few seconds of one core each, so progress lines come often, a killed
-build loses little, and the workers finish close together."""
+"""Pairs per shard: a few core-seconds, so progress is frequent and a kill loses little."""
 
 
 def cache_key(*parts: str) -> str:
-    """A directory name from the cache's inputs (task, split, vocabulary and text hashes)
-    and the cache format version."""
+    """A directory name from the format version and inputs (task, split, vocab and text hashes)."""
     digest = hashlib.sha256("\0".join((CACHE_FORMAT_VERSION,) + parts).encode("utf-8")
                             ).hexdigest()[:16]
     readable = "-".join(p for p in parts[:2] if p)
@@ -74,11 +69,8 @@ class TokenCache:
         return sorted(str(p) for p in (self.path / "shards").glob(f"*{token_shards.SUFFIX}"))
 
     def dataset(self) -> tf.data.Dataset:
-        """The cached ``(source_ids, target_ids)`` pairs, one per element, in corpus order.
-
-        One shard file is read at a time (tens of MB), in the consumer's thread: ``flat_map``,
-        cheaper than ``interleave`` (docs/data.md).
-        """
+        """The cached ``(source_ids, target_ids)`` pairs, one per element, in corpus order; one
+        shard at a time with ``flat_map`` (cheaper than ``interleave``: docs/data.md)."""
         files = self.shard_files()
         pairs = tf.data.Dataset.from_tensor_slices(tf.constant(files, tf.string)
                                                    if files else tf.zeros([0], tf.string))
@@ -100,17 +92,10 @@ def load_or_build_cache(source_path: os.PathLike | str, target_path: os.PathLike
                         log: Log = print) -> TokenCache:
     """Return the token cache at ``cache_dir``; tokenize and save it first if absent.
 
-    Args:
-      source_path, target_path: cleaned parallel text (``text_io.clean_parallel``).
-      model_proto: the SentencePiece model (``vocab.read_model_proto``).
-      cache_dir: unique to its inputs (see ``cache_key``): an existing complete cache is
-        trusted, and finished shards of an interrupted build of it are reused.
-      shard_pairs: pairs per shard.
-      workers: processes tokenizing at once (default: one per usable CPU).
-      progress_interval: seconds between progress lines.
-      log: sink of progress and the summary.
-    Raises:
-      DataError: the two files differ in line count.
+    ``source_path``, ``target_path``: cleaned parallel text (``text_io.clean_parallel``); raises
+    `DataError` if their line counts differ. ``cache_dir`` must be unique to its inputs
+    (``cache_key``): a complete cache there is trusted, an interrupted build's shards reused.
+    ``model_proto``: ``vocab.read_model_proto``. ``workers``: default one per usable CPU.
     """
     cache_dir = pathlib.Path(cache_dir)
     if (cache_dir / "meta.json").is_file():
@@ -168,8 +153,7 @@ def _plan(source_path, target_path, model_proto: bytes, partial: pathlib.Path,
 
 
 def _tokenize(jobs: list[token_shards.ShardJob], workers: int, progress: Progress) -> int:
-    """Run ``jobs`` on ``workers`` processes (in this one if 1), reporting each finished
-    shard to ``progress`` and a line at least every interval; return the tokens written."""
+    """Run ``jobs`` on ``workers`` processes (here if 1), updating ``progress``; return tokens."""
     done, tokens = progress.already, 0
     if workers == 1:
         for job in jobs:
@@ -177,8 +161,8 @@ def _tokenize(jobs: list[token_shards.ShardJob], workers: int, progress: Progres
             done, tokens = done + pairs, tokens + count
             progress.update(done, {"tokens": tokens})
         return tokens
-    # "spawn": TensorFlow's threads make a forked child unsafe. Workers import no TensorFlow
-    # (token_shards; spawn also runs the main script's top level: run.py's is flags only).
+    # "spawn": a fork of TensorFlow's threads is unsafe. Workers import no TensorFlow, and
+    # spawn reruns the main script's top level (run.py's is flags only).
     pool = concurrent.futures.ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("spawn"),
         initializer=token_shards.worker_init, initargs=(os.getpid(),))

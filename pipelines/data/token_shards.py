@@ -1,17 +1,11 @@
 """Shards of a token cache: where they start in the text, how one is tokenized and stored.
 
-This module imports no TensorFlow (nor Keras): it is what the token cache's worker processes run
-(``pipelines.data.token_cache`` starts them with the "spawn" method, since TensorFlow is not
-safe in a forked child), so a worker starts in a fraction of a second with tens of MB.
-
+The token cache's "spawn" worker processes run this module, so it imports no TensorFlow or Keras.
 A shard is ``pairs_per_shard`` consecutive lines of both cleaned files, tokenized with the
-``sentencepiece`` module (the in-graph tokenizer's very ids, faster: docs/data.md) and stored
-in one file of little-endian int32::
+``sentencepiece`` module (the in-graph tokenizer's very ids, faster: docs/data.md) and written
+atomically as one little-endian int32 file, read in-graph by ``TokenCache.dataset``::
 
     [n, source_lengths (n), target_lengths (n), source ids..., target ids...]
-
-which ``tf.io.decode_raw`` reads back in-graph (``token_cache.TokenCache.dataset``). Each
-shard is written under a temporary name and renamed, so a shard file is always whole.
 """
 
 import dataclasses
@@ -27,17 +21,13 @@ from pipelines.model_dir.files import write_atomic
 
 SUFFIX = ".ids"
 ENCODE_LINES = 8192
-"""Lines per ``encode`` call: keeps a worker's Python lists of ids small (a shard's would be
-~200 MB) while each call is long enough that its overhead does not count."""
+"""Lines per ``encode`` call: keeps a worker's Python id lists small, and call overhead low."""
 
 
 def shard_offsets(path: os.PathLike | str, pairs_per_shard: int, *,
                   block: int = 1 << 24) -> tuple[list[int], int]:
-    """Byte offsets where shards of ``pairs_per_shard`` lines start, then the file size; and
-    the number of lines (a last line without a newline counts, as ``text_io.count_lines``).
-
-    One read of the file in ``block``-byte pieces, newlines found with numpy. An empty file
-    gives ``([0], 0)``: no shards.
+    """Byte offsets where shards of ``pairs_per_shard`` lines start, then the file size; and the
+    line count (as ``text_io.count_lines``). An empty file gives ``([0], 0)``: no shards.
     """
     starts, lines, size, last = [0], 0, 0, b"\n"
     with open(path, "rb") as f:
@@ -59,8 +49,7 @@ def shard_offsets(path: os.PathLike | str, pairs_per_shard: int, *,
 
 @dataclasses.dataclass(frozen=True)
 class ShardJob:
-    """What a worker needs to tokenize shard ``index`` of ``pairs`` lines (``first_line``
-    numbers error messages)."""
+    """What a worker needs to tokenize shard ``index`` (``first_line`` numbers error messages)."""
 
     index: int
     pairs: int
@@ -139,9 +128,8 @@ def read_lengths(path: os.PathLike | str) -> np.ndarray:
 
 
 def worker_init(parent_pid: int) -> None:
-    """Make a worker die with its parent: a token cache build killed with SIGKILL must not
-    leave workers that go on writing shards (Linux: PR_SET_PDEATHSIG; elsewhere they stop
-    once the shard in hand is done and the job queue is gone)."""
+    """Make a worker die with its parent, so a SIGKILLed cache build leaves none writing shards
+    (Linux: PR_SET_PDEATHSIG; elsewhere they stop after the shard in hand)."""
     if sys.platform.startswith("linux"):
         import ctypes
 

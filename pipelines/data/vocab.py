@@ -1,7 +1,5 @@
-"""The pipeline's vocabulary: a sample of the training files, the SentencePiece model trained
-on it (`keras_transformer.data.tokenizer`, where its settings are explained) stored as
-``<model_dir>/spm.model``, read back with clear errors, and checked.
-"""
+"""The pipeline's SentencePiece vocabulary (settings: `keras_transformer.data.tokenizer`),
+trained on a sample of the training files and stored as ``<model_dir>/spm.model``."""
 
 import hashlib
 import os
@@ -27,9 +25,7 @@ def sample_lines(paths: Sequence[os.PathLike | str], num_lines: int, *, seed: in
                  progress_interval: float = DEFAULT_INTERVAL) -> list[str]:
     """Uniformly sample up to ``num_lines`` non-empty lines from several files, in one pass.
 
-    Reservoir sampling (seeded) keeps memory at ``num_lines`` whatever the corpus size, and
-    reading every file keeps the sample representative of all parts of the corpus.
-    ``total_lines`` (all files), when known, gives the progress lines a percentage and ETA.
+    Seeded reservoir sampling; ``total_lines`` (all files), if known, adds progress % and ETA.
     """
     if num_lines <= 0:
         raise ValueError(f"num_lines must be positive, got {num_lines}")
@@ -61,21 +57,13 @@ def build_vocab(train_files: Sequence[os.PathLike | str], model_dir: os.PathLike
                 vocab_size: int, *, max_sentences: int = 1_000_000, seed: int = 0,
                 user_defined_symbols: Sequence[str] = (), total_lines: int | None = None,
                 log: Log = print, progress_interval: float = DEFAULT_INTERVAL) -> pathlib.Path:
-    """Train the shared vocabulary on a sample of ``train_files`` and store ``<dir>/spm.model``.
+    """Train the shared vocabulary on a sample of ``train_files``; return the written model path.
 
-    Args:
-      train_files: plain UTF-8 text, one sentence a line (source and target files together).
-      model_dir: where ``spm.model`` is written (atomically).
-      vocab_size: pieces including the 4 reserved ids and 256 byte pieces.
-      max_sentences: size of the training sample (lines, both sides pooled).
-      seed: seed of the line sample (BPE training itself is deterministic).
-      user_defined_symbols: strings kept as single pieces (see ``train_sentencepiece``).
-      total_lines: lines of all ``train_files`` if known (progress percentage and ETA).
-      log: progress sink.
-      progress_interval: seconds between progress lines (sampling; "still running" lines
-        while SentencePiece trains, which reports nothing itself).
-    Returns:
-      The path of the written model.
+    ``train_files``: UTF-8, one sentence a line, both sides pooled. ``vocab_size`` counts the 4
+    reserved ids and 256 byte pieces. ``max_sentences`` lines are sampled with ``seed`` (BPE
+    itself is deterministic). ``total_lines``, if known, gives progress a percentage and ETA;
+    ``progress_interval`` also paces "still running" lines while SentencePiece trains.
+    ``<model_dir>/spm.model`` is written atomically.
     """
     sample = sample_lines(train_files, max_sentences, seed=seed, total_lines=total_lines,
                           log=log, progress_interval=progress_interval)
@@ -101,9 +89,7 @@ def build_vocab(train_files: Sequence[os.PathLike | str], model_dir: os.PathLike
 def read_model_proto(path: os.PathLike | str) -> bytes:
     """Return the serialized SentencePiece model at ``path`` (a file, or a dir with spm.model).
 
-    Raises:
-      DataError: missing, unreadable, or with special ids other than the model's (pad 0,
-        unk 1, bos 2, eos 3), which would silently shift every sequence's specials.
+    Raises `DataError` if it is missing, unreadable, or its pad/unk/bos/eos ids are not 0-3.
     """
     import sentencepiece as spm
 
@@ -140,9 +126,7 @@ def vocab_size_of(proto: bytes) -> int:
 def fallback_rate(proto: bytes, lines: Iterable[str]) -> tuple[float, int]:
     """The share of `lines`' pieces that are ``<unk>`` or byte fallback, and the pieces counted.
 
-    Byte fallback spells a character the vocabulary has no piece for as its UTF-8 bytes, so
-    this is how badly a vocabulary trained on another corpus covers this text (a reused
-    vocabulary, `pipelines.model_dir.init_from`): each such piece carries less than a character.
+    This is how badly a vocabulary reused from another corpus (`init_from`) covers this text.
     """
     processor = python_processor(proto)
     unknown = [processor.is_unknown(i) or processor.is_byte(i)
@@ -156,8 +140,7 @@ def fallback_rate(proto: bytes, lines: Iterable[str]) -> tuple[float, int]:
 
 
 def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
-    """`keras_transformer.data.tokenizer.load_tokenizer` of a model dir's SentencePiece model
-    (or a serialized one), read with `read_model_proto`'s clear errors."""
+    """`keras_transformer.data.tokenizer.load_tokenizer` of a model dir's spm.model, or a proto."""
     proto = path_or_proto if isinstance(path_or_proto, bytes) else read_model_proto(path_or_proto)
     return tokenizer.load_tokenizer(proto)
 

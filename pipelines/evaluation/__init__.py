@@ -1,2 +1,1 @@
-"""Evaluation: the decode loop for evaluate, the dev metric and translate (`evaluate`), BLEU
-variants (`bleu`) and attention heat maps (`attention_plot`)."""
+"""Evaluation: the decode loop (`evaluate`), BLEU (`bleu`) and attention plots."""

@@ -10,8 +10,7 @@ from pipelines.model_dir.files import atomic_files
 
 
 def cross_attention(model, source_ids, target_ids):
-    """Last decoder layer's cross-attention weights [heads, target_len, source_len] for the
-    teacher-forced target (the translation followed by EOS)."""
+    """Last decoder layer's cross-attention [heads, target_len, source_len]; targets end in EOS."""
     target_in = [BOS_ID] + target_ids[:-1]
     memory, mask = model.encode(tf.constant([source_ids]), training=False)
     _, weights = model.decode(tf.constant([target_in]), memory, mask,
@@ -21,9 +20,8 @@ def cross_attention(model, source_ids, target_ids):
 
 def plot_attention(model, tokenizer, sentence, path, search=BeamSearch(), *,
                    input_length=None, constraint=None):
-    """Translates `sentence` with `search` (and the task's `constraint`), its source cut
-    to `input_length` pieces (default: the model's `max_length`), and saves the
-    translation's attention (head average + every head) as a PNG."""
+    """Translates `sentence` (source cut to `input_length` pieces, default the model's
+    `max_length`) and saves its attention (head mean + every head) as a PNG at `path`."""
     import matplotlib
 
     matplotlib.use("Agg")

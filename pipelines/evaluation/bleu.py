@@ -1,11 +1,6 @@
-"""BLEU as reproducible sacreBLEU and as the paper computed it.
-
-sacreBLEU (detokenized, cased, 13a) is the reproducible number; its signature is printed with
-every score. The paper's En-De numbers were "tokenized BLEU with compound splitting"
-(tensor2tensor's get_ende_bleu.sh: Moses tokenizer, `-` in compounds split into
-` ##AT##-##AT## `, multi-bleu.perl); `tokenized_bleu` computes that with sacreBLEU's 13a
-tokenizer standing in for Moses' tokenizer.perl, scored on the pre-tokenized text.
-"""
+"""BLEU as reproducible sacreBLEU (detokenized, cased, 13a, with its signature) and as the paper
+computed it: `tokenized_bleu` follows tensor2tensor's get_ende_bleu.sh (compounds split into
+` ##AT##-##AT## `, multi-bleu.perl), with sacreBLEU's 13a standing in for Moses' tokenizer."""
 
 import re
 

@@ -1,8 +1,5 @@
-"""The one decode loop: beam search over id batches of a split, back to text in corpus order.
-
-The evaluate stage, the dev metric during training and the benchmarks decode through here,
-with the exported SavedModel's rules: `keras_transformer.data.text` for ids and text, and
-`keras_transformer.decoding`'s search, on every Keras backend.
+"""The one decode loop: beam search over id batches of a split, back to text in corpus order,
+with the exported SavedModel's rules (`keras_transformer.data.text`, `.decoding`).
 """
 
 import dataclasses
@@ -23,12 +20,8 @@ from pipelines.model_dir.layout import EVAL_DIR
 
 def make_translator(model, search: BeamSearch, jit_compile=False, constraint=None):
     """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function
-    (`keras_transformer.decoding.make_translate_function`, 1-best).
-
-    `constraint`: the task's `DecodingConstraint` (`Task.decoding_constraint`), if any; only
-    TensorFlow's search takes one. `jit_compile`: TensorFlow's choice; other backends always
-    compile.
-    """
+    (1-best). `constraint`: the task's `DecodingConstraint`, TensorFlow only (else `ConfigError`);
+    `jit_compile`: TensorFlow's choice, other backends always compile."""
     if constraint is not None and keras.backend.backend() != "tensorflow":
         raise ConfigError(f"--backend {keras.backend.backend()}: this task's constrained "
                           f"search runs under TensorFlow only; train with --backend "
@@ -43,8 +36,7 @@ def make_translator(model, search: BeamSearch, jit_compile=False, constraint=Non
 
 
 def translate_batches(translate, batches, tokenizer, verbose=1):
-    """Decodes `EvalBatch`es; returns (texts, scores) in corpus order, with a progress bar
-    on stderr."""
+    """Decodes `EvalBatch`es; returns (texts, scores) in corpus order, with a progress bar."""
     texts, scores = [], []
     progress = keras.utils.Progbar(sum(len(b.indices) for b in batches), verbose=verbose,
                                    unit_name="sentence")

@@ -1,11 +1,7 @@
 """Where evaluate keeps each result, so that a run that scores something else never replaces a
-recorded one. `eval/<split>.json` (and `.hyp`) is the whole split of the model dir's own data,
-decoded from final.weights.h5 with its saved decoding settings (settings.json). A run that
-differs gets a name of its own, by what differs, in this order: given test files (their
-contents' digest, `test.files-1a2b3c4d`), a checkpoint (`test.ckpt-500`) or weights file
-(`test.average.ckpt-400+ckpt-500`, its name without `.weights.h5`), each decoding
-setting (`test.beam_size2`) and the first N sentences (`test.first20`). `eval/index.json`
-lists every result with its settings and scores."""
+recorded one. `eval/<split>.json` (and `.hyp`) is the model dir's own whole split, final weights
+and saved decoding; a run that differs is named by what differs (`result_name`), for example
+`test.ckpt-500.beam_size2.first20`. `eval/index.json` lists every result with its scores."""
 
 import hashlib
 import pathlib
@@ -20,9 +16,8 @@ INDEX_FILE = "index.json"
 
 def result_name(split: str, decoding: dict, saved: dict | None, *, sentences: int = 0,
                 checkpoint: str | None = None, files: Sequence[str] = ()) -> str:
-    """`split`, then what differs from the model dir's own result: the given `files`'
-    digest, the `checkpoint`, each decoding setting that differs from the `saved` ones, and
-    `sentences` (0: all)."""
+    """`split`, then what differs from the model dir's own result, in order: the `files`'
+    digest, the `checkpoint`, each decoding setting that differs from `saved`, `sentences`."""
     changed = sorted(k for k, v in decoding.items() if saved and k in saved and saved[k] != v)
     return ".".join([split, *([f"files-{files_digest(files)}"] if files else []),
                      *([pathlib.Path(checkpoint).name.removesuffix(WEIGHTS_SUFFIX)]

@@ -1,17 +1,10 @@
 """Training checkpoints that a kill cannot corrupt, and checkpoint averaging (Section 6.1).
 
-Checkpoints hold the model AND the optimizer (Adam moments, step counter) and the dropout
-layers' random state, so that a resumed run draws the dropout masks the uninterrupted run
-would have drawn. `tf.train.CheckpointManager` writes them: data files first, then the
-`checkpoint` index is replaced atomically, so a process killed mid-write leaves only files
-the index does not name.
-
-The files are the same under every Keras backend (`_Mirror`), so a run trained under JAX
-resumes, averages and exports under TensorFlow, and the other way round.
-
-Beside them, `METRIC_LOG` records the dev metric of each evaluated checkpoint, so that
-`--keep_best_by dev_metric` and `--early_stop_patience` see the same history in a resumed run
-and in a later `--mode average`. Every task's metric (BLEU, F1) is better when higher.
+Checkpoints hold the model, the optimizer (Adam moments, step) and the dropout layers' random
+state, so a resumed run draws the masks the uninterrupted one would. The `checkpoint` index is
+replaced atomically after the data files. The files are the same under every Keras backend
+(`_Mirror`). `METRIC_LOG` holds each evaluated checkpoint's dev metric (higher is better) for
+`--keep_best_by dev_metric` and `--early_stop_patience`, resumed runs and `--mode average` alike.
 """
 
 import json
@@ -31,14 +24,9 @@ METRIC_LOG = "dev_metric.jsonl"
 
 
 def _key(variable, model_name: str | None = None) -> str:
-    """A variable's checkpoint name: its Keras path without the owner's (counter-suffixed)
-    name, so that names do not depend on how many models a process built.
-
-    Checkpoints name every variable explicitly: `tf.train.Checkpoint(model=keras_model)` misses
-    those of layers held in lists (docs/training.md). Adam's slots carry the model's name in
-    theirs ("transformer_3_embedding_..._momentum"): with `model_name`, that prefix is written
-    "transformer_", as the command line's checkpoints have it.
-    """
+    """A variable's checkpoint name: its Keras path without the owner's counter-suffixed name
+    (`tf.train.Checkpoint(model=...)` misses layers in lists: docs/training.md). With
+    `model_name`, Adam slots' "transformer_3_..." prefix becomes "transformer_" (as the CLI's)."""
     name = variable.path.split("/", 1)[-1]
     if model_name and name.startswith(model_name + "_"):
         name = "transformer_" + name[len(model_name) + 1:]
@@ -46,13 +34,10 @@ def _key(variable, model_name: str | None = None) -> str:
 
 
 class _Mirror:
-    """Keras variables as the named `tf.Variable`s a `tf.train.Checkpoint` holds.
-
-    Under the TensorFlow backend these are the variables themselves and `pull`/`push` do
-    nothing. Under another backend they are copies of the same name, shape and dtype
-    (`_value`), so the checkpoint files are the same: `pull` copies the Keras values into
-    them before a save, `push` copies them back after a restore.
-    """
+    """Keras variables as the named `tf.Variable`s a `tf.train.Checkpoint` holds: under
+    TensorFlow the variables themselves (`pull`/`push` do nothing), else same-named copies
+    (`_value`) so the files match; `pull` fills them before a save, `push` reads them back
+    after a restore."""
 
     def __init__(self, pairs):
         self._pairs = list(pairs)  # (checkpoint name, Keras variable)
@@ -83,9 +68,8 @@ class _Mirror:
 
 
 def _mirrors(model, optimizer=None) -> dict[str, _Mirror]:
-    """The mirrors of `model`'s weights, and with `optimizer` of its variables and of the
-    model's `random_state`, named by their order (Keras names them by a process-wide
-    counter)."""
+    """Mirrors of `model`'s weights and, with `optimizer`, of its variables and the model's
+    `random_state`, named by order (Keras names them by a process-wide counter)."""
     mirrors = {"model": _Mirror((_key(v), v) for v in model.weights)}
     if optimizer is not None:
         mirrors["optimizer"] = _Mirror((_key(v, model.name), v) for v in optimizer.variables)
@@ -94,8 +78,7 @@ def _mirrors(model, optimizer=None) -> dict[str, _Mirror]:
 
 
 def random_state(model) -> list:
-    """The seed generators' state variables of `model` (its dropout layers'): the variables
-    beyond its weights."""
+    """`model`'s seed generator states (its dropout layers'): the variables beyond its weights."""
     weights = {id(v) for v in model.weights}
     return [v for v in model.variables if id(v) not in weights]
 
@@ -143,14 +126,10 @@ def record_metric(checkpoint_dir, step: int, name: str, value: float) -> dict[in
 
 
 def select_checkpoints(paths, count: int, metrics: dict[int, float] | None = None) -> list[str]:
-    """The `count` checkpoints to average (and keep), oldest first.
+    """The `count` checkpoints of `paths` (oldest first) to average and keep, oldest first.
 
-    Args:
-        paths: checkpoint paths, oldest first (`checkpoint_paths`).
-        metrics: None for the last `count` (`--keep_best_by last`); else the dev metric by
-            step (`read_metrics`) for the `count` with the best metric, the later step
-            winning a tie (`--keep_best_by dev_metric`). Checkpoints without a recorded
-            metric are not candidates, so fewer than `count` may come back.
+    `metrics` None: the last `count` (`--keep_best_by last`); else, by step (`read_metrics`),
+    the `count` best, the later step winning a tie; ones without a metric are not candidates.
     """
     if metrics is None:
         return list(paths)[-count:] if count > 0 else []
@@ -176,14 +155,10 @@ def plateau(metrics: dict[int, float], patience: int) -> str | None:
 
 
 class _Manager(tf.train.CheckpointManager):
-    """Keeps the `max_to_keep` newest checkpoints and, with `keep_best`, the `keep_best`
-    best by the recorded dev metric besides them (at most max_to_keep + keep_best in all).
-
-    `tf.train.CheckpointManager` deletes the oldest beyond `max_to_keep` in `_sweep`, right
-    after each save and before rewriting its index, and lists in the index only what it has
-    not deleted; this overrides that step (a private method, stable since TensorFlow 2.0, and
-    covered by tests/pipelines/test_checkpoints.py) so that the best ones stay on disk and in
-    the index, where averaging finds them.
+    """Keeps the `max_to_keep` newest checkpoints and, with `keep_best`, the `keep_best` best by
+    recorded dev metric besides them: overrides `tf.train.CheckpointManager._sweep` (private,
+    stable since TF 2.0; tests/pipelines/test_checkpoints.py), so that the best stay on disk and
+    in the index, where averaging finds them.
     """
 
     def __init__(self, *args, keep_best: int = 0, mirrors=None, **kwargs):
@@ -210,21 +185,17 @@ class _Manager(tf.train.CheckpointManager):
 
 
 def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_best=0):
-    """The `_Manager` of `checkpoint_dir`. Each save names its optimizer update
-    (`save(checkpoint_number=step)`), the number restore_latest reads back. The optimizer must
-    be built (its variables exist) before this is called."""
+    """The `_Manager` of `checkpoint_dir`; save with `checkpoint_number=step` (the optimizer
+    update). The optimizer must be built (its variables exist) first."""
     mirrors = _mirrors(model, optimizer)
     return _Manager(_checkpoint(mirrors), str(checkpoint_dir), max_to_keep=max_to_keep,
                     checkpoint_name="ckpt", keep_best=keep_best, mirrors=mirrors)
 
 
 def _restore(mirrors: dict[str, _Mirror], path: str, partial: bool, checkpoint=None):
-    """Restores `path` into `mirrors`' variables (through `checkpoint`, their manager's, where
-    the file has them all); a damaged file is a `ModelDirError`.
-
-    Without `partial`, the mirrors the file has must match (a checkpoint written before the
-    random state was saved has none of it: its run resumes with fresh dropout seeds).
-    """
+    """Restores `path` into `mirrors`' variables (via `checkpoint`, their manager's, where the
+    file has them all); a damaged file is a `ModelDirError`. Without `partial`, the mirrors the
+    file has must match (one without random state resumes with fresh dropout seeds)."""
     try:
         if not partial:
             saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
@@ -257,8 +228,7 @@ def checkpoint_paths(checkpoint_dir) -> list[str]:
 
 
 def _named(paths: Sequence[str], names: Sequence[str], checkpoint_dir) -> list[str]:
-    """The checkpoints of `paths` called `names`, oldest first; ModelDirError naming the
-    ones that are not there."""
+    """The checkpoints of `paths` called `names`, oldest first; ModelDirError names any missing."""
     by_name = {pathlib.Path(p).name: p for p in paths}
     missing = [name for name in names if name not in by_name]
     if missing:
@@ -275,12 +245,8 @@ def restore_weights(model, path: str) -> None:
 def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by="last",
                         log=print, chosen: Sequence[str] = ()) -> pathlib.Path:
     """Averages the model weights of `last_n` checkpoints into `out_path` (.weights.h5): the
-    last ones, or with `keep_best_by` "dev_metric" those with the best recorded dev metric
-    (`select_checkpoints`); or the `chosen` ones, by name (ckpt-N).
-
-    The paper averages the last 5 (base) or 20 (big) checkpoints, written at 10-minute
-    intervals, for its test results. Optimizer state is not averaged (not needed to decode).
-    """
+    last ones (the paper: 5 base, 20 big), or with `keep_best_by` "dev_metric" the best
+    (`select_checkpoints`); or the `chosen` ones, by name (ckpt-N). Optimizer state is dropped."""
     paths = checkpoint_paths(checkpoint_dir)
     if not paths:
         raise ModelDirError(f"{checkpoint_dir}: no checkpoints to average. Train first.")

@@ -1,10 +1,6 @@
-"""Writing files so that a crash never leaves a half-written one, and input manifests.
-
-Every file the pipeline writes goes through here: `write_atomic` for one file,
-`atomic_files` for files that only make sense together (written under temporary names, then
-renamed, the last one marking completion). A manifest records what a derived file was made from (path, size,
-mtime of each input) so that it is reused exactly while its inputs are unchanged.
-"""
+"""Atomic file writes (a crash never leaves a half-written file) and input manifests: a
+manifest records each input's path, size and mtime, so a derived file is reused exactly while
+its inputs are unchanged."""
 
 import contextlib
 import json
@@ -17,17 +13,15 @@ PathLike = os.PathLike | str
 
 
 def _umask_mode(full: int) -> int:
-    """`full` (0o666) under the process's umask: the mode a plain `open` would give, which
-    `tempfile` replaces with a private one."""
+    """`full` (0o666) under the umask: the mode `open` gives, which `tempfile` makes private."""
     mask = os.umask(0)
     os.umask(mask)
     return full & ~mask
 
 
 def _temp_beside(path: pathlib.Path) -> pathlib.Path:
-    """A fresh hidden file name in `path`'s directory (renames stay on one file system),
-    ending like `path` (".weights.h5"), since some writers insist on their extension; with
-    the mode the umask gives (a colleague or a serving job may read what it becomes)."""
+    """A fresh hidden file in `path`'s directory (same file system), ending like `path` (some
+    writers insist on their extension), with the umask's mode (others may read the result)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
                                suffix=".tmp" + "".join(path.suffixes))
@@ -38,13 +32,9 @@ def _temp_beside(path: pathlib.Path) -> pathlib.Path:
 
 @contextlib.contextmanager
 def atomic_files(*paths: PathLike) -> Iterator[list[pathlib.Path]]:
-    """Yields one temporary path per final path; on success renames each into place in
-    order (the last marks the set complete), on any error deletes them all.
-
-    Example:
-        >>> with atomic_files("a.src", "a.tgt") as (src, tgt):
-        ...     src.write_text("Hello\\n"); tgt.write_text("Hallo\\n")
-    """
+    """Yields one temporary path per final path, e.g. ``with atomic_files(a, b) as (ta, tb):``;
+    on success renames each into place in order (the last marks the set complete), on any
+    error deletes them all."""
     finals = [pathlib.Path(p) for p in paths]
     temps = [_temp_beside(p) for p in finals]
     try:
@@ -85,8 +75,7 @@ def input_identity(paths: Sequence[PathLike]) -> list[list]:
 
 
 def read_manifest(path: PathLike, version: int, inputs: Any) -> dict | None:
-    """The manifest at `path` if it has this format `version` and was made from `inputs`
-    (compare with `input_identity`), else None: the derived files must be made again."""
+    """The manifest at `path` if its `version` and `inputs` (`input_identity`) match, else None."""
     manifest = read_json(path)
     if manifest is None or manifest.get("version") != version or manifest.get("inputs") != inputs:
         return None

@@ -1,18 +1,11 @@
-"""Starting a new model dir from another's trained model: fine-tuning (`--init_from`; the
-user's view: docs/training.md#fine-tuning).
+"""Fine-tuning: a new model dir started from another's trained model (`--init_from`).
 
-NEW takes the source's model unchanged: config.json, the vocabulary (spm.model, copied and
-reused; `report_coverage` says how well it covers the new text) and the averaged weights, so a
-model flag (--config, --config_override, --vocab_size) must equal the source's: the weights only
-fit that model. Everything else (task, data, training and decoding flags) is NEW's own.
-
-The optimizer starts fresh (Adam's moments zero, Eq. 3 from step 0), unless --init_optimizer
-restores Adam's moments and step counter from the source's latest checkpoint (its bias
-correction belongs to its moments, so the two go together); NEW's steps and Eq. 3 then go on
-from the source's step (no second warm-up once that is past --warmup_steps).
-
-settings.json records the origin under `RECORD`. Until NEW has a checkpoint of its own every
-run checks the source again (it must still hold those weights); after, the record is history.
+NEW takes the source's config.json, spm.model (copied; `report_coverage` checks its fit) and
+averaged weights, so the model flags (--config, --config_override, --vocab_size) must equal the
+source's; all other flags are NEW's own. The optimizer starts fresh unless --init_optimizer
+restores Adam's moments and step from the source's latest checkpoint; training and Eq. 3 then go
+on from the source's step. settings.json records the origin under `RECORD`; until NEW has a
+checkpoint of its own, every run checks the source again (docs/training.md#fine-tuning).
 """
 
 import dataclasses
@@ -81,17 +74,11 @@ def file_sha256(path: os.PathLike | str) -> str:
 
 def resolve(given: Mapping[str, Any], model_dir: str, saved: Mapping[str, Any]
             ) -> InitFrom | None:
-    """The origin of `model_dir`, from --init_from (a first run) or settings.json's record (a
-    later one); None for a model dir trained from scratch. While `model_dir` has no weights of
-    its own, the source is checked: it exists, holds the recorded final weights and a
-    vocabulary, and the model flags given agree with its model.
-
-    Raises:
-        ConfigError: --init_from names `model_dir` itself, another source than the recorded
-            one, or a model dir already trained; a model flag differs from the source's.
-        ModelDirError: the source is missing, has no final weights (or others than recorded),
-            or (--init_optimizer) no checkpoint.
-    """
+    """The origin of `model_dir` from --init_from (first run) or settings.json's record (later
+    runs); None if trained from scratch. While `model_dir` has no weights of its own, the source
+    is checked. Raises `ConfigError` if the flags contradict the record, `model_dir` or the
+    source's model; `ModelDirError` if the source, its recorded final weights or (with
+    --init_optimizer) a checkpoint is missing."""
     flag, recorded = given.get("init_from"), saved.get(RECORD)
     if flag is None and recorded is None:
         if given.get("init_optimizer"):
@@ -176,8 +163,7 @@ def check_training(init: InitFrom | None, train_steps: int, accumulate_steps: in
 
 
 def copy_vocabulary(init: InitFrom, model_dir: os.PathLike | str, log: Log = print) -> None:
-    """Copies the source's spm.model into `model_dir` (if not there yet), so that prepare
-    reuses it (`prepare.ensure_vocab`) instead of training a vocabulary on the new corpus."""
+    """Copies the source's spm.model into `model_dir` (if absent) for prepare to reuse."""
     target = pathlib.Path(model_dir) / md.VOCAB_FILE
     if target.is_file():
         return
@@ -188,9 +174,8 @@ def copy_vocabulary(init: InitFrom, model_dir: os.PathLike | str, log: Log = pri
 
 
 def report_coverage(init: InitFrom, proto: bytes, train_files, log: Log = print) -> float:
-    """Logs, in one line, the share of unknown or byte-fallback pieces in the first
-    `COVERAGE_LINES` lines of each of `train_files` (the new corpus, cleaned) under the
-    source's vocabulary; a warning above `COVERAGE_WARNING`. Returns the share."""
+    """Logs the share of unknown or byte-fallback pieces in the first `COVERAGE_LINES` lines of
+    each cleaned `train_files` (a warning above `COVERAGE_WARNING`); returns it."""
     lines = itertools.chain.from_iterable(
         (line for _, line in itertools.islice(iter_lines(path), COVERAGE_LINES))
         for path in train_files)
@@ -206,10 +191,9 @@ def report_coverage(init: InitFrom, proto: bytes, train_files, log: Log = print)
 
 
 def initialiser(init: InitFrom, log: Log = print) -> Callable:
-    """`(model, optimizer) -> step`: loads the source's final weights into the compiled
-    `model` (with --init_optimizer, first Adam's state from the source's latest checkpoint
-    into `optimizer`, the one checkpoints hold); returns the optimizer step training starts
-    at. Called only when the model dir has no checkpoint to resume from."""
+    """`(model, optimizer) -> step`: loads the source's final weights into the compiled `model`
+    (with --init_optimizer, first Adam's state from its latest checkpoint into `optimizer`);
+    returns the start step. Only for a model dir with no checkpoint to resume from."""
     def initialise(model, optimizer) -> int:
         weights = md.final_weights(init.model_dir)
         digest = file_sha256(weights)

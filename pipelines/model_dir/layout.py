@@ -1,11 +1,10 @@
-"""The model directory: what every stage writes and every later stage reads back.
+"""The model directory: what every stage writes and every later stage reads back (this module
+alone knows the layout; it reads and writes these files and builds the model).
 
     <model_dir>/config.json         TransformerConfig (JSON)
     <model_dir>/settings.json       task, training and decoding settings (pipelines.settings)
     <model_dir>/spm.model           the shared SentencePiece vocabulary
-    <model_dir>/checkpoints/        periodic training checkpoints (see
-                                    pipelines/model_dir/checkpoints.py)
-                                    and dev_metric.jsonl, their recorded dev metric
+    <model_dir>/checkpoints/        training checkpoints (checkpoints.py) and dev_metric.jsonl
     <model_dir>/logs/               TensorBoard's event files
     <model_dir>/workers/<task>/     another worker's checkpoints (multi-worker training)
     <model_dir>/clean/, cache/      each split's cleaned text and its token ids (prepare)
@@ -15,10 +14,7 @@
                                     chosen checkpoints averaged (--average_checkpoints)
     <model_dir>/eval/               hypotheses and scores
     <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches
-    <model_dir>/.lock               held by the run writing the dir (pipelines/model_dir/lock.py)
-
-This module is the one place that knows the layout; it reads and writes these files and
-builds the model from them.
+    <model_dir>/.lock               held by the run writing the dir (lock.py)
 """
 
 import hashlib
@@ -69,11 +65,7 @@ def save_settings(model_dir, settings: dict[str, Any]) -> None:
 
 
 def load_settings(model_dir) -> dict[str, Any]:
-    """settings.json in the current format ({} if there is none yet).
-
-    Raises:
-        ModelDirError: the file is not a JSON object.
-    """
+    """settings.json in the current format ({} if absent); `ModelDirError` if not a JSON object."""
     path = pathlib.Path(model_dir) / SETTINGS_FILE
     if not path.is_file():
         return {}
@@ -108,8 +100,7 @@ def check_vocabulary(model_dir, sha256: str | None) -> None:
 
 
 def build_model(config: TransformerConfig, dtype: str | None = None) -> Transformer:
-    """A Transformer (its weights made) for `config`, in `dtype` (default: the global dtype
-    policy)."""
+    """A Transformer (weights made) for `config`, in `dtype` (default: the global dtype policy)."""
     return Transformer(config, dtype=dtype)
 
 
@@ -127,8 +118,7 @@ def average_weights(model_dir, checkpoints_chosen) -> pathlib.Path:
 
 
 def weights_file(model_dir, checkpoint: str | None) -> pathlib.Path | None:
-    """The weights file that `checkpoint` names (a NAME.weights.h5 path, as given or inside
-    the model dir), or None when it names a ckpt-N checkpoint or nothing."""
+    """The NAME.weights.h5 file `checkpoint` names (as given or in the model dir), else None."""
     if not checkpoint or not checkpoint.endswith(WEIGHTS_SUFFIX):
         return None
     path = pathlib.Path(checkpoint)
@@ -145,16 +135,10 @@ def has_weights(model_dir) -> bool:
 def load_final_model(model_dir, precision: str = "float32", checkpoint: str | None = None,
                      log: Log = print) -> Transformer:
     """The model to decode with: final.weights.h5 (the averaged checkpoints), else the latest
-    checkpoint, or the named `checkpoint` ("ckpt-N", or a weights file: `weights_file`),
-    saying which when it is not the first.
-
-    `precision` "bfloat16" gives an inference copy with bfloat16 weights and compute (logits
-    and attention softmax stay float32): beam search reads half the bytes per step, faster
-    where the CPU multiplies bfloat16 natively (docs/training.md#precision-and-xla).
-
-    Raises:
-        ModelDirError: nothing to load, or the weights file is damaged.
-    """
+    checkpoint (logged), or the named `checkpoint` ("ckpt-N", or a weights file: `weights_file`).
+    `precision` "bfloat16": bfloat16 weights and compute, float32 logits and attention softmax
+    (docs/training.md#precision-and-xla). Raises `ModelDirError` if there is nothing to load or
+    the weights file is damaged."""
     config = load_config(model_dir)
     named = weights_file(model_dir, checkpoint)
     path = named or final_weights(model_dir)

@@ -1,15 +1,10 @@
 """One writer per model directory: an OS file lock on `<model_dir>/.lock`.
 
-Two runs writing the same model dir would interleave checkpoints and settings, so every run
-that writes takes this lock first, and a second one stops at once naming the holder. The lock
-is `fcntl.flock`: the kernel releases it when the holder ends, however it ends (kill -9
-included), so there is never a stale lock to clean up. The file only records who holds it
-(pid, host, start time) for that message.
-
-The record is written in place, not through `pipelines.model_dir.files`' rename: the lock belongs
-to the file's inode, and renaming a new file over it would hand a second run a fresh,
-unlocked inode. Readers therefore tolerate a record being written (they retry briefly).
-flock works on local file systems and on NFS (Linux emulates it with byte-range locks).
+Every run that writes takes it first; a second one stops at once, naming the holder. It is
+`fcntl.flock` (local file systems and NFS), which the kernel releases however the holder ends
+(kill -9 included), so it is never stale; the file only records the holder (pid, host, start
+time). The record is written in place, not renamed (`files`), since the lock belongs to the
+inode; readers retry briefly while it is being written.
 """
 
 import contextlib
@@ -51,13 +46,8 @@ def holder(path: pathlib.Path, attempts: int = 10) -> dict:
 def hold(model_dir: os.PathLike | str, *, create: bool = True) -> Iterator[pathlib.Path | None]:
     """Holds `<model_dir>/.lock` for the duration of the block; yields its path.
 
-    Args:
-        model_dir: the model directory the run writes.
-        create: make the directory if it does not exist (prepare and train start one).
-            Otherwise a missing directory holds nothing to protect: nothing is created, no
-            lock is taken (yields None) and the stage reports what is missing.
-    Raises:
-        ModelDirLocked: another process holds the lock (the message names its pid and host).
+    With `create=False` a missing directory is not created and no lock is taken (yields None):
+    there is nothing to protect. Raises `ModelDirLocked` if another process holds the lock.
     """
     directory = pathlib.Path(model_dir)
     created = not directory.is_dir()
@@ -90,8 +80,7 @@ def hold(model_dir: os.PathLike | str, *, create: bool = True) -> Iterator[pathl
         yield path
     finally:
         if created and locked and [p.name for p in directory.iterdir()] == [LOCK_FILE]:
-            # A run that made the directory and wrote nothing in it (a failed one) leaves
-            # no directory holding only its lock.
+            # A (failed) run that made the directory and wrote nothing in it removes it.
             path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 directory.rmdir()

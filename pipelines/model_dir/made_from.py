@@ -1,12 +1,8 @@
 """What a stage's product was made from: `<model_dir>/made_from/<stage>.json`.
 
-average, evaluate and export record their inputs (files by their path relative to the model
-dir and a digest of their content, settings by value) beside what they wrote, and the
-product's path relative to the model dir; rerun with the same inputs, a stage finds its
-record (`up_to_date`) and does not do its work again. Neither paths outside the model dir's
-own names nor modification times count, so a `cp -r` copy of a finished model dir, rerun,
-redoes nothing.
-"""
+average, evaluate and export record their inputs (files by path relative to the model dir and
+sha256, settings by value); rerun with the same inputs, a stage finds its record and skips its
+work, even in a `cp -r` copy of the model dir (mtimes and the dir's own path do not count)."""
 
 import hashlib
 import pathlib
@@ -42,9 +38,8 @@ def content_identity(options: Recipe, paths) -> list[list]:
 
 
 def up_to_date(options: Recipe, name: str, inputs: dict) -> dict | None:
-    """The record of stage `name`'s last product if it was made from `inputs` and still
-    exists (its "product" resolved against the model dir): a rerun with nothing changed
-    then does not do the work again."""
+    """The record of stage `name`'s last product (its "product" resolved against the model dir)
+    if it was made from `inputs` and still exists, else None."""
     found = read_manifest(_path(options, name), VERSION, inputs)
     if found is None:
         return None
@@ -58,9 +53,8 @@ def record(options: Recipe, name: str, inputs: dict, product, **extra) -> None:
 
 
 def weights_identity(options: Recipe) -> list:
-    """What the model decoded with is made from: the final weights (or the named checkpoint
-    or weights file) and the checkpoint state (a newer checkpoint may be used where no final
-    weights are)."""
+    """What the decoded model is made from: the final weights (or the named checkpoint or
+    weights file) and the checkpoint state (a newer checkpoint may stand in for final weights)."""
     name, state = options.evaluation.checkpoint, md.checkpoint_dir(options.model_dir)
     weights = (md.weights_file(options.model_dir, name)
                or (md.final_weights(options.model_dir) if name is None

@@ -1,9 +1,6 @@
-"""The run log's lines about the resolved recipe: its values and where each came from
-(`describe_origins`), the task line (`describe_task`), the model it makes
-(`describe_model`), the device's precision and XLA choices (`describe_device`), the
-decoding or sampling (`describe_decoding`, `describe_sampling`), and a run too short for its
-warm-up (`describe_short_run`). Each renders the recipe, never a task's or preset's
-default."""
+"""The run log's lines about the resolved recipe (values and origins, task, model, device,
+decoding or sampling, a run too short for its warm-up), rendered from the recipe, never from a
+task's or preset's defaults."""
 import dataclasses
 
 from keras_transformer.decoding import BeamSearch
@@ -13,10 +10,8 @@ from pipelines.tasks import Task
 
 
 def describe_origins(options: Recipe, every: bool = True) -> str:
-    """The log's "options:" block: the resolved values and where each came from (see the
-    module doc), `every` value, or only those not at the paper's defaults, one line per
-    origin (a device default's "device": `describe_device` gives its reason), wrapped at
-    WIDTH columns."""
+    """The log's "options:" block: `every` value with its origin, or only those not at the
+    paper's defaults, one line per origin; wrapped at WIDTH columns."""
     values = options.values()
     named = [(name, origin) for name, origin in options.origins.items() if name in values]
     if every:
@@ -37,8 +32,7 @@ WIDTH = 100
 
 
 def _block(head: str, items: list[str]) -> str:
-    """`head` and `items`, space-separated, wrapped between items at WIDTH columns, each
-    line after the first 4 spaces in."""
+    """`head` and `items` space-separated, wrapped at WIDTH columns, later lines 4 spaces in."""
     lines = [head]
     for item in items:
         if len(lines[-1]) + 1 + len(item) > WIDTH and lines[-1].strip() != head.strip():
@@ -48,8 +42,7 @@ def _block(head: str, items: list[str]) -> str:
 
 
 def describe_device(options: Recipe, device: device_policy.Device) -> str:
-    """One log line: the device, the training precision and XLA setting, and why each
-    (`device: <why>` for the device's defaults, else the flag or settings.json)."""
+    """One log line: the device, the training precision and XLA setting, each with its origin."""
     t, origins = options.training, options.origins
     return (f"device: {device.describe()}: {t.precision_policy} "
             f"({origins['precision_policy']}); XLA {'on' if t.jit_compile else 'off'} "
@@ -71,16 +64,14 @@ def describe_sampling(options: Recipe) -> str:
 
 
 def describe_model(options: Recipe, config) -> str:
-    """The training log's model block: the preset (and overrides) and every field of the
-    `TransformerConfig` it made, which config.json records."""
+    """The training log's model block: the preset (and overrides) and its config's fields."""
     overrides = options.model.config_overrides
     head = f"train: model {options.model.preset}" + (f" with {overrides}" if overrides else "")
     return _block(head + ":", [f"{name}={value}" for name, value in config.to_dict().items()])
 
 
 def describe_task(options: Recipe, task: Task) -> str:
-    """One log line: the task, its direction and lengths, the recipe's vocabulary, preset
-    and decoding."""
+    """One log line: the task, its direction and lengths, the vocabulary, preset and decoding."""
     return (f"task {task.name}: {task.source_lang}->{task.target_lang}, vocab "
             f"{options.data.vocab_size:,}, max length {task.max_source_length}/"
             f"{task.max_target_length}, preset {options.model.preset}, "
@@ -88,8 +79,7 @@ def describe_task(options: Recipe, task: Task) -> str:
 
 
 def describe_short_run(options: Recipe) -> str | None:
-    """One warning line when training ends inside the warm-up: the learning rate would climb
-    all run (Eq. 3), to `train_steps / warmup_steps` of its peak; None otherwise."""
+    """A warning line when training ends inside the warm-up (Eq. 3's peak unreached); else None."""
     t = options.training
     if t.train_steps >= t.warmup_steps:
         return None

@@ -1,9 +1,8 @@
 """The device a run trains on, and the precision and XLA setting that suit it.
 
-`detect()` describes the machine once (`Device`); the rules are pure functions of that
-description, so that tests state any device and the resolver (`pipelines.settings.resolver.resolve`)
-stays free of hardware queries. Each rule returns its choice with a short reason, which the
-run log shows beside the value (`--mixed_precision` and `--jit_compile` still force either).
+`detect()` describes the machine once (`Device`); the rules are pure functions of it, so tests
+can state any device. Each returns its choice and a reason for the run log (`--mixed_precision`
+and `--jit_compile` override them).
 """
 
 import dataclasses
@@ -11,35 +10,27 @@ import pathlib
 import re
 
 BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-"""/proc/cpuinfo flags of CPUs that multiply bfloat16 in hardware; elsewhere TensorFlow
-emulates bfloat16 on the CPU, slower than float32."""
+"""/proc/cpuinfo flags of CPUs with bfloat16 hardware (elsewhere it is emulated, slower)."""
 
 BFLOAT16_GPU = (8, 0)
-"""Compute capability from which GPUs have bfloat16 tensor cores (Ampere and later):
-mixed_bfloat16 needs no loss scaling, having float32's exponent range."""
+"""Compute capability from which GPUs have bfloat16 tensor cores (no loss scaling needed)."""
 
 FLOAT16_GPU = (7, 0)
-"""Compute capability from which GPUs have float16 tensor cores (Volta, Turing): there
-mixed_float16, with loss scaling, is the fast choice. Below (Pascal, 6.x) float16 runs on
-no tensor cores, and float32 is as fast."""
+"""Compute capability from which GPUs have float16 tensor cores (mixed_float16 with loss
+scaling); below it float32 is as fast."""
 
 CPU_XLA_MIN_D_MODEL = 512
-"""On a CPU training in float32, the step is compiled with XLA from this d_model up; in
-mixed_bfloat16 never (XLA's CPU backend does not use the bfloat16 hardware); under JAX a
-CPU trains in float32. The measurements behind these rules: docs/training.md#precision-and-xla.
-"""
+"""d_model from which a CPU training in float32 compiles its step with XLA (in mixed_bfloat16
+never; docs/training.md#precision-and-xla)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Device:
-    """What the run trains on, as far as precision and XLA are concerned.
-
-    The default is a CPU without bfloat16 instructions, the conservative case.
+    """What the run trains on, for precision and XLA (default: a CPU without bfloat16).
 
     Attributes:
         kind: "cpu" or "gpu" (a machine with GPUs trains on them).
-        compute_capability: the GPUs' (major, minor), the lowest when they differ; None on a
-            CPU, or where TensorFlow does not report it.
+        compute_capability: the GPUs' lowest (major, minor); None on a CPU or where unreported.
         cpu_flags: which of `BFLOAT16_CPU_FLAGS` the CPU has.
         cpu_devices: logical devices the CPU is split into (`--num_cpu_devices`).
         backend: the Keras backend that trains (`--backend`).
@@ -89,10 +80,7 @@ def _gpu_capabilities(backend: str) -> list[tuple[int, int] | None]:
 
 
 def detect(cpu_devices: int = 1, backend: str = "tensorflow") -> Device:
-    """This machine's `Device`: its GPUs' compute capability, else its CPU's bfloat16 flags.
-
-    Queries physical devices only, so it may run before a distribution strategy is made.
-    """
+    """This machine's `Device`; queries physical devices only (safe before any strategy)."""
     try:
         cpuinfo = pathlib.Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -106,11 +94,8 @@ def detect(cpu_devices: int = 1, backend: str = "tensorflow") -> Device:
 
 
 def precision(device: Device) -> tuple[str, str]:
-    """The Keras dtype policy training uses by default on `device`, and why.
-
-    Returns:
-        ("mixed_bfloat16" | "mixed_float16" | "float32", reason).
-    """
+    """The default Keras dtype policy on `device`, and why: ("mixed_bfloat16" | "mixed_float16" |
+    "float32", reason)."""
     if device.kind == "gpu":
         cc, shown = device.compute_capability, _capability(device)
         if cc is None:
@@ -140,13 +125,8 @@ def mixed_policy(device: Device) -> str:
 
 
 def jit_compile(device: Device, d_model: int, policy: str) -> tuple[bool, str]:
-    """Whether training compiles its step with XLA by default on `device`, and why.
-
-    Args:
-        d_model: the model's width (`TransformerConfig.d_model`), what the CPU rule reads
-            (`CPU_XLA_MIN_D_MODEL`).
-        policy: the run's dtype policy ("float32", "mixed_bfloat16", "mixed_float16").
-    """
+    """(whether training compiles its step with XLA by default, why) on `device`, for a model
+    of width `d_model` (the CPU rule: `CPU_XLA_MIN_D_MODEL`) under dtype policy `policy`."""
     if device.backend != "tensorflow":
         return True, f"Keras compiles every {device.backend} step (jax.jit: XLA)"
     if device.kind == "gpu":

@@ -1,14 +1,10 @@
-"""The run's `Recipe`: every setting, typed and in sections (model, data, training,
-decoding, export; and what evaluate, translate and score read), resolved once by
-`pipelines.settings.resolver.resolve`, with where each value came from; and the
-settings.json it writes.
+"""The run's `Recipe`: every setting, typed, in sections, with its origin; and its settings.json.
 
-Precedence: the paper's defaults < the task's < the preset's (its recipe) < the model dir
-(settings.json, config.json for max_length; a fine-tuned dir's `--init_from` source before
-it has weights) < the flags. Once trained, a flag that contradicts what the model is stops
-the run (`ConfigError`); a decoding flag decodes its run only, never written back, and test
-files given to a trained dir are scored by that run only (`SCORED_FILES`). settings.json
-(format 2) is laid out by the table's `saved` paths; docs/training.md says more.
+Precedence: the paper's defaults < the task's < the preset's recipe < the model dir
+(settings.json, config.json for max_length; an untrained fine-tuned dir's `--init_from` source)
+< the flags. Once trained, a flag that contradicts what the model is raises `ConfigError`;
+decoding flags and test files (`SCORED_FILES`) apply to their run only, never written back.
+settings.json follows the table's `saved` paths (docs/training.md).
 """
 
 import dataclasses
@@ -28,11 +24,9 @@ TASK_OPTIONS = tuple(name for name, row in table.saved_rows().items()
 TRAINING_FILES = ("train_src", "train_tgt", "train_trees")
 """Task options a trained model dir refuses to change: its weights were trained on them."""
 SCORED_FILES = ("test_src", "test_tgt", "test_trees")
-"""Task options that, given to a trained model dir, are the files this run's evaluate scores
-(`EvalOptions.test_files`), not the model dir's test set."""
+"""Test files that, given to a trained model dir, are scored by that run only."""
 SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
-"""Any of these makes translate sample (`keras_transformer.decoding.sampling`) instead of
-beam search."""
+"""Any of these makes translate sample instead of beam search."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,8 +40,7 @@ class DataOptions:
 
 @dataclasses.dataclass(frozen=True)
 class ModelOptions:
-    """The preset, the config fields overriding it, and the resolved `max_length` of a new
-    model (before config.json exists; after, config.json's)."""
+    """The preset, its config overrides, and `max_length` (config.json's once trained)."""
 
     preset: str
     config_overrides: dict
@@ -56,9 +49,7 @@ class ModelOptions:
 
 @dataclasses.dataclass(frozen=True)
 class DecodingOptions:
-    """How evaluate, translate, the dev metric and the export decode: the strategy (the
-    library's `BeamSearch`, or `Sampling` for translate) and what the application adds
-    (precision and max_input_length: the table's bounds and choices check them)."""
+    """How evaluate, translate, the dev metric and export decode: search, precision, max input."""
 
     beam: BeamSearch
     precision: str                # the model's weights and compute: float32 or bfloat16
@@ -82,9 +73,8 @@ TrainingOptions = dataclasses.make_dataclass("TrainingOptions", [
     *((name, PYTHON_TYPES[row.type]) for name, row in table.saved_rows().items()
       if row.saved[0] == "training"),
     ("memory_limit_mb", int | None), ("precision_policy", str, "float32")], frozen=True)
-TrainingOptions.__doc__ = """The training run: a field for each training row of the settings
-table, typed by its row, and the Keras dtype policy that --mixed_precision means on this
-device."""
+TrainingOptions.__doc__ = """The training run: a field per training row of the settings table,
+and the Keras dtype policy that --mixed_precision means on this device."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,16 +84,14 @@ class EvalOptions:
     split: str
     sentences: int            # 0: the whole split
     jit_compile: bool
-    checkpoint: str | None    # "ckpt-N": decode this checkpoint, not final.weights.h5
+    checkpoint: str | None    # "ckpt-N" or a .weights.h5 to decode, not final.weights.h5
     test_files: dict = dataclasses.field(default_factory=dict)
-    """The test files given for this run (`SCORED_FILES`), scored instead of the model dir's
-    own test set; empty: the model dir's."""
+    """Test files given for this run (`SCORED_FILES`), scored instead of the model dir's."""
 
 
 @dataclasses.dataclass(frozen=True)
 class AverageOptions:
-    """Which checkpoints the average stage averages into which file, where the user chose;
-    empty: the --average_last ones (or the best by dev metric) into final.weights.h5."""
+    """The chosen checkpoints and output; empty: --average_last ones into final.weights.h5."""
 
     checkpoints: tuple[str, ...] = ()   # ckpt-N names
     output: str | None = None           # a .weights.h5 path instead of final.weights.h5
@@ -145,8 +133,7 @@ class IOOptions:
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """Everything a stage needs, resolved once (see the module doc); every line a run
-    prints about its settings is rendered from it (`pipelines.settings.describe`)."""
+    """Everything a stage needs, resolved once; the run log renders it (`settings.describe`)."""
 
     model_dir: str
     data: DataOptions
@@ -160,9 +147,7 @@ class Recipe:
     verbose: int  # Keras' progress: 1 a bar, 2 a line per epoch (checkpoint)
     init: init_lib.InitFrom | None  # where a fine-tuned model starts (--init_from)
     origins: dict = dataclasses.field(default_factory=dict, compare=False)
-    """Option name -> where its value came from: "flag", "settings.json", "config.json",
-    "preset NAME", "task NAME", "device: <why>" (`pipelines.settings.device_policy`) or "default"
-    (the paper's or the tool's)."""
+    """Option name -> origin: "flag", "settings.json", "preset NAME", "device: <why>", ..."""
 
     def make_task(self) -> Task:
         return get_task(self.data.task, **self.data.task_options)
@@ -183,8 +168,7 @@ class Recipe:
                 "decode_jit_compile": self.evaluation.jit_compile}
 
     def settings(self, *, trained: bool) -> dict[str, Any]:
-        """settings.json for this run, laid out by the settings table's `saved` paths: what
-        prepare decides, and after training everything."""
+        """settings.json by `saved` paths: what prepare decides; once `trained`, everything."""
         saved: dict[str, Any] = {"format": SETTINGS_FORMAT,
                                  "task_options": self.data.task_options}
         values = self.values()
@@ -207,10 +191,8 @@ def _place(saved: dict, path: tuple, value) -> None:
 
 
 def config_for(options: Recipe, task: Task, vocab_size: int) -> TransformerConfig:
-    """The model config of a new model dir: preset + the task's departures for it + flags.
-
-    `vocab_size` is the trained SentencePiece model's; `max_length` the recipe's.
-    """
+    """A new model dir's config: preset + the task's overrides for it + flags, with the
+    SentencePiece model's `vocab_size` and the recipe's `max_length`."""
     overrides = {**task.preset_overrides.get(options.model.preset, {}),
                  **options.model.config_overrides, "vocab_size": vocab_size,
                  "max_length": options.model.max_length}

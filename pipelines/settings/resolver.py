@@ -1,7 +1,5 @@
-"""The one resolver: the run's `Recipe` from layers of settings merged once, in order of
-precedence (`pipelines.settings.options`), each value with its origin; then the settings that
-follow from others (the device's choices), and the refusals of flags that contradict the
-model dir."""
+"""The resolver: the run's `Recipe` from layers of settings merged once, each value with its
+origin; then the derived settings and the refusal of flags that contradict the model dir."""
 
 import dataclasses
 import os
@@ -23,8 +21,7 @@ from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIO
 from pipelines.tasks import Task, get_task
 
 Layer = tuple[str, Mapping[str, Any]]
-"""(origin, {setting: value}): one source of settings, by the settings table's names (and
-`max_length`, the model's positions); None values say nothing."""
+"""(origin, {setting: value}) by the table's names and `max_length`; a None value says nothing."""
 
 
 def merge(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -39,22 +36,18 @@ def merge(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def _highest(layers: Iterable[Layer], name: str) -> Any:
-    """`name`'s value in the highest of `layers` that gives it (None: none does): what the
-    merge will make it, read before the layers below (the task's, the preset's) exist."""
+    """`name`'s merged value (None: no layer gives it), read before the lower layers exist."""
     return next((layer[name] for _, layer in reversed(list(layers))
                  if layer.get(name) is not None), None)
 
 
 def resolve(given: Mapping[str, Any], *,
             device: device_policy.Device | None = None) -> Recipe:
-    """The run's recipe from the flags the user gave (`given`, name -> value): layers merged
-    once, lowest first: the paper's (and the tool's) defaults, the task's, the preset's, a
-    fine-tuned dir's source, the model dir's config.json and settings.json, the flags (task
-    and preset named by the layers above theirs). `device`: what training runs on
-    (`device_policy.detect()`; None: a CPU without bfloat16 instructions).
+    """The run's recipe from the flags (`given`, name -> value), layers merged by precedence
+    (`pipelines.settings.options`); `device`: what trains (None: a CPU without bfloat16).
 
     Raises:
-        ConfigError: a flag contradicts the model directory, or names an unknown preset.
+        ConfigError: a flag contradicts the model dir, or names an unknown preset.
         ModelDirError: settings.json is unreadable. DataError: an unknown task or option.
     """
     table.check_bounds(given)
@@ -109,8 +102,7 @@ def resolve(given: Mapping[str, Any], *,
 
 def _task_options(given: Mapping[str, Any], saved: Mapping[str, Any],
                   model_dir: str) -> tuple[dict, dict]:
-    """(the task's options: settings.json's, then the flags'; the test files this run scores
-    instead of a trained model's own test set, which stays recorded)."""
+    """(the task's options, settings.json's then the flags'; test files only this run scores)."""
     saved_options = saved.get("task_options") or {}
     flags = {k: given[k] for k in TASK_OPTIONS if given.get(k) is not None}
     test_files = {k: flags.pop(k) for k in SCORED_FILES if k in flags
@@ -122,8 +114,7 @@ def _task_options(given: Mapping[str, Any], saved: Mapping[str, Any],
 
 
 def _paper_layer() -> dict[str, Any]:
-    """The paper's and the tool's defaults: the settings table's, and the library's own for
-    the paper's optimizer and search."""
+    """The paper's and the tool's defaults: the table's, and the library's optimizer and search."""
     return {**{row.name: row.default for row in table.SETTINGS if row.option},
             "warmup_steps": schedules.WARMUP_STEPS, "adam_epsilon": schedules.ADAM_EPSILON,
             "config_override": {},
@@ -131,8 +122,7 @@ def _paper_layer() -> dict[str, Any]:
 
 
 def _task_layer(task: Task) -> dict[str, Any]:
-    """What the task brings: its preset, vocabulary, decoding (sources cut where training
-    cut them) and recipe."""
+    """What the task brings: preset, vocabulary, decoding (sources cut as in training), recipe."""
     return {"config": task.preset, "vocab_size": task.vocab_size,
             **dataclasses.asdict(task.decoding), "max_input_length": task.max_source_length,
             **task.recipe}
@@ -156,8 +146,7 @@ def _config_layer(model_dir: str) -> dict[str, Any]:
 
 
 def _saved_layer(saved: Mapping[str, Any]) -> dict[str, Any]:
-    """settings.json's values, by the table's `saved` paths (an older dir's training
-    fields among its config overrides are training settings)."""
+    """settings.json's values by `saved` path (older dirs: training fields from overrides)."""
     layer = {}
     for name, row in table.saved_rows().items():
         try:
@@ -184,8 +173,7 @@ def _default(values: dict, origins: dict, name: str, origin: str, value) -> None
 
 
 def _derive(values: dict, origins: dict, task: Task, device: device_policy.Device) -> None:
-    """Where no layer gave them, the settings that follow from others: the model's positions
-    (the task's longest sentence and output), the device's choices, decoding's precision."""
+    """Fills in what no layer gave: max_length (from the task), device choices, decode precision."""
     _default(values, origins, "max_length", task.origin, max(
         task.max_length, task.max_source_length + values["extra_length"] + 1))
     policy, why = device_policy.precision(device)
@@ -198,12 +186,11 @@ def _derive(values: dict, origins: dict, task: Task, device: device_policy.Devic
     on, why = device_policy.jit_compile(device, d_model, values["precision_policy"])
     _default(values, origins, "jit_compile", f"device: {why}", on)
     if device.backend != "tensorflow" and origins["jit_compile"] != "flag":
-        # What settings.json says is TensorFlow's choice; under JAX not compiling would run
-        # every op eagerly. Only the flag turns it off.
+        # settings.json holds TensorFlow's choice; under JAX only the flag turns XLA off.
         on, why = device_policy.jit_compile(device, d_model, "float32")
         values["jit_compile"], origins["jit_compile"] = on, f"device: {why}"
-    # bfloat16 decoding only after bfloat16 training; XLA's CPU backend does not use
-    # bfloat16 hardware: without it bfloat16 decodes faster (benchmarks/compare_peers.py).
+    # bfloat16 decoding only after bfloat16 training, and then without XLA (whose CPU backend
+    # does not use bfloat16 hardware).
     _default(values, origins, "decode_precision", "default",
              "bfloat16" if values["precision_policy"] == "mixed_bfloat16" else "float32")
     _default(values, origins, "decode_jit_compile", "default",
@@ -225,9 +212,8 @@ def _d_model(values: Mapping[str, Any]) -> int:
 
 
 def _sampling(given: Mapping[str, Any], values: Mapping[str, Any]) -> Sampling | None:
-    """The translate stage's sampling when a `SAMPLING_FLAGS` flag is given (the others at
-    `Sampling`'s defaults), seeded by --seed, with the run's alpha and extra length; None
-    otherwise (beam search)."""
+    """Translate's `Sampling` when a `SAMPLING_FLAGS` flag is given (others at their defaults),
+    seeded by --seed, with the run's alpha and extra length; None: beam search."""
     chosen = {name.removeprefix("sampling_"): given[name] for name in SAMPLING_FLAGS
               if given.get(name) is not None}
     if chosen and not -2 ** 63 <= values["seed"] < 2 ** 63:
@@ -252,11 +238,8 @@ def _show(value) -> str:
 
 def check_against_saved(flags: Mapping[str, Any], saved: Mapping[str, Any],
                         model_dir: str) -> None:
-    """The binding rule: ConfigError for the first flag (`flags`: the flag layer, which every
-    merge lets win) that contradicts what settings.json says the model is (FIXED rows).
-    Model and training settings and the training files bind once a checkpoint exists (a first run stopped by the memory check may still change them).
-    Decoding flags apply to the run that gives them (its results are named by them), and the
-    saved ones stay."""
+    """ConfigError for the first flag that contradicts a FIXED row of settings.json; model,
+    training and training-file settings bind only once a checkpoint exists."""
     trained = md.has_weights(model_dir)
     for name, row in table.saved_rows().items():
         if flags.get(name) is None or row.binding != table.FIXED:
@@ -287,8 +270,7 @@ def _quantize(given: Mapping[str, Any]) -> str | None:
 
 
 def _export_format(given: Mapping[str, Any]) -> str:
-    """--format; ctranslate2 only where the optional extra is installed (checked here,
-    before any stage runs) and without --quantize (CTranslate2 quantizes when it loads)."""
+    """--format; ctranslate2 needs its optional extra installed, and no --quantize."""
     from export import ctranslate2
 
     value = given.get("format") or table.default("format")

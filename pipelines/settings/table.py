@@ -1,14 +1,8 @@
 """The one table of settings: every flag of both command lines, once.
 
-Each row says a setting's type, bounds, default, help, which command lines take it, where
-settings.json keeps it and whether a later run may change it. The command lines' flags
-(`cli.flags`), their bounds check (`check_bounds`), settings.json's layout and the
-comparison with it (`pipelines.settings.resolve`) and the `options:` log line all read this
-table, which imports nothing heavy (the command lines read it before TensorFlow loads).
-A default of None is decided later, by the row's `decided_by` (the task's or
-preset's recipe, the device, the model dir; the paper's decoding defaults are
-`keras_transformer.BeamSearch`'s); the library's classes (`BeamSearch`, `TransformerConfig`)
-keep their own invariants.
+Each row gives a setting's type, bounds, default, help, command lines, settings.json path and
+whether a later run may change it. It imports nothing heavy: the command lines read it before
+TensorFlow loads. A None default is decided later, as the row's `decided_by` says.
 """
 
 import dataclasses
@@ -133,8 +127,7 @@ SETTINGS = (
     _s("vocab_size", "integer", "Shared vocabulary size.", at_least=1,
        decided_by="the preset's own where it declares one, else the task's",
        saved=("vocab_size",), binding=FIXED),
-    # Training (Section 5: ~25,000 tokens a batch, 4,000 warm-up steps, checkpoints every
-    # 1,000 steps, the last 5 averaged for base).
+    # Training (defaults: the paper's Section 5, base).
     _training("train_steps", "integer", "Optimizer updates.", at_least=1, default=100_000,
               decided_by=RECIPE + " (big: 300,000), else the paper's base"),
     _training("label_smoothing", "float", "eps_ls of the training loss (Section 5.4).", FIXED,
@@ -273,8 +266,7 @@ SETTINGS = (
 TABLE: dict[str, Setting] = {row.name: row for row in SETTINGS}
 
 SETTINGS_RECORDS = ("format", "spm_sha256", "init_from", ("training", "precision_policy"))
-"""settings.json entries that are records, not settings: its format, the vocabulary's
-hash, a fine-tuned model's source, and the dtype policy each run derives anew."""
+"""settings.json's records, not settings: format, vocabulary hash, init source, dtype policy."""
 
 
 def rows(front: str = RUN) -> list[Setting]:

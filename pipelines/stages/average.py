@@ -1,5 +1,4 @@
-"""The average stage: checkpoints averaged into final.weights.h5, or chosen ones into a
-named file of their own; redone only when a checkpoint is new."""
+"""The average stage: checkpoints averaged into a weights file, redone only when one is new."""
 import pathlib
 
 from pipelines import Log
@@ -10,8 +9,7 @@ from pipelines.settings.options import Recipe
 
 
 def run_average(options: Recipe, log: Log = print):
-    """Averages the --average_last checkpoints (or the best by dev metric) into
-    final.weights.h5, or the chosen ones (--average_checkpoints) into a file of their own."""
+    """Averages the --average_last (or best) checkpoints, or the chosen ones, into their file."""
     t, chosen, state = options.training, options.average.checkpoints, md.checkpoint_dir(
         options.model_dir)
     out = pathlib.Path(options.average.output or (

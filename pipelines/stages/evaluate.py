@@ -1,5 +1,4 @@
-"""The evaluate stage (a split, or given files, decoded and scored under a name of what was
-scored), and the dev metric that training reports: both decode as evaluate does."""
+"""The evaluate stage, and the dev metric that training reports, which decodes the same way."""
 import dataclasses
 import json
 import sys
@@ -21,8 +20,7 @@ from pipelines.tasks import Task
 
 def dev_metric_evaluator(options: Recipe, task: Task, max_length: int, log: Log = print
                          ) -> Callable:
-    """`model -> score`: the task's metric (`task.metric_name`) on exactly the first
-    `dev_metric_sentences` dev sentences (all for 0), decoded as the evaluate stage does."""
+    """`model -> score`: the task's metric on the first `dev_metric_sentences` (0: all) of dev."""
     data, tokenizer, constraint = _eval_inputs(
         options, task, "dev", max_length, options.training.dev_metric_sentences, log)
 
@@ -41,8 +39,7 @@ def dev_metric_evaluator(options: Recipe, task: Task, max_length: int, log: Log 
 
 def _eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count: int,
                  log: Log):
-    """(the first `count` sentences of `split`, 0: all; the tokenizer; the task's decoding
-    constraint) for a model of `max_length` positions."""
+    """(the first `count` sentences of `split`, 0: all; the tokenizer; the decoding constraint)."""
     vocab = prepare.vocab_path(options.model_dir)
     data = prepare.eval_input(task, split, options.model_dir,
                               max_source_length=options.decoding.input_length(max_length),
@@ -52,8 +49,8 @@ def _eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count
 
 
 def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -> dict:
-    """Translates the eval split with beam search; writes hypotheses and scores, and prints
-    the scores to `out` (default stdout)."""
+    """Decodes and scores the eval split (or given test files); writes hypotheses and scores,
+    and prints the scores to `out` (default stdout)."""
     task, evaluation = options.eval_task(), options.evaluation
     split, decoding = evaluation.split, options.decoding
     # Under another backend the search is always compiled (jax.jit).

@@ -1,6 +1,4 @@
-"""The export stage: the model dir's final model as serving functions (`make_translator`,
-also what the translate stage runs), written as a SavedModel with its op check, or as a
-CTranslate2 model."""
+"""The export stage: a SavedModel of the serving functions (op-checked), or a CTranslate2 model."""
 from __future__ import annotations
 
 import hashlib
@@ -19,9 +17,8 @@ if TYPE_CHECKING:
 
 
 def make_translator(options: Recipe, task: Task, log: Log = print) -> Translator:
-    """The serving functions of the model dir's final model: what the export stage writes,
-    and what the translate stage runs, with the same settings, precision and weights (with
-    --quantize int8: int8 matrices quantized from the float32 weights)."""
+    """The serving functions of the final model, as export writes and translate runs them
+    (with --quantize int8: int8 matrices quantized from the float32 weights)."""
     from export.quantize import Int8Weights
     from export.translator import Translator
 
@@ -48,8 +45,8 @@ class OpCheckError(RuntimeError):
 
 
 def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pathlib.Path:
-    """Writes `<export_dir>/<version>/` and checks its ops (see export/README.md); logs the
-    op check's verdict in one line, its table of ops with `ops_table` or when it fails."""
+    """Writes `<export_dir>/<version>/` and checks its ops (export/README.md); logs the verdict,
+    and the table of ops with `ops_table` or on failure."""
     from export.op_check import check_ops
     from export.saved_model import library_versions, write_translator
     from export.translator import ExportError
@@ -66,8 +63,7 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
               "decoding": options.decoding.record(), "quantize": export.quantize,
               "jit_compile": export.jit_compile, "versions": library_versions(),
               "export_dir": made_from.relative(options, export_dir)}
-    # One record per export dir: exporting elsewhere (export/run.py --export_dir X) leaves the
-    # model dir's own export/ up to date.
+    # One record per export dir: exporting elsewhere keeps the model dir's export/ up to date.
     record = "export" if inputs["export_dir"] == md.EXPORT_DIR else \
         f"export-{hashlib.sha256(inputs['export_dir'].encode()).hexdigest()[:12]}"
     done = made_from.up_to_date(options, record, inputs) if export.version is None else None
@@ -88,8 +84,7 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
 
 
 def run_export_ctranslate2(options: Recipe, log: Log = print) -> pathlib.Path:
-    """Writes the final model, float32, as a CTranslate2 model in --export_dir (default
-    `<model_dir>/export_ct2`) with spm.model and the decoding settings (export/ctranslate2.py)."""
+    """Writes the final model as a float32 CTranslate2 model, with spm.model and its decoding."""
     from export import ctranslate2
     from export.translator import ExportError
 

@@ -1,5 +1,4 @@
-"""Which stages a run of --mode may run under its backend, which of them write, the model
-dir's lock they hold, and the function that runs each."""
+"""Which stages --mode may run under its backend, which write, their lock, and their runners."""
 import contextlib
 import importlib
 from typing import Callable, Sequence
@@ -10,17 +9,15 @@ from pipelines.settings.options import Recipe
 
 STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "score")
 ANY_BACKEND_STAGES = ("prepare", "train", "average", "evaluate")
-"""The stages that run under every Keras backend (`run.py --backend`; evaluate decodes with
-`keras_transformer.decoding.decode` there too); the others serve TensorFlow's graph."""
+"""Stages that run under every Keras backend; the others serve TensorFlow's graph."""
 STARTS_MODEL_DIR = ("prepare", "train")
-"""The stages that may start a new model directory; the others need an existing one."""
+"""Stages that may start a new model dir; the others need an existing one."""
 
 
 def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) -> list[str]:
-    """The stages to run for --mode `modes` (`asked`: given, not the default) under
-    `backend`; ConfigError for an unknown stage, one this backend cannot run, or a
-    translate-only flag (sampling, --terms), --quantize, --format or an averaging flag without
-    its stage."""
+    """The stages to run for --mode `modes` (`asked`: given, not the default) under `backend`.
+    ConfigError for an unknown stage, one the backend cannot run, or a stage's flag (sampling,
+    --terms, --quantize, --format, averaging) without its stage."""
     from pipelines.settings.options import SAMPLING_FLAGS
 
     unknown = [m for m in modes if m not in STAGES]
@@ -60,9 +57,8 @@ def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) ->
 
 
 def writes(stage: str, options: Recipe) -> bool:
-    """Whether `stage` writes files, so that its run must hold the model dir's lock
-    (`pipelines.model_dir.lock`): every stage but score, and translate only with --output (or
-    --plot_attention); translating to stdout reads the model dir and nothing else."""
+    """Whether `stage` writes, needing the model dir's lock: all but score, and translate only
+    with --output or --plot_attention."""
     if stage == "score":
         return False
     if stage == "translate":
@@ -71,13 +67,9 @@ def writes(stage: str, options: Recipe) -> bool:
 
 
 def model_dir_lock(modes: Sequence[str], options: Recipe):
-    """The context a run of the stages `modes` runs in: holding the model dir's lock
-    (`pipelines.model_dir.lock.hold`) when one of them writes and this process is the chief (the
-    only one of a multi-worker cluster that writes the model dir), else nothing.
-
-    Raises (on entering):
-        ModelDirLocked: another run holds the lock.
-    """
+    """A context holding the model dir's lock (`pipelines.model_dir.lock.hold`) when one of
+    `modes` writes and this process is the chief, else a null one. Entering raises
+    `ModelDirLocked` when another run holds the lock."""
     from pipelines.model_dir import lock
     from pipelines.training import devices
 
@@ -88,7 +80,6 @@ def model_dir_lock(modes: Sequence[str], options: Recipe):
 
 
 def runner(stage: str) -> Callable:
-    """The function that runs `stage`: `pipelines.stages.<module>.run_<stage>` (score is
-    translate's module)."""
+    """The function `run_<stage>` of `pipelines.stages.<stage>` (score's: of `translate`)."""
     module = "translate" if stage == "score" else stage
     return getattr(importlib.import_module(f"pipelines.stages.{module}"), f"run_{stage}")

@@ -1,10 +1,7 @@
-"""An output file that a rerun resumes: `--mode translate --output F` writes F's lines to
-`.F.partial` beside it, a chunk at a time, and renames it to F when every line is done;
-after each chunk `.F.partial.json` records what the lines are made from (the input, the
-model's weights, the settings) and how far they go (input lines, bytes). Stopped (Ctrl-C, a
-kill), the same command again keeps the recorded chunks and goes on from the next input
-line; anything else made them, and it starts afresh. An error (bad input) removes them. F
-itself is never half-written."""
+"""An output file a rerun resumes: `--mode translate --output F` writes `.F.partial` a chunk at a
+time, then renames it to F; after each chunk `.F.partial.json` records what the lines are made
+from and how far they go. After Ctrl-C or a kill the same command goes on from the next input
+line (other inputs or settings start afresh); an error removes both. F is never half-written."""
 
 import contextlib
 import os
@@ -16,10 +13,9 @@ from pipelines.model_dir.files import read_json, write_json_atomic
 
 @contextlib.contextmanager
 def resumable(path, made_from: dict | None) -> Iterator[tuple[Callable, int]]:
-    """Yields (`write(lines, done)`: appends one chunk's lines, `done` the input lines
-    answered so far; the number of input lines a previous run already answered). On success
-    renames the partial file to `path`. `made_from`: JSON-able key of the run (None: not
-    resumable, e.g. the input is stdin)."""
+    """Yields (`write(lines, done)`, appending a chunk with `done` input lines answered so far;
+    the input lines a previous run answered), then renames the partial file to `path`.
+    `made_from`: the run's JSON-able key (None: not resumable, e.g. stdin)."""
     path = pathlib.Path(path)
     partial = path.with_name(f".{path.name}.partial")
     record = path.with_name(f".{path.name}.partial.json")
@@ -45,8 +41,7 @@ def resumable(path, made_from: dict | None) -> Iterator[tuple[Callable, int]]:
         try:
             yield write, done
         except BaseException as e:
-            # Kept for the rerun after Ctrl-C (or a kill, which runs nothing here); an error
-            # (bad input) leaves nothing behind, as the atomic writers do.
+            # Kept for the rerun after Ctrl-C; an error leaves nothing behind.
             if made_from is None or not isinstance(e, KeyboardInterrupt):
                 partial.unlink(missing_ok=True)
                 record.unlink(missing_ok=True)

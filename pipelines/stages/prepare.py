@@ -1,5 +1,4 @@
-"""The prepare stage (clean data, vocabulary, bucket tables), and the settings record that
-prepare and train write: what a run decided, in settings.json."""
+"""The prepare stage (clean data, vocabulary, bucket tables), and the settings.json record."""
 from pipelines import Log
 from pipelines.data import prepare
 from pipelines.data import vocab as vocab_lib
@@ -10,8 +9,7 @@ from pipelines.settings.options import Recipe
 
 
 def record_settings(options: Recipe, *, trained: bool) -> None:
-    """Writes what this run decided into settings.json (see `pipelines.settings.options`), with the
-    vocabulary's digest, which later stages check the model dir's spm.model against."""
+    """Writes what this run decided, and spm.model's digest (checked later), to settings.json."""
     settings = md.load_settings(options.model_dir)
     kept = settings.get("decoding")  # a trained model's defaults; a flag decodes its run only
     settings.update(options.settings(trained=trained))
@@ -27,8 +25,7 @@ def run_prepare(options: Recipe, log: Log = print) -> dict:
     log(describe.describe_task(options, task))
     if options.init is not None:  # fine-tuning: the source's vocabulary, never a new one
         init_lib.copy_vocabulary(options.init, options.model_dir, log)
-    # Training files, vocabulary and batch budget are bound once trained: a resumed run's
-    # tables are the ones its first run printed.
+    # Bound once trained: a resumed run's tables are the ones its first run printed.
     resumed = md.has_weights(options.model_dir)
     report = prepare.prepare(task, options.model_dir, vocab_size=options.data.vocab_size,
                              batch_tokens=options.training.batch_tokens, tables=not resumed,

@@ -1,5 +1,4 @@
-"""The train stage: the model of the recipe (or of the weights it resumes, or of the model
-it fine-tunes), trained under the given distribution strategy."""
+"""The train stage: the recipe's (or resumed, or fine-tuned) model, trained under a strategy."""
 import keras
 
 from pipelines import Log
@@ -22,8 +21,7 @@ def run_train(options: Recipe, strategy, log: Log = print):
     if options.training.dev_metric_every and not task.has_split("dev"):
         raise ConfigError("--dev_metric_every needs a dev split: give its files (e.g. "
                           "--dev_src/--dev_tgt, --dev_trees) or drop the flag")
-    # Under MultiWorkerMirroredStrategy only the chief writes the model dir; the other
-    # workers compute the same config and write only below workers/ (their checkpoints).
+    # Multi-worker: only the chief writes the model dir; the others write below workers/.
     chief = devices.is_chief(strategy)
     if not chief and not prepare.vocab_path(options.model_dir).is_file():
         raise ModelDirError(f"{options.model_dir} is not prepared: run --mode prepare once "

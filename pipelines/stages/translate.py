@@ -1,5 +1,4 @@
-"""The translate and score stages: lines of a file (or stdin) in, one answer a line out,
-through the serving functions the export writes (`pipelines.stages.export.make_translator`)."""
+"""The translate and score stages: a line in, a line out, by the export's serving functions."""
 from __future__ import annotations
 
 import collections
@@ -34,15 +33,13 @@ TRANSLATE_CHUNK = 32
 
 
 def chunk_seed(seed: int, index: int) -> int:
-    """The sampling seed of the translate stage's chunk `index` (lines 32 * index + 1 on):
-    `seed + index * 2**32`, wrapped to int64. Chunks draw independent noise; the first is
-    sampled with `seed` itself, as the SavedModel's options signature samples with it."""
+    """The sampling seed of chunk `index`: `seed + index * 2**32` wrapped to int64, so chunk 0
+    samples with `seed` itself, as the SavedModel's options signature does."""
     return (seed + index * 2 ** 32 + 2 ** 63) % 2 ** 64 - 2 ** 63
 
 
 def _terms_tensor(lines: list[str]) -> tf.Tensor:
-    """string [lines, phrases]: the tab-separated phrases of each --terms line, ""-padded
-    (blank phrases dropped)."""
+    """string [lines, phrases]: each --terms line's non-blank tab-separated phrases, ""-padded."""
     rows = [[p for p in line.split("\t") if p.strip()] for line in lines]
     width = max(map(len, rows), default=0)
     return tf.constant([row + [""] * (width - len(row)) for row in rows] if width else
@@ -52,10 +49,8 @@ def _terms_tensor(lines: list[str]) -> tf.Tensor:
 def _translate_lines(translator: Translator, options: Recipe, chunk: list[str],
                      prefixes: list[str] | None, index: int = 0,
                      terms: list[str] | None = None) -> list[str]:
-    """Output lines for `chunk` (the `index`-th): the translations (sampled with
-    the recipe's `Sampling`, or each containing its line of `terms`), or with n-best, scores,
-    alignments or prefixes asked for, one JSON object per line (the
-    `translate_with_all_options` signature's outputs for that input line, padding dropped)."""
+    """Output lines for the `index`-th `chunk`: translations, or with `IOOptions.detailed` one JSON
+    object per line (that line's `translate_with_all_options` outputs, padding dropped)."""
     from export.translator import BEAM_SEARCH, SAMPLING_SPECS
 
     sources = tf.constant(chunk, tf.string)
@@ -96,9 +91,8 @@ def _translate_lines(translator: Translator, options: Recipe, chunk: list[str],
 
 
 def _resume_key(options: Recipe) -> dict | None:
-    """What a --output file's lines are made from (`partial_output.resumable`): the input
-    and line files by identity, the weights, and every setting that changes a line; None
-    when the input is stdin (nothing to resume from)."""
+    """What --output's lines are made from (`partial_output.resumable`): the input files, the
+    weights and every setting that changes a line; None when the input is stdin."""
     io = options.io
     if io.input is None or io.input == "-":
         return None
@@ -111,9 +105,8 @@ def _resume_key(options: Recipe) -> dict | None:
 
 
 class _InputLines:
-    """The translate stage's input, read in chunks of `TRANSLATE_CHUNK` lines with the files
-    read beside it (prefixes, terms: one line per input line), counting the lines read, the
-    first line (for --plot_attention) and the lines longer than the model reads."""
+    """The input in `TRANSLATE_CHUNK`-line chunks with its prefix and terms lines, counting lines
+    read and cut, and keeping the first (--plot_attention)."""
 
     def __init__(self, options: Recipe, max_length: int, spm_proto: bytes, log: Log):
         self.lines = (line for _, line in iter_lines(options.io.input))
@@ -166,12 +159,9 @@ class _InputLines:
 
 
 def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:
-    """Translates the lines of --input (or stdin) to --output (or `out`, default stdout),
-    one output line per input line, streamed in chunks, exactly as the exported model
-    answers: the translation, or a JSON object with the n-best hypotheses, their scores,
-    pieces and log-probabilities, and alignments when asked for (`IOOptions.detailed`).
-    With the recipe's `Sampling`, translations are sampled (`keras_transformer.decoding.sampling`;
-    chunk seeds from `chunk_seed`) instead of found by beam search."""
+    """Translates --input (or stdin) to --output (or `out`, default stdout) in chunks, a line per
+    input line, as the exported model answers: the translation, or JSON (`IOOptions.detailed`);
+    sampled with the recipe's `Sampling` (seeds: `chunk_seed`), else by beam search."""
     translator = make_translator(options, options.make_task(), log)
     widened = options.io.n_best > options.decoding.beam.beam_size  # see _translate_lines
     log(f"translate: sampling instead of beam search, {describe.describe_sampling(options)}"
@@ -213,9 +203,8 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
 
 
 def run_score(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:
-    """Prints the length-penalised log-probability (the beam search's score,
-    `keras_transformer.decoding.score_ids`) of each --target line as the translation of the
-    same --input line, one score a line, streamed in chunks."""
+    """Prints the length-penalised log-probability (`keras_transformer.decoding.score_ids`) of
+    each --target line as the translation of its --input line, one a line."""
     if not options.io.input or not options.io.target:
         raise ConfigError("--mode score needs --input SOURCES and --target TRANSLATIONS "
                           "(one sentence a line, the same number of lines)")

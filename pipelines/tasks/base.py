@@ -1,12 +1,7 @@
 """`Task`: a corpus and direction with its defaults, and every hook a stage may call.
 
-A task turns its data into plain UTF-8 parallel text files per split ("train", "dev",
-"test") and carries its defaults (shared vocabulary size, length limits, model preset,
-decoding settings, a recipe): the task layer of the run's `Recipe`. Everything downstream
-(vocabulary, tf.data, evaluation, export) sees only those files and these hooks, so a new
-corpus is one `Task` subclass and one factory in
-`pipelines.tasks.registry.TASKS`. Stages ask the task, never test what kind it is: a task
-whose output is not plain text (parsing) overrides the hooks below.
+Stages see only a task's UTF-8 parallel text files per split and these hooks, so a new corpus is
+one `Task` subclass and one factory in `pipelines.tasks.registry.TASKS`.
 """
 
 import abc
@@ -31,8 +26,7 @@ def check_split(split: str) -> None:
 class Task(abc.ABC):
     """A sequence-to-sequence task: language pair, defaults, and the text files of each split.
 
-    Lengths count subword tokens including the EOS (source) or BOS (target) the pipeline adds.
-    """
+    Lengths count subword tokens including the EOS (source) or BOS (target) the pipeline adds."""
 
     name: str
     source_lang: str
@@ -45,8 +39,7 @@ class Task(abc.ABC):
     recipe: dict = dataclasses.field(default_factory=dict)
     """Settings the task brings beyond these fields, by flag name (below a preset's)."""
     recipe_note: str = ""
-    """How the task chose its preset, vocabulary and recipe, where it measured them (its
-    origin in the options block says so)."""
+    """How the task chose its preset, vocabulary and recipe, when it measured them."""
     preset_overrides: dict = dataclasses.field(default_factory=dict)
     """Preset name -> the `TransformerConfig` fields this task changes in it."""
     test_files: tuple[str, str] | tuple[()] = ()
@@ -77,18 +70,15 @@ class Task(abc.ABC):
                     log: Log = print) -> tuple[pathlib.Path, pathlib.Path]:
         """Return ``(source_path, target_path)``: parallel UTF-8 text for ``split``.
 
-        Files are materialized under ``work_dir`` when the corpus is not plain text already;
-        a second call reuses them.
-        """
+        Files are materialized under ``work_dir`` if needed; a second call reuses them."""
 
     def content_options(self) -> dict:
-        """Options that say what the task is (not where its data is), recorded in the model
-        dir so that a later run cannot change them under a trained model."""
+        """Options that say what the task is, recorded in the model dir so a later run cannot
+        change them under a trained model."""
         return {}
 
     def has_split(self, split: str) -> bool:
-        """Whether the task has data for `split`: prepare and train need only "train" (and
-        "dev" for a validation loss and the dev metric); evaluate needs its split."""
+        """Whether the task has data for `split`."""
         return True
 
     def data_dir_for(self, work_dir: os.PathLike | str) -> pathlib.Path:
@@ -98,13 +88,8 @@ class Task(abc.ABC):
     def score(self, sources: Sequence[str], hypotheses: Sequence[str],
               references: Sequence[str], *, split: str | None = None,
               work_dir: os.PathLike | str | None = None) -> dict:
-        """Scores of `hypotheses` (the first `len(hypotheses)` sentences of `split`).
-
-        Translation: every BLEU variant we report
-        (`pipelines.evaluation.bleu.score_translations`), headed by `metric_name`. `split`
-        and `work_dir` tell tasks with gold data beyond the references (parsing) where to
-        find it.
-        """
+        """Scores of `hypotheses` (the first `len(hypotheses)` sentences of `split`), headed by
+        `metric_name`; `split` and `work_dir` locate gold data beyond the references."""
         from pipelines.evaluation import bleu
 
         return bleu.score_translations(hypotheses, references, self.target_lang)
@@ -120,11 +105,9 @@ class Task(abc.ABC):
         return None
 
     def teacher_inputs(self, spm_proto: bytes):
-        """None, or `f(source_ids, target_in) -> target_in`: the decoder input that training
-        (and scoring) teacher-forces instead of [BOS] + target, for a decoder trained to read
-        something other than its own previous output (a parser reads the words); int32
-        tensors, one example or a batch. Must agree with `decoding_constraint`'s
-        `decoder_inputs`, which feeds the search the same way."""
+        """None, or `f(source_ids, target_in) -> target_in`: the decoder input teacher-forced
+        instead of [BOS] + target (a parser reads the words); int32 tensors, one example or a
+        batch. Must agree with `decoding_constraint`'s `decoder_inputs`."""
         return None
 
     def serving_input(self, sentences):

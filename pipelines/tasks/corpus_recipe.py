@@ -1,23 +1,13 @@
 """A from-scratch recipe sized to the user's own corpus (`--task text` without a preset).
 
-The paper's recipe (base, 32,000 pieces, 25,000-token batches, 4,000 warm-up steps, 100,000
-steps) fits WMT's millions of pairs. On a few thousand pairs its vocabulary cannot be filled
-and its run ends inside the warm-up. Below `LARGE_CORPUS_PAIRS` pairs the task layer instead
-takes what the corpus can carry, measured from its files before anything is built:
+The paper's recipe fits WMT's millions of pairs; on a few thousand its vocabulary cannot be filled
+and its run ends inside the warm-up. Below `LARGE_CORPUS_PAIRS` pairs the task sizes the run from
+the corpus files: one vocabulary piece per five distinct words (1,000 to 32,000); `SMALL_PRESET`
+with 2,048-token batches; `PASSES` passes over the data, at least `MIN_STEPS` (1.3 pieces per word
+plus EOS estimate the tokenized lengths); the paper's 4,000 warm-up steps, or the whole run when
+shorter, so the learning rate (Eq. 3) peaks by the last step (docs/data.md); ten checkpoints.
 
-* the vocabulary: one piece for every five distinct words (Multi30k: 8,000 for its 39,491),
-  rounded to thousands, 1,000 to 32,000;
-* the model: `SMALL_PRESET` (3 layers, d_model 256, the default job's), with 2,048-token
-  batches;
-* the steps: `PASSES` passes over the data, and at least `MIN_STEPS`; a piece count of
-  1.3 per word and one EOS stands in for the tokenized lengths, which need the vocabulary;
-* the warm-up: the paper's 4,000 steps, or the whole run when it is shorter, so that the
-  learning rate (Eq. 3) peaks by the run's last step (a quarter of the run, a higher peak,
-  lost on Multi30k: docs/data.md);
-* checkpoints: ten a run.
-
-These are the task's layer of the run's recipe: a preset, the model dir and the flags win
-over them, and the options block prints them with this task as their origin.
+These are the task's layer of the recipe: a preset, the model dir and the flags win over them.
 """
 
 import dataclasses
@@ -46,8 +36,7 @@ class CorpusSize:
 
 @dataclasses.dataclass(frozen=True)
 class SizedRecipe:
-    """The task layer's values for a corpus: preset, vocabulary, training recipe, and the
-    note its origin carries."""
+    """The task layer's values for a corpus: preset, vocabulary, recipe and origin note."""
 
     preset: str
     vocab_size: int

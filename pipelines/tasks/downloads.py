@@ -1,9 +1,6 @@
 """Downloads that fail fast offline and never keep a corrupt file.
 
-Downloaders retry name resolution for minutes when a machine is offline; `unreachable`
-probes the hosts first and answers within `PROBE_TIMEOUT_S`, so an offline run stops at
-once with instructions. `download_verified` checks a sha256 before the file takes its name.
-"""
+`unreachable` answers within `PROBE_TIMEOUT_S`, where downloaders retry for minutes offline."""
 
 import hashlib
 import pathlib
@@ -21,8 +18,7 @@ PROBE_TIMEOUT_S = 3.0
 
 
 def host_reachable(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> tuple[bool, str]:
-    """``(reachable, reason)``: whether a TCP connection to ``host:port``, name lookup included,
-    opens within ``timeout`` seconds (why: the module docstring)."""
+    """``(reachable, reason)``: whether ``host:port`` accepts TCP within ``timeout`` seconds."""
     outcome: queue.Queue = queue.Queue(maxsize=1)
 
     def attempt() -> None:
@@ -68,11 +64,9 @@ def _host_port(url: str) -> tuple[str, int]:
 
 
 def download_verified(url: str, target: pathlib.Path, sha256: str, where: str) -> pathlib.Path:
-    """Downloads `url` to `target` if its sha256 is `sha256`; `where` tells the user where
-    to put a verified copy instead.
+    """Downloads `url` to `target` if its sha256 is `sha256`, else raises `DataError`.
 
-    Raises:
-        DataError: the download failed or its checksum differs (nothing is left behind).
+    Nothing is left behind on failure; `where` names where a user may put a verified copy.
     """
     try:
         with atomic_files(target) as (tmp,):

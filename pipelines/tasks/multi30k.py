@@ -1,5 +1,4 @@
-"""Multi30k task 1 (Elliott et al. 2016) English->German, raw cased text: train, val and
-test_2016_flickr (`Multi30kTask.expected_sizes` pairs), local or a checked download."""
+"""Multi30k task 1 (Elliott et al. 2016) English->German: local files or a checked download."""
 
 import dataclasses
 import gzip
@@ -30,13 +29,8 @@ MULTI30K_SHA256 = types.MappingProxyType({
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Multi30kTask(Task):
-    """Multi30k task 1 (Elliott et al. 2016), raw cased text.
-
-    Files are looked up as ``<name>.<lang>`` or ``<name>.<lang>.gz`` in ``data_dir/multi30k``,
-    then ``data_dir``, then the download cache ``<work_dir>/downloads/multi30k``; missing
-    ones are downloaded from the dataset's GitHub repository at a fixed commit and checked
-    against their sha256.
-    """
+    """Multi30k task 1, raw cased text: ``<name>.<lang>[.gz]`` looked up in ``data_dir/multi30k``,
+    ``data_dir`` and ``<work_dir>/downloads/multi30k``, else downloaded and sha256-checked."""
 
     data_dir: str | None = None
     file_names: tuple[tuple[str, str], ...] = (

@@ -15,10 +15,8 @@ from pipelines.tasks.wmt import wmt14_ende, wmt14_enfr
 def ptb_parsing(data_dir: str | None = None, train_trees: str | None = None,
                 dev_trees: str | None = None, test_trees: str | None = None,
                 target_form: str | None = None) -> Task:
-    """Penn Treebank WSJ constituency parsing (Section 6.3); see `pipelines.tasks.parsing.task`.
-
-    Imported on use: the parsing code (and nltk) is only loaded for this task.
-    """
+    """Penn Treebank WSJ constituency parsing (`pipelines.tasks.parsing.task`), imported on use
+    so that nltk loads only for this task."""
     from pipelines.tasks.parsing.task import ptb_parsing as factory
 
     given = dict(data_dir=data_dir, train_trees=train_trees, dev_trees=dev_trees,
@@ -32,8 +30,7 @@ TASKS: Mapping[str, Callable[..., Task]] = types.MappingProxyType({
 
 _OVERRIDABLE = frozenset(f.name for f in dataclasses.fields(Task) if f.name != "name")
 TEST_FILES = ("test_src", "test_tgt")
-"""Every translation task scores these test files when given (`Task.test_files`), whether or
-not its own data comes from files."""
+"""Test files any translation task scores when given (`Task.test_files`)."""
 
 
 def task_options(name: str) -> list[str]:
@@ -45,10 +42,8 @@ def task_options(name: str) -> list[str]:
 def get_task(name: str, **options) -> Task:
     """Build the task ``name`` with ``options``; ``None`` options are ignored.
 
-    Options are the factory's own (``data_dir``, ``manual_dir``, ``train_src`` ...),
-    ``test_src`` and ``test_tgt`` for any translation task, or any ``Task`` field to override
-    a default (``vocab_size``, ``max_source_length``, ``decoding``).
-    """
+    Options are the factory's own, ``test_src``/``test_tgt`` for any translation task, or any
+    ``Task`` field to override a default (``vocab_size``, ``decoding`` ...)."""
     if name not in TASKS:
         raise DataError(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
     options = {k: v for k, v in options.items() if v is not None}

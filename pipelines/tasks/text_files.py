@@ -30,9 +30,7 @@ class TextFilesTask(Task):
 def text(train_src: str | None = None, train_tgt: str | None = None,
          dev_src: str | None = None, dev_tgt: str | None = None, test_src: str | None = None,
          test_tgt: str | None = None, **options) -> TextFilesTask:
-    """Parallel text files given by path (languages "src"/"tgt" unless overridden): the
-    paper's base recipe, or one sized to a smaller training corpus
-    (`pipelines.tasks.corpus_recipe`)."""
+    """Parallel text files by path: the paper's base recipe, or one sized to a small corpus."""
     size = corpus_recipe.measure(train_src, train_tgt) if train_src and train_tgt else None
     recipe = corpus_recipe.sized(size) if size else None
     return TextFilesTask(

@@ -1,8 +1,4 @@
-"""WMT 2014 through TensorFlow Datasets (Section 5.1), read in the paper's direction.
-
-``wmt14_ende`` / ``wmt14_enfr``: tfds ``wmt14_translate/de-en`` / ``fr-en`` with English as
-the source; dev = newstest2013, test = newstest2014 (the full 3,003 sentences).
-"""
+"""WMT 2014 via TensorFlow Datasets (Section 5.1): dev newstest2013, test newstest2014 (3,003)."""
 
 import dataclasses
 import pathlib
@@ -18,9 +14,7 @@ from pipelines.tasks.downloads import PROBE_TIMEOUT_S, unreachable
 class TfdsTranslationTask(Task):
     """A TensorFlow Datasets translation builder, read as ``source_lang -> target_lang``.
 
-    ``data_dir``/``manual_dir`` are passed to tfds. When the dataset is not prepared yet, the
-    download hosts are probed first (``PROBE_TIMEOUT_S``) so that an offline machine gets a
-    ``DataError`` with what to download and where to put it within seconds.
+    Download hosts are probed before preparing, so an offline machine gets a quick ``DataError``.
     """
 
     builder_name: str
@@ -89,9 +83,7 @@ class TfdsTranslationTask(Task):
     def prepared_builder(self, *, log: Log = print):
         """Return the tfds builder, downloading and preparing it first if needed.
 
-        Raises:
-          DataError: not prepared, raw files not in ``manual_dir`` and a download host is
-            unreachable; the message lists the files, the directory and the alternatives.
+        Raises ``DataError`` if unprepared, files are not in ``manual_dir`` and a host is down.
         """
         import tensorflow_datasets as tfds
 
@@ -182,9 +174,8 @@ def wmt14_ende(data_dir: str | None = None, manual_dir: str | None = None,
 
 def wmt14_enfr(data_dir: str | None = None, manual_dir: str | None = None,
                **options) -> TfdsTranslationTask:
-    """WMT 2014 English->French (Section 5.1: 36M pairs, 32,000 word-pieces). Section 6.1:
-    "The Transformer (big) model trained for English-to-French used dropout rate P_drop =
-    0.1, instead of 0.3"."""
+    """WMT 2014 English->French (Section 5.1: 36M pairs, 32,000 word-pieces); big uses dropout
+    0.1 (Section 6.1)."""
     return _wmt14("fr-en", "en", "fr", 32_000, (("test", 3_003),), data_dir=data_dir,
                   manual_dir=manual_dir,
                   **{"preset_overrides": {"big": {"dropout": 0.1}}, **options})

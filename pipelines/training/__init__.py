@@ -1,2 +1,1 @@
-"""Training: the train loop and its strategy (`train`), callbacks (`callbacks`), multi-worker
-set-up (`multi_worker`) and the memory check before a run (`memory_check`)."""
+"""Training: the loop (`train`), `devices`, `callbacks`, `multi_worker` and `memory_check`."""

@@ -1,5 +1,4 @@
-"""Keras callbacks of the training stage: checkpoints, exact step count, throughput, dev
-metric and early stopping."""
+"""The training stage's Keras callbacks: checkpoints, step count, progress, dev metric."""
 
 import time
 
@@ -9,8 +8,7 @@ from pipelines.model_dir import checkpoints
 
 
 class StepCheckpoint(keras.callbacks.Callback):
-    """Saves a checkpoint with `manager` (`checkpoints.checkpoint_manager`) every `every`
-    optimizer steps and at the end of training."""
+    """Saves a checkpoint with `manager` every `every` optimizer steps and at the end."""
 
     def __init__(self, manager, every, start_step=0):
         super().__init__()
@@ -48,12 +46,9 @@ class StopAtStep(keras.callbacks.Callback):
 
 
 class StepProgbar(keras.callbacks.ProgbarLogger):
-    """Keras' progress bar, counting the batches each epoch will run: an epoch is
-    `checkpoint_every` updates, but training stops at `train_steps` (StopAtStep), so a run
-    of 100 steps with checkpoints every 1,000 shows 100, not 1,000. Each epoch starts with a
-    line that says what it counts, "train: steps 2,000 to 3,000 of 8,000 (15.3 passes over
-    the data so far)", not Keras' "Epoch 3/8". `fit` uses it instead of its own when it is among
-    the callbacks."""
+    """Keras' progress bar, counting the batches each epoch will run (training may stop inside
+    one, at `train_steps`); each epoch opens with "train: steps A to B of N (P passes over the
+    data so far)" instead of "Epoch i/n"."""
 
     def __init__(self, train_steps, accumulate_steps=1, batches_per_pass=None, log=print):
         super().__init__()
@@ -77,20 +72,15 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
 
 
 class StepTensorBoard(keras.callbacks.TensorBoard):
-    """Keras' TensorBoard callback with each epoch's scalars logged at the optimizer's step
-    (the training step a run, or a resumed one, has reached), not at the epoch's index."""
+    """Keras' TensorBoard callback, logging each epoch's scalars at the optimizer's step."""
 
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(int(self.model.optimizer.iterations.numpy()), logs)
 
 
 class Throughput(keras.callbacks.Callback):
-    """Adds target tokens/s and the learning rate to the logs (progress bar, TensorBoard).
-
-    Reads the running `target_tokens` metric (`keras_transformer.metrics.TokenCount`);
-    the rate is measured from the end of each epoch's first batch, so compilation time
-    is not counted.
-    """
+    """Adds target tokens/s (from the `target_tokens` metric) and the learning rate to the logs;
+    the rate counts from the end of each epoch's first batch, leaving compilation out."""
 
     def on_epoch_begin(self, epoch, logs=None):
         self._start = None
@@ -110,19 +100,18 @@ class Throughput(keras.callbacks.Callback):
 
 
 class DevMetric(keras.callbacks.Callback):
-    """Every `every_epochs` epochs, decodes the dev sample with beam search, logs its score,
-    records it for the checkpoint of this step, and stops training on a plateau.
+    """Every `every_epochs` epochs, scores the dev sample, logs it, records it for this step's
+    checkpoint, and stops training on a plateau.
 
     Args:
-        evaluate_fn: `model -> float`, the task's metric (`pipelines.stages.
-            dev_metric_evaluator`: sacreBLEU, or F1 for parsing), logged (TensorBoard, progress
-            bar) as its `metric_name` attribute.
+        evaluate_fn: `model -> float`, the task's metric
+            (`pipelines.stages.evaluate.dev_metric_evaluator`), logged as its `metric_name`.
         every_epochs: how often, in `fit` epochs (each ends with a checkpoint).
-        checkpoint_dir: where the value is recorded by step (`checkpoints.record_metric`),
-            for `--keep_best_by dev_metric`, and read back with those of earlier runs.
-        patience: stop when the last `patience` evaluations, earlier runs' included, did not
-            improve on the best (`checkpoints.plateau`); 0: never.
-        log: where the early stop is announced (one line).
+        checkpoint_dir: where values are recorded by step (`checkpoints.record_metric`), for
+            `--keep_best_by dev_metric` and later runs.
+        patience: stop after `patience` evaluations, earlier runs' included, without a new
+            best (`checkpoints.plateau`); 0: never.
+        log: where the early stop is announced.
     """
 
     def __init__(self, evaluate_fn, every_epochs=1, checkpoint_dir=None, patience=0,

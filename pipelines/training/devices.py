@@ -1,6 +1,5 @@
-"""Where training runs: the devices (logical CPUs for replicas), the `tf.distribute`
-strategy over them or over a cluster (or, under JAX, Keras's distribution), and which
-process is the chief that writes the model dir."""
+"""Where training runs: the devices, the strategy over them or a cluster (under JAX, Keras's
+distribution), and which process is the chief that writes the model dir."""
 
 import contextlib
 import os
@@ -14,13 +13,9 @@ from pipelines.model_dir import layout as md
 
 
 def configure_devices(count: int, backend: str = "tensorflow") -> None:
-    """Under TensorFlow, splits the CPU into `count` logical devices, so MirroredStrategy has
-    replicas. Under another backend, TensorFlow only feeds the data: it is kept off the GPUs,
-    whose memory the backend needs (its CPU device count is XLA's flag, `run.py`'s
-    `select_backend`).
-
-    Must run before TensorFlow initialises its devices (before any op runs).
-    """
+    """Under TensorFlow, splits the CPU into `count` logical devices for MirroredStrategy; under
+    another backend keeps TensorFlow, which only feeds data, off the GPUs. Must run before
+    TensorFlow initialises its devices (before any op runs)."""
     if backend != "tensorflow":
         tf.config.set_visible_devices([], "GPU")
     elif count > 1:
@@ -30,10 +25,8 @@ def configure_devices(count: int, backend: str = "tensorflow") -> None:
 
 
 class KerasDistribution:
-    """What training needs of a strategy, under a Keras backend other than TensorFlow: the
-    replica count and a scope. With several local devices, `keras.distribution.DataParallel`
-    replicates the variables on each and splits every batch between them (JAX's
-    counterpart of MirroredStrategy); the loss's token sums are then global already."""
+    """A strategy's stand-in under another Keras backend: the replica count and a scope; with
+    several devices, `keras.distribution.DataParallel` (the loss's token sums are then global)."""
 
     def __init__(self):
         devices = keras.distribution.list_devices()
@@ -48,8 +41,7 @@ class KerasDistribution:
 
 def make_strategy(jit_compile: bool = False):
     """MultiWorkerMirroredStrategy when TF_CONFIG is set, else MirroredStrategy over the local
-    GPUs or logical CPUs, else (one device) the default strategy. Under another Keras
-    backend, `KerasDistribution`."""
+    GPUs or logical CPUs, else the default one; under another backend `KerasDistribution`."""
     if keras.backend.backend() != "tensorflow":
         if os.environ.get("TF_CONFIG"):
             raise ConfigError("TF_CONFIG is set: multi-worker training is TensorFlow's "
@@ -65,8 +57,7 @@ def make_strategy(jit_compile: bool = False):
         strategy = (tf.distribute.MirroredStrategy([d.name for d in devices]) if local > 1
                     else tf.distribute.get_strategy())
     if jit_compile and local > 1 and not tf.config.list_logical_devices("GPU"):
-        # XLA clusters cannot reach variables on another CPU device ("Trying to access
-        # resource ... located in device CPU:1 from device CPU:0") and can hang at exit.
+        # XLA cannot reach variables on another CPU device, and can hang at exit.
         raise ConfigError(
             "--jit_compile is not supported with several CPU devices: XLA cannot access "
             "variables mirrored on another logical CPU. Use --num_cpu_devices 1 (the default) "
@@ -75,10 +66,8 @@ def make_strategy(jit_compile: bool = False):
 
 
 def is_chief(strategy=None) -> bool:
-    """True for a single process, and for the chief of a multi-worker cluster (the "chief"
-    task, else worker 0): the one that writes the model dir and runs the later stages.
-    Without `strategy` (before one exists) the cluster is read from TF_CONFIG, as
-    `make_strategy` reads it."""
+    """True for a single process and for a cluster's chief (the "chief" task, else worker 0),
+    which writes the model dir; without `strategy` the cluster is read from TF_CONFIG."""
     if strategy is None:
         resolver = (tf.distribute.cluster_resolver.TFConfigClusterResolver()
                     if os.environ.get("TF_CONFIG") else None)
@@ -92,9 +81,8 @@ def is_chief(strategy=None) -> bool:
 
 
 def worker_dir(strategy, model_dir) -> pathlib.Path:
-    """Where this worker writes checkpoints and logs: the model dir for the chief (or a
-    single process); a private subdirectory for other workers, which must still save
-    (saving mirrored variables is collective) but must not overwrite the chief's files."""
+    """Where this worker writes checkpoints and logs: the model dir for the chief, else a
+    private subdirectory (other workers must save too: saving is collective)."""
     if is_chief(strategy):
         return pathlib.Path(model_dir)
     resolver = strategy.cluster_resolver

@@ -1,11 +1,8 @@
 """The largest batch, tried before training: a token budget that does not fit fails at once.
 
-Attention memory grows with batch x length^2 = budget x length, so the worst batch is the
-largest bucket's: the longest allowed sentences on both sides, as many as the budget holds.
-One forward and backward pass on it (gradients never applied) runs before the first step; its peak
-(a GPU's allocator peak, or on a CPU the resident memory) is compared with `--memory_limit_mb`,
-else on a CPU the RAM available: a budget that cannot fit stops at once, naming `--batch_tokens`.
-"""
+Attention memory grows with budget x length, so the worst batch is the largest bucket's. One
+forward and backward pass on it must peak (GPU allocator, else resident memory) under
+`--memory_limit_mb`, else on a CPU under the RAM available."""
 
 import os
 import pathlib
@@ -24,8 +21,7 @@ STATM = pathlib.Path("/proc/self/statm")
 
 
 def _rss_bytes() -> int:
-    """Resident memory of this process (Linux /proc; 0 where unavailable). Pages are the
-    kernel's (`SC_PAGE_SIZE`): 4 KiB on x86, 16 or 64 KiB on some ARM machines."""
+    """Resident memory of this process in bytes (Linux /proc; 0 where unavailable)."""
     try:
         return int(STATM.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, IndexError, ValueError):
@@ -74,11 +70,8 @@ def largest_batch(batch_size: int, source_length: int, target_length: int, vocab
 
 def check_largest_batch(model, strategy, batch, *, limit_mb: int | None, jit_compile=False,
                         log: Log = print) -> int:
-    """Runs forward + backward on `batch` on every replica; returns the peak memory in MB.
-
-    Raises:
-        ConfigError: the peak exceeds the limit (see the module docstring).
-    """
+    """Runs forward + backward on `batch` on every replica and returns the peak memory in MB;
+    raises ConfigError when the peak exceeds the limit (see the module docstring)."""
     (source, target_in), target_out = batch
 
     @tf.function(jit_compile=jit_compile, autograph=False)  # graph code: nothing to convert

@@ -1,16 +1,10 @@
-"""The one workaround that makes Keras 3 `fit` run under MultiWorkerMirroredStrategy.
-
-Upstream: keras-team/keras#20585 (reproduced with TensorFlow 2.21 + Keras 3.15.1, 2 workers).
-Two Keras internals fail with a multi-worker (collective all-reduce) strategy:
-  1. `_maybe_symbolic_build` calls `strategy.reduce("MEAN", batch)` on the PerReplica first
-     batch to build the compiled metrics: "Attempt to convert a value (PerReplica...)".
-     Any one replica's batch has the right structure and dtypes, so build from that.
-  2. The step function reduces its logs with `reduce_per_replica(..., reduction="auto")`,
-     hard-coded, which under multi-worker calls `strategy.reduce("MEAN", v, axis=0)` on the
-     scalar logs: "Invalid reduction dimension 0 for input with 0 dimensions". Returning
-     each log with shape [1] gives that reduction its axis; the logs are metric results,
-     already synchronised across replicas, so their mean is the value itself.
-Remove this module once the upstream issue is fixed.
+"""The workaround that makes Keras 3 `fit` run under MultiWorkerMirroredStrategy; remove it
+once keras-team/keras#20585 is fixed. Two Keras internals fail there:
+  1. `_maybe_symbolic_build` reduces the PerReplica first batch to build the metrics ("Attempt
+     to convert a value (PerReplica...)"): build from one replica's batch instead.
+  2. The step reduces its scalar logs along axis 0 ("Invalid reduction dimension 0 for input
+     with 0 dimensions"): each log gets shape [1]; the logs are already synchronised across
+     replicas, so their mean is the value itself.
 """
 import types
 

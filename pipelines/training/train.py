@@ -1,5 +1,4 @@
-"""The training stage: `model.fit` under a `tf.distribute` strategy (under JAX, Keras's own
-distribution; `pipelines.training.devices` makes it), resumable at any step."""
+"""The training loop: `model.fit` under a strategy (`devices`), resumable at any step."""
 
 import math
 import pathlib
@@ -25,11 +24,8 @@ def compile_model(config: TransformerConfig, strategy, *, label_smoothing,
                   steps_per_execution=1, adam_epsilon=ADAM_EPSILON, clip_norm=0.0):
     """Builds and compiles the model and its optimizer in the strategy's scope.
 
-    Under the mixed_float16 dtype policy the optimizer is a `LossScaleOptimizer` around
-    the paper's (float16 gradients underflow unscaled). `Model.compile` would wrap it as
-    well, but left unbuilt; wrapped here it is built with the model. Checkpoints hold the
-    inner optimizer (`checkpoint_optimizer`).
-    """
+    Under mixed_float16 the optimizer is wrapped here in a `LossScaleOptimizer`, so that it is
+    built with the model; checkpoints hold the inner one (`checkpoint_optimizer`)."""
     with strategy.scope():
         model = build_model(config)
         optimizer = paper_optimizer(config.d_model, warmup_steps, lr_scale, adam_epsilon,
@@ -49,14 +45,10 @@ def compile_model(config: TransformerConfig, strategy, *, label_smoothing,
 
 
 def build_compiled_metrics(model, vocab_size: int) -> None:
-    """Builds the compiled loss and metrics on a small random batch before `fit` does.
-
-    Otherwise, under JAX, `fit` builds them on a batch from a first iterator over the
-    training data, then starts a second: the shuffle, reshuffled with each iteration, gives
-    that one another order than TensorFlow's `fit` (which iterates once) would train on, and
-    a run resumed under the other backend would not continue its data order. The metric
-    values are reset, as `fit` resets them each epoch.
-    """
+    """Builds the compiled loss and metrics on a small random batch before `fit` does (values
+    reset): under JAX `fit` would build them from a first iterator over the data, so the second,
+    reshuffled, would train in another order than TensorFlow's, and resumes across backends
+    would not continue the data order."""
     (source, target_in), target_out = memory_check.largest_batch(2, 4, 4, vocab_size)
     logits = model((source, target_in), training=False)
     model.compute_loss(x=(source, target_in), y=target_out, y_pred=logits)
@@ -65,21 +57,17 @@ def build_compiled_metrics(model, vocab_size: int) -> None:
 
 
 def checkpoint_optimizer(optimizer):
-    """The optimizer whose state checkpoints hold: the paper's Adam, also inside a
-    `LossScaleOptimizer`, so that checkpoints are the same under every precision and a run
-    may resume on another device. The loss scale is not kept: a resumed float16 run starts
-    it again at 2**15, as a new run does, skipping the updates that overflow until it has
-    come down again."""
+    """The optimizer checkpoints hold: the paper's Adam, unwrapped from a `LossScaleOptimizer`,
+    so checkpoints are the same under every precision. The loss scale is not kept: a resumed
+    float16 run starts it again at 2**15."""
     return getattr(optimizer, "inner_optimizer", optimizer)
 
 
 def _record_missing_metric(model, step, checkpoint_every, every_epochs, checkpoint_dir,
                            dev_metric_fn, log=print):
-    """Records the dev metric of the restored checkpoint `step` if it is one the dev metric
-    is evaluated at (`callbacks.DevMetric`, every `every_epochs` epochs of `checkpoint_every`
-    updates) and none was recorded: the run that wrote it stopped before the end of that
-    epoch's validation and decoding, and the resumed run starts after it. `model` holds the
-    checkpoint's weights, so the value is the one the run would have recorded."""
+    """Records the dev metric of the restored checkpoint `step` when one is due there
+    (`callbacks.DevMetric`) but missing, the run having stopped before evaluating it; `model`
+    holds that checkpoint's weights."""
     if -(-step // checkpoint_every) % every_epochs or \
             step in checkpoints.read_metrics(checkpoint_dir):
         return
@@ -91,8 +79,7 @@ def _record_missing_metric(model, step, checkpoint_every, every_epochs, checkpoi
 
 def _check_memory(model, strategy, task, config: TransformerConfig, t: TrainingOptions, *,
                   resumed: bool, log) -> None:
-    """Stops before training (`memory_check`) when the largest batch would not fit; under
-    another backend only says that it cannot check."""
+    """Stops before training when the largest batch would not fit (`memory_check`; TF only)."""
     if keras.backend.backend() != "tensorflow":
         log(f"train: the largest-batch memory check runs under TensorFlow only; under "
             f"{keras.backend.backend()} a --batch_tokens too large fails at its first batch")
@@ -101,8 +88,8 @@ def _check_memory(model, strategy, task, config: TransformerConfig, t: TrainingO
     replicas = strategy.num_replicas_in_sync
     longest = task.max_length  # the largest bucket's boundary
     per_replica = bucket_batch_sizes([longest], t.batch_tokens, replicas)[0] // replicas
-    # The probe draws dropout masks. A resumed run puts the restored random state back,
-    # so it goes on as the uninterrupted run, which drew them once, at its start.
+    # The probe draws dropout masks: a resumed run restores its random state to go on as an
+    # uninterrupted run.
     restored = [(v, v.numpy()) for v in checkpoints.random_state(model)] if resumed else []
     memory_check.check_largest_batch(
         model, strategy, memory_check.largest_batch(
@@ -115,10 +102,9 @@ def _check_memory(model, strategy, task, config: TransformerConfig, t: TrainingO
 
 def _training_data(task, model_dir, t: TrainingOptions, replicas: int,
                    steps: tuple[int, int], validate: bool, log):
-    """(the training input, its dataset past the updates made from `steps`' first to its
-    second, the dev input or None)."""
-    # Bucket-boundary shapes only for XLA, which compiles every new shape; otherwise each side
-    # is padded to its own longest sentence. Packed rows have one shape.
+    """(the training input; its dataset past the batches of the updates from `steps[0]` to
+    `steps[1]`; the dev input or None)."""
+    # Bucket-boundary shapes only for XLA, which compiles every new shape.
     data = training_input(task, model_dir, batch_tokens=t.batch_tokens, batch_multiple=replicas,
                           seed=t.seed, pad_to_bucket=t.jit_compile, pack=t.pack, log=log)
     dataset = data.dataset
@@ -128,9 +114,8 @@ def _training_data(task, model_dir, t: TrainingOptions, replicas: int,
             f"trained on before step {step:,}, so that the data order goes on as if the run "
             f"had not stopped")
         dataset = dataset.skip((step - initial_step) * t.accumulate_steps)
-    # Repeated, with validation_steps = one pass: Keras may keep the validation iterator
-    # from one epoch to the next, and a finite one would run dry in the second epoch. Never
-    # packed: its per-token loss is the same, and its batches per pass are then exact.
+    # Repeated, with validation_steps = one pass: Keras may keep the iterator across epochs, and
+    # a finite one would run dry. Never packed, so its batches per pass are exact.
     dev = (validation_input(task, model_dir, batch_tokens=t.batch_tokens,
                             batch_multiple=replicas, pad_to_bucket=t.jit_compile, log=log)
            if validate and task.has_split("dev") else None)
@@ -138,8 +123,7 @@ def _training_data(task, model_dir, t: TrainingOptions, replicas: int,
 
 
 def _finished(step: int, t: TrainingOptions, checkpoint_dir, log) -> bool:
-    """Whether a resumed run has nothing left to train (its steps, or an early stop that a
-    rerun keeps), saying so."""
+    """Whether a resumed run has nothing left (its steps done, or stopped early), saying so."""
     if step >= t.train_steps:
         log(f"train: already at step {step:,} >= --train_steps {t.train_steps:,}; nothing to "
             f"do")
@@ -157,19 +141,15 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
           initialise=None, initial_step: int = 0):
     """Trains until the optimizer has made `training.train_steps` updates, resuming if it can.
 
-    One Keras "epoch" is `t.checkpoint_every` updates and ends with a checkpoint (model +
-    optimizer). A resumed run goes on with the data order where its checkpoint left it (the
-    same seed, the batches already trained on skipped), so it trains the same model as an
-    uninterrupted run. `dev_metric_fn` (`model -> score`) runs every `dev_metric_every`
-    updates, rounded up to whole epochs, and `early_stop_patience` ends training on a plateau
-    (`callbacks.DevMetric`; a resumed run counts the recorded evaluations too).
-
-    A fine-tuned model (`pipelines.model_dir.init_from`) passes `initialise`
-    (`(model, optimizer) -> step`, called only when there is no checkpoint to resume from)
-    and `initial_step`, the step its optimizer and data order start at.
+    One Keras epoch is `checkpoint_every` updates and ends with a checkpoint. A resumed run
+    skips the batches already trained on, so it trains the same model as an uninterrupted run.
+    `dev_metric_fn` (`model -> score`) runs every `dev_metric_every` updates, rounded up to
+    whole epochs; `early_stop_patience` ends training on a plateau (`callbacks.DevMetric`).
+    A fine-tuned model passes `initialise` (`(model, optimizer) -> step`, called only without
+    a checkpoint to resume) and `initial_step`, where its optimizer and data order start.
 
     Returns:
-        The trained model (its last-step weights; averaging is a later stage).
+        The trained model (last-step weights; averaging is a later stage).
     """
     t = training
     model = compile_model(config, strategy, label_smoothing=t.label_smoothing,

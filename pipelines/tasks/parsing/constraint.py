@@ -1,29 +1,13 @@
 """Constrained beam search for parsing: every hypothesis is a well-formed linearized tree.
 
-An unconstrained decoder can close brackets it never opened, write more or fewer word symbols
-than the sentence has words, or stop inside a constituent, and the repairs of
-`linearize.delinearize` then cost F1. Here the search only extends a hypothesis with symbols
-that keep it a prefix of a well-formed tree over the sentence's words:
-
-* the first symbol opens the root constituent; only the end token follows the root's close;
-* a word symbol (a POS tag, or `XX`) only inside a constituent and while words are left; with
-  `copy_words` (the "words" form) the slot takes the next source word itself: its first piece
-  is the only word allowed there, ranked by the model's probability of *any* word piece there
-  (`logits`: the model decides where a word comes, the source which), its other pieces forced;
-* a closing bracket only with the label of the innermost open constituent, never right after
-  its opening bracket (no constituent without words), and the root's only once every word has
-  its word symbol;
-* an opening bracket only if the tokens still allowed can close it and everything else;
-* the end token only once every word has its word symbol and every bracket is closed.
-
-The last two rules guarantee a well-formed tree within the search's length limit. With
-`read_words` (the "read" forms) the constraint also says what the decoder reads
-(`decoder_inputs`), exactly as training fed it (`teacher_inputs`).
-
-Tree symbols must be single pieces (`▁(NP`, `▁)NP`, `▁NN`, `▁XX`), as the ptb_parsing task
-trains them (`ParsingHooks.vocab_symbols`); `from_proto` takes the user-defined pieces that are
-not brackets as the word symbols, any of which may fill any word slot. Words are counted from
-the source pieces that start with `▁`.
+Unconstrained output needs `linearize.delinearize`'s repairs, which cost F1. Here a hypothesis only
+grows by symbols that keep it a prefix of a tree over the sentence's words: the first opens the
+root; a word symbol (POS tag or `XX`) only inside a constituent while words are left; a closing
+bracket only with the innermost open label, not right after its opening, and the root's only after
+every word; an opening bracket only if the tokens still allowed can close it and all else; after
+the root's close only the end token. These rules finish a tree within the length limit. Tree
+symbols must be single pieces (`▁(NP`, `▁)NP`, `▁NN`, `▁XX`); words are counted from the source
+pieces that start with `▁`.
 """
 
 from typing import Sequence
@@ -46,14 +30,13 @@ class TreeConstraint(DecodingConstraint):
     Args:
         pieces: the vocabulary, `pieces[i]` the piece of id i.
         word_symbols: the symbols that stand for a word (`NN`, ...; `XX`), without `▁`.
-        copy_words: the words stand for themselves ("words" target form): each word slot
-            copies the next source word's pieces; `word_symbols` is then unused.
-        read_words: the decoder reads each word after its word symbol (the "read" forms):
-            see `decoder_inputs` and `teacher_inputs`.
+        copy_words: "words" form: each word slot copies the next source word's pieces, its first
+            ranked by `logits`, the rest forced; `word_symbols` is then unused.
+        read_words: "read" forms: the decoder reads each word after its word symbol.
 
     Raises:
-        ValueError: the vocabulary lacks every word symbol's piece (unless `copy_words`), or
-            has no `▁(LABEL`/`▁)LABEL` pair.
+        ValueError: both forms, no word-symbol piece (unless `copy_words`), or no
+            `▁(LABEL`/`▁)LABEL` pair.
     """
 
     def __init__(self, pieces: Sequence[str], word_symbols: Sequence[str] = (),
@@ -89,9 +72,8 @@ class TreeConstraint(DecodingConstraint):
     @classmethod
     def from_proto(cls, spm_proto: bytes, copy_words: bool = False,
                    read_words: bool = False) -> "TreeConstraint":
-        """The constraint for a serialized SentencePiece model: its user-defined pieces
-        `▁SYMBOL` that are not brackets are the word symbols (`copy_words`, `read_words`: see
-        the class)."""
+        """The constraint for a serialized SentencePiece model: its user-defined `▁SYMBOL` pieces
+        that are not brackets are the word symbols."""
         from sentencepiece import sentencepiece_model_pb2
 
         model = sentencepiece_model_pb2.ModelProto.FromString(spm_proto)
@@ -110,9 +92,8 @@ class TreeConstraint(DecodingConstraint):
         return tf.reduce_sum(tf.cast(starts, tf.int32), axis=1)
 
     def first_pieces(self, source_ids):
-        """int32 [batch, source_len + 1]: the first piece of each source word in order, then
-        the end token (what is read once every word is). Static shapes (no ragged tensors):
-        the same code runs in tf.data, the search and XLA."""
+        """int32 [batch, source_len + 1]: each source word's first piece in order, then the end
+        token. Static shapes, so the same code runs in tf.data, the search and XLA."""
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
         starts = tf.gather(tf.constant(self.word_start), source_ids)
         starts &= tf.not_equal(source_ids, PAD_ID) & tf.not_equal(source_ids, EOS_ID)
@@ -123,10 +104,9 @@ class TreeConstraint(DecodingConstraint):
         return tf.where(tf.equal(first, PAD_ID), EOS_ID, first)
 
     def teacher_inputs(self, source_ids, target_in):
-        """The decoder's training input in the "read" forms: `target_in` ([BOS] + target,
-        int32 [batch, length], or one unbatched row) with the start token and each word
-        symbol replaced by the first piece of the word that comes next (the end token after
-        the last word), as `decoder_inputs` feeds the search."""
+        """The decoder's training input in the "read" forms: `target_in` ([BOS] + target, int32
+        [batch, length] or one row) with the start token and each word symbol replaced by the
+        next word's first piece (the end token after the last), as `decoder_inputs` does."""
         if not self.read_words:
             return target_in
         unbatched = target_in.shape.rank == 1
@@ -144,10 +124,9 @@ class TreeConstraint(DecodingConstraint):
         return read[0] if unbatched else read
 
     def decoder_inputs(self, ids, state):
-        """The tokens the decoder reads for the tokens `ids` [batch, beam] just chosen: in the
-        "read" forms the start token and each word symbol are read as the first piece of the
-        next word of the source (the end token after the last; the state before `ids` counts
-        the word symbols so far), every other token as itself."""
+        """What the decoder reads for the tokens `ids` [batch, beam] just chosen: in the "read"
+        forms the start token and each word symbol read as the next source word's first piece
+        (the end token after the last), every other token as itself."""
         if not self.read_words:
             return ids
         is_slot = self._is_word_id(ids)
@@ -229,9 +208,8 @@ class TreeConstraint(DecodingConstraint):
         return allowed | stuck, new_state
 
     def _copy(self, ids, step, state, new_state, is_bracket, vocab_size):
-        """The "words" form's copying: (the source piece a word slot may take next, whether
-        it must be taken now (the rest of a word), the source pieces left, whether `ids`
-        started a word); records the source pieces copied in `new_state`."""
+        """The "words" form's copying: (the piece a word slot may take next, whether it is forced,
+        the source pieces left, whether `ids` started a word); updates `new_state`."""
         source = state["source"]
         # The step-0 token is the start token; after it, every token that is not a bracket
         # (nor the end token, after which nothing is read) is a copied piece.
@@ -249,10 +227,9 @@ class TreeConstraint(DecodingConstraint):
         return copy, forced, pieces_left, starts_word
 
     def logits(self, logits, state):
-        """In the "words" form, the source piece a word slot takes gets the log-probability
-        of all word pieces together: an untrained or unsure model spreads a word's
-        probability over many pieces, and ranking the one allowed piece by its own share
-        would make opening yet another bracket look better than writing the word."""
+        """In the "words" form, the source piece a word slot takes gets the log-probability of
+        all word pieces together: by its own share, a word an unsure model spreads over many
+        pieces would lose to opening yet another bracket."""
         if not self.copy_words:
             return logits
         vocab_size = logits.shape[-1]

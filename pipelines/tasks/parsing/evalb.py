@@ -1,19 +1,13 @@
-"""Labelled bracketing precision, recall and F1, as EVALB computes them with COLLINS.prm (the
-metric of the paper's Section 6.3, Table 4, and of Vinyals & Kaiser et al. 2014):
+"""Labelled bracketing precision, recall and F1, as EVALB computes them with COLLINS.prm:
 
-- a bracket is `(label, start, end)` for every constituent above the POS level;
-- words whose *gold* POS is punctuation (`PUNCTUATION_TAGS`) and empty elements (`-NONE-`)
-  are deleted before spans are computed, so where punctuation is attached does not matter, and
+- brackets are a multiset of `(label, start, end)`, one per constituent above the POS level;
+- empty elements and words with a *gold* punctuation tag (`PUNCTUATION_TAGS`) are deleted first;
   a constituent left with no words is not counted;
-- labels are compared without function tags (`strip_label`), with ADVP = PRT (`EQ_LABEL`);
-- the root bracket is ignored (`DELETE_LABEL TOP`; an unlabelled `( ...)` or `ROOT` root too);
-- brackets are a multiset per sentence: unary chains and repeated brackets each count;
-- corpus scores sum matched/gold/test counts over sentences: P = matched/test,
-  R = matched/gold, F1 = 2PR/(P+R), in percent, as EVALB prints them.
+- labels are compared without function tags, with ADVP = PRT; the root is ignored;
+- corpus scores sum the counts over sentences, in percent.
 
-One difference from running EVALB on two files: the gold tree's tags decide which positions
-are punctuation in both trees (EVALB uses each tree's own), since the test trees from
-`delinearize` carry predicted tags (or `XX`). With gold tags in the test trees the two agree.
+Unlike EVALB on two files, the gold tree's tags decide the punctuation in both trees, since
+`delinearize`'s test trees carry predicted tags (or `XX`).
 """
 
 import collections
@@ -56,14 +50,9 @@ def tagged_words(tree: nltk.Tree) -> list[tuple[str, str]]:
 
 def brackets(tree: nltk.Tree,
              deleted: Collection[int] = frozenset()) -> collections.Counter[Bracket]:
-    """The multiset of labelled brackets `(label, start, end)` of a tree, EVALB style: spans
-    over the words left after deleting the positions `deleted` (0-based among the non-`-NONE-`
-    words; usually the gold punctuation), `end` exclusive, labels as `evalb_label`; root labels
-    (`IGNORED_LABELS`) and constituents over no remaining word are left out.
-
-    Raises:
-        ValueError: a word that is not the only child of a POS tag.
-    """
+    """The multiset of labelled brackets `(label, start, end)` of a tree, EVALB style: spans over
+    the words left after deleting the positions `deleted` (0-based among the non-`-NONE-` words),
+    `end` exclusive. Raises `ValueError` for a word that is not the only child of a POS tag."""
     counts: collections.Counter = collections.Counter()
     kept = 0  # words kept so far: the span coordinate
     token = 0  # non-empty words seen so far: the index into `deleted`
@@ -89,11 +78,8 @@ def brackets(tree: nltk.Tree,
 
 
 def score_sentence(gold: nltk.Tree, test: nltk.Tree) -> SentenceScore:
-    """Matched, gold and test bracket counts of one sentence.
-
-    Raises:
-        ValueError: the two trees do not have the same words in the same order.
-    """
+    """Matched, gold and test bracket counts of one sentence; raises `ValueError` if the two
+    trees' words differ."""
     gold_words = tagged_words(gold)
     test_words = [word for word, _ in tagged_words(test)]
     if [word for word, _ in gold_words] != test_words:
@@ -109,19 +95,15 @@ def score_sentence(gold: nltk.Tree, test: nltk.Tree) -> SentenceScore:
 
 def score_corpus(gold_trees: Sequence[nltk.Tree], test_trees: Sequence[nltk.Tree], *,
                  max_length: int | None = None) -> dict:
-    """Corpus-level scores, as EVALB's summary with COLLINS.prm, of `test_trees` (predicted,
-    over the same words in the same order; their POS tags are not used) against `gold_trees`
-    (raw or preprocessed). `max_length`: score only sentences of at most this many words
-    (EVALB's `CUTOFF_LEN`: punctuation counts, empty elements do not).
+    """Corpus-level scores, as EVALB's summary with COLLINS.prm, of `test_trees` (over the same
+    words; their POS tags are unused) against `gold_trees` (raw or preprocessed). `max_length`:
+    score only sentences of at most this many words (EVALB's `CUTOFF_LEN`; punctuation counts).
 
     Returns:
         `precision`, `recall`, `f1` (percent), `matched`, `gold`, `test` (bracket counts),
-        `sentences` (scored), `exact` (sentences with matched = gold = test) and `skipped`
-        (sentences without words, which EVALB skips too).
+        `sentences` (scored), `exact` and `skipped` (sentences without words).
 
-    Raises:
-        ValueError: the two lists differ in length, or a pair of trees differs in its words
-            (the message gives the 0-based sentence index).
+    Raises `ValueError` if the lists' lengths or a pair's words differ (naming the sentence).
     """
     if len(gold_trees) != len(test_trees):
         raise ValueError(

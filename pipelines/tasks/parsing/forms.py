@@ -8,21 +8,11 @@ decoder reads after it. Constants only (no nltk), so that the command line can l
     "read_tags": the "tags" target; after each tag the decoder reads the next word
     "read_xx":   the "xx" target; after each XX the decoder reads the next word
 
-"tags" (tensor2tensor's wsj_parsing) gives attention a word-dependent symbol to align on at
-every word slot. In "words" the decoder reads which word it has reached instead of counting its
-word symbols, and the constrained search copies each word from the source
-(`constraint.TreeConstraint`), so the model only chooses the brackets.
-
-In the "read" forms a word slot is ONE predicted symbol (its POS tag, or `XX`), and the
-decoder's *input* is the sentence itself: at the start and after each slot symbol it reads the
-first source piece of the word that comes next (the end token after the last word) instead of
-the symbol. In training the teacher-forced input is rewritten so, and beam search feeds the
-same whenever a slot symbol is chosen (`constraint.TreeConstraint.decoder_inputs`). The
-decoder then knows where it is without counting its slot symbols, it sees the next word when it
-decides which brackets to open or close before it, and it predicts a few hundred tree symbols,
-never the 4,000-way word pieces the "words" form makes it predict and the search overrides.
-The next word, not the one just predicted: deciding what opens or closes before a word needs
-that word (docs/parsing.md has the dev F1 of reading the word just predicted).
+In "words" the constrained search copies each word from the source, so the model only chooses
+the brackets. In the "read" forms the decoder's input at the start and after each word symbol is
+the first source piece of the next word (the end token after the last), in training and search
+(`constraint.TreeConstraint`): the decoder knows where it is without counting, and sees the next
+word when deciding which brackets open or close before it (docs/parsing.md).
 """
 TARGET_FORMS = ("tags", "xx", "words", "read_tags", "read_xx")
 """Every target form, in the order the command line lists them."""

@@ -7,22 +7,13 @@ from pipelines.tasks.parsing import constraint, forms, linearize, serving, treeb
 
 
 class ParsingHooks:
-    """The `Task` hooks through which prepare, training, decoding and export see trees.
-
-    A part of `PtbParsingTask` (`pipelines.tasks.parsing.task`), whose `target_form` they
-    read.
-    """
+    """The `Task` hooks through which the stages see trees; part of `PtbParsingTask`."""
 
     def vocab_symbols(self, train_target: pathlib.Path) -> list[str]:
         """Every tree symbol as one piece, `▁` included: the training targets' symbols, a
         bracket pair for every `treebank.PHRASE_LABELS` and, in the "tags" forms, every
-        `treebank.POS_TAGS`.
-
-        A target line is then one piece per symbol, about a third of the pieces BPE would make,
-        and the constrained search tells brackets and word symbols apart by id. The inventory
-        lets it produce any standard tree: labels are an open class for a small training set
-        (the WSJ sample has no `WHADJP`, its dev split has one).
-        """
+        `treebank.POS_TAGS`, so the constrained search tells symbols apart by id and can
+        produce labels the training trees lack."""
         words = {"tags": treebank.POS_TAGS, "xx": (linearize.PLACEHOLDER,), "words": ()}
         symbols = set(words[forms.symbol_form(self.target_form)])
         symbols.update(bracket + label for label in treebank.PHRASE_LABELS

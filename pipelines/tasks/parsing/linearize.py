@@ -1,18 +1,11 @@
 """Parse trees as symbol sequences and back: parsing as translation (Section 6.3, after
 Vinyals & Kaiser et al. 2014, "Grammar as a Foreign Language").
 
-The target is the tree's depth-first bracket sequence, with labelled opening *and* closing
-brackets and one symbol for each word, in one of the target forms of `forms`:
+The target is the tree's depth-first sequence of labelled opening and closing brackets and one
+word symbol per word (the forms: `forms`), with the root `TOP` implicit:
 
     (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
-    source: John has a dog .
     "tags": (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
-
-Any symbol that is not a bracket is a word slot: the rebuilt tree puts the word under it as its
-preterminal (under `XX` in the "words" form, which predicts no tags); EVALB (COLLINS.prm)
-ignores predicted preterminals. The root `TOP` is implicit (left out of the target, added
-back). A decoder can emit any sequence, so `delinearize` rebuilds a tree from *every*
-sequence, repairs ill-formed ones deterministically, and says how many repairs it made.
 """
 
 from typing import Collection, Sequence
@@ -31,15 +24,11 @@ CLOSE = ")"
 
 
 def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], list[str]]:
-    """`(source_words, target_symbols)` of a preprocessed tree (`treebank.preprocess`): the
-    words in order, and the depth-first sequence of `(LABEL` on entering a constituent,
-    `)LABEL` on leaving it and the `target_form`'s word symbol for each word. A `TOP` root is
-    implicit; any other root is written like every constituent.
+    """`(source_words, target_symbols)` of a preprocessed tree (`treebank.preprocess`), as in the
+    module docstring; a root other than `TOP` is written like every constituent.
 
-    Raises:
-        ValueError: a word that is not the only child of a POS tag or a constituent without
-            words (the tree was not preprocessed), or a label that would not survive the
-            space-separated target string, or an unknown `target_form`.
+    Raises `ValueError` if the tree was not preprocessed, a label holds spaces or brackets, or
+    `target_form` is unknown.
     """
     if target_form not in TARGET_FORMS:
         raise ValueError(f"target_form must be one of {TARGET_FORMS}, got {target_form!r}")
@@ -107,31 +96,20 @@ def delinearize(target_symbols: Sequence[str], source_words: Sequence[str], *,
                 word_label: str | None = None) -> tuple[nltk.Tree, int]:
     """Rebuild a tree from target symbols and the sentence, repairing whatever is ill-formed.
 
-    The result always has a `TOP` root and exactly `source_words` in order, each under the
-    word symbol that stood for it as its preterminal, so that every decoder output can be
-    scored. Repairs, each counted once, left to right in one pass:
+    Returns `(tree, repairs)`: a `TOP` root over exactly `source_words` in order, each under its
+    word symbol; repairs is 0 exactly for a well-formed linearization. Repairs, left to right:
 
-    - an unknown symbol (neither a word symbol nor `(LABEL` or `)LABEL`; a word symbol outside
-      `word_symbols` or a label outside `labels` when given) is dropped;
+    - an unknown symbol (or one outside `word_symbols`/`labels` when given) is dropped;
     - a closing bracket with no open constituent is dropped;
-    - a closing bracket whose label differs from its opener's closes the innermost open
-      constituent, which keeps the opener's label;
+    - a mislabelled closing bracket closes the innermost constituent, which keeps its label;
     - a word symbol beyond the number of words is dropped;
-    - words left over at the end are attached, each under `XX`, to the innermost constituent
-      still open, or to the root if none is (so an empty target gives a flat tree);
-    - constituents still open at the end are closed;
-    - a constituent without any word is dropped.
+    - leftover words go, each under `XX`, to the innermost open constituent (or the root);
+    - constituents still open at the end are closed; those without any word are dropped.
 
     Args:
         labels: if given, the constituent labels allowed.
-        word_symbols: if given, the word symbols allowed (`{"XX"}` for the "xx" form); by
-            default every `is_word_symbol`.
-        word_label: if given, the preterminal of every word (`XX` for the "words" form); by
-            default its word symbol.
-
-    Returns:
-        `(tree, repairs)`: the tree and the number of repairs; 0 exactly when the target was a
-        well-formed linearization of a tree over these words.
+        word_symbols: if given, the word symbols allowed; by default every `is_word_symbol`.
+        word_label: if given, the preterminal of every word; by default its word symbol.
     """
     allowed = None if labels is None else frozenset(labels)
     allowed_words = None if word_symbols is None else frozenset(word_symbols)
@@ -179,9 +157,8 @@ def delinearize(target_symbols: Sequence[str], source_words: Sequence[str], *,
 
 def is_well_formed(tree: nltk.Tree, source_words: Sequence[str], *,
                    word_symbols: Collection[str] | None = None) -> bool:
-    """True if `tree` is what `delinearize` promises: a `TOP` root, every other constituent
-    labelled and over at least one word, every word alone under a word symbol (one of
-    `word_symbols` when given), the words in order."""
+    """True if `tree` is what `delinearize` promises: a `TOP` root, labelled constituents over
+    words, each word alone under a word symbol (of `word_symbols` if given), words in order."""
     if not isinstance(tree, nltk.Tree) or tree.label() != ROOT_LABEL:
         return False
     words = []

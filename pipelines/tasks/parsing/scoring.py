@@ -1,10 +1,7 @@
 """EVALB scores for `ptb_parsing`: the gold trees of the sentences scored, and the scores.
 
-`score` replaces BLEU for this task: hypotheses are de-linearized over the source words
-(`linearize.delinearize`, which repairs ill-formed output) and compared with the gold trees by
-`evalb.score_corpus`. The gold trees come from `<split>.trees`, not from the references: the
-references may have no POS tags ("xx"), and EVALB (COLLINS.prm) needs the gold tags to delete
-punctuation before it computes spans; predicted tags are not scored.
+Gold trees come from `<split>.trees`, not the references: those may lack POS tags ("xx"), and
+EVALB (COLLINS.prm) needs gold tags to delete punctuation. Predicted tags are not scored.
 """
 
 import os
@@ -20,25 +17,15 @@ SCORE_SPLITS = ("test", "dev")
 
 
 class EvalbScoring:
-    """`score` (EVALB, COLLINS.prm) and the search for the gold trees it scores against.
-
-    A part of `PtbParsingTask` (`pipelines.tasks.parsing.task`): reads its `name` and
-    `target_form`, the gold trees of `TreebankSplits` (`gold_trees`, `read_split`) and the
-    word symbols of `ParsingHooks` (`word_symbols`, `word_label`).
-    """
+    """`score` (EVALB, COLLINS.prm) and the search for its gold trees; part of `PtbParsingTask`."""
 
     def find_gold_trees(self, sources: Sequence[str], references: Sequence[str], *,
                         split: str | None = None,
                         work_dir: os.PathLike | str | None = None) -> list[nltk.Tree]:
         """The gold trees of `sources`/`references`: the first `len(sources)` of `split` (from
         `work_dir`'s `.trees` when given, else the input files), or else of the first of
-        `SCORE_SPLITS` whose trees linearize to exactly them (the evaluate stage scores a
-        split, or its first N sentences, in corpus order).
-
-        Raises:
-            DataError: no split matches, or `split`'s trees differ from the sentences; the
-                message gives the first sentence that differs.
-        """
+        `SCORE_SPLITS` whose trees linearize to exactly them. Raises `DataError` when no split
+        matches, or `split`'s trees differ from the sentences."""
         candidates = (split,) if split else SCORE_SPLITS
         reasons = []
         for candidate in candidates:
@@ -65,18 +52,15 @@ class EvalbScoring:
               gold_trees: Sequence[nltk.Tree] | None = None) -> dict:
         """EVALB (COLLINS.prm) scores of decoded target strings against the gold trees.
 
-        Any hypothesis is scored, after `delinearize` repairs it over its source's words.
-        `references` (the `.tgt` lines) find and check the gold trees; `split`, `work_dir`:
-        see `find_gold_trees`; `gold_trees` given skips the search.
+        Hypotheses are repaired by `delinearize` over their source's words. `references` (the
+        `.tgt` lines) find and check the gold trees (`find_gold_trees`), unless `gold_trees`.
 
         Returns:
-            `f1`, `precision`, `recall` (percent), `exact` (sentences with every bracket
-            right), `sentences` (scored: with words) and `repaired` (hypotheses that were not
-            a well-formed linearization over their sentence).
+            `f1`, `precision`, `recall` (percent), `exact` (sentences with every bracket right),
+            `sentences` (those with words) and `repaired` (ill-formed hypotheses).
 
-        Raises:
-            ValueError: the three lists differ in length.
-            DataError: gold trees not found or not matching the sentences.
+        Raises `ValueError` if the three lists differ in length, `DataError` if the gold trees
+        are not found or do not match the sentences.
         """
         if not len(sources) == len(hypotheses) == len(references):
             raise ValueError(

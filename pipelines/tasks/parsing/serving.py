@@ -1,10 +1,8 @@
 """In-graph pre- and post-processing that makes the exported parser return bracketed trees.
 
-The SavedModel of the ptb_parsing task takes tokenized sentences (words separated by
-whitespace, as in the Penn Treebank) and returns `(TOP (S (NP (NNP John)) (VP (VBZ runs))))`:
-`linearize.delinearize` for the well-formed linearizations that the constrained search
-(`constraint.TreeConstraint`) produces, written with TensorFlow string ops so that TensorFlow
-Serving needs no Python. A word symbol with no word left is dropped.
+Takes tokenized sentences and returns `(TOP (S (NP (NNP John)) (VP (VBZ runs))))`: the
+`linearize.delinearize` of the constrained search's well-formed output, in TensorFlow string ops
+so that Serving needs no Python. A word symbol with no word left is dropped.
 """
 
 import tensorflow as tf
@@ -16,17 +14,13 @@ from pipelines.tasks.parsing.treebank import ROOT_LABEL
 def normalize_sentences(sentences):
     """tf.string [batch]: words separated by single spaces, no leading or trailing space.
 
-    The constraint counts words from the pieces that start one, so a run of spaces, which
-    SentencePiece keeps as extra pieces, must not reach the tokenizer.
-    """
+    The constraint counts words by their starting pieces, so extra spaces must not reach it."""
     return tf.strings.reduce_join(tf.strings.split(sentences), axis=1, separator=" ")
 
 
 def trees_from_linearized(sentences, linearized, word_label=None):
     """Bracketed trees (tf.string [batch]) from sentences and their linearized parses;
-    `word_label` as in `linearize.delinearize`. Words keep their text except round brackets,
-    written `-LRB-`/`-RRB-` as in the Penn Treebank so that the result stays a bracketing.
-    """
+    `word_label` as in `linearize.delinearize`. Round brackets in words become `-LRB-`/`-RRB-`."""
     words = tf.strings.split(sentences)
     word_counts = tf.cast(words.row_lengths(), tf.int32)
     words = tf.strings.regex_replace(words, r"\(", "-LRB-")

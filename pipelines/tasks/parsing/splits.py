@@ -1,16 +1,13 @@
 """The trees of a `ptb_parsing` split, and the parallel text files written from them.
 
-`TreebankSplits.split_files` writes, below `<work_dir>/data/ptb_parsing/`, after
-`treebank.preprocess`:
+`TreebankSplits.split_files` writes, below `<work_dir>/data/ptb_parsing/`:
 
     <split>.src            the words, separated by single spaces
     <split>.tgt            the linearized tree (`linearize`), `(S (NP NNP )NP ... )S`
     <split>.trees          the preprocessed gold tree of every line, POS tags included
     <split>.manifest.json  the input files (path, size, mtime) and the target form; complete
 
-Files are written under temporary names and renamed, and reused while the manifest matches:
-the same target form, and no input file added, removed, replaced or modified since (stricter
-than "newer than the inputs", which misses a swap to an older file).
+They are reused while the manifest matches: same target form, no input file changed since.
 """
 
 import json
@@ -30,8 +27,7 @@ from pipelines.tasks.parsing import linearize, treebank
 MANIFEST_VERSION = 2
 
 WSJ_LAYOUTS = ("", "wsj", "parsed/mrg/wsj", "treebank_3/parsed/mrg/wsj")
-"""Where the WSJ section folders 00-24 are looked for below `data_dir`, in order: the folder
-itself, `wsj/`, and the LDC99T42 (Treebank-3) layouts `parsed/mrg/wsj/`."""
+"""Where the WSJ section folders 00-24 are looked for below `data_dir`, in order."""
 
 PROGRESS_EVERY = 10_000
 """Trees between progress lines while a split is read."""
@@ -40,19 +36,14 @@ PROGRESS_EVERY = 10_000
 class TreebankSplits:
     """Where the trees of a split come from, and the files `split_files` writes from them.
 
-    A part of `PtbParsingTask` (`pipelines.tasks.parsing.task`), whose fields it reads:
-    `name`, `data_dir`, `tree_files` and `target_form`.
-    """
+    A part of `PtbParsingTask`: reads its `name`, `data_dir`, `tree_files` and `target_form`."""
 
     # ------------------------------------------------------------------ inputs
 
     def input_files(self, split: str) -> list[pathlib.Path]:
         """The `.mrg` files holding the trees of `split`, in reading order.
 
-        Raises:
-            DataError: no input configured for the split, or the file, directory or WSJ
-                sections are missing; the message says which flag or folder to fix.
-        """
+        Raises `DataError` when no input is configured for the split or its files are missing."""
         check_split(split)
         explicit = dict(self.tree_files).get(split)
         if explicit:
@@ -76,9 +67,7 @@ class TreebankSplits:
     def wsj_root(self) -> pathlib.Path:
         """The folder holding the WSJ section folders, searched below `data_dir`.
 
-        Raises:
-            DataError: `data_dir` is unset or none of the `WSJ_LAYOUTS` has section 02.
-        """
+        Raises `DataError` when `data_dir` is unset or none of the `WSJ_LAYOUTS` has section 02."""
         if not self.data_dir:
             raise DataError(f"task {self.name}: no data_dir; pass --data_dir WSJ_DIR")
         base = pathlib.Path(self.data_dir).expanduser()
@@ -95,9 +84,7 @@ class TreebankSplits:
     def read_split(self, split: str, *, log: Log | None = None) -> list[nltk.Tree]:
         """The preprocessed trees of `split`, read from its input files.
 
-        Raises:
-            DataError: missing inputs, or a malformed tree (the message names file and line).
-        """
+        Raises `DataError` for missing inputs or a malformed tree (naming its file and line)."""
         return [tree for _, _, tree in self._read(split, self.input_files(split), log)]
 
     def _read(self, split: str, files: Sequence[pathlib.Path],
@@ -129,10 +116,7 @@ class TreebankSplits:
                 | {"manifest": out / f"{split}.manifest.json"})
 
     def split_files(self, split, work_dir, *, log=print):
-        """Write (or reuse) `<split>.src`, `.tgt` and `.trees`; return the first two.
-
-        See the module docstring for the format and the reuse rule.
-        """
+        """Write or reuse (module docstring) `<split>.src`, `.tgt`, `.trees`; return src, tgt."""
         paths = self.split_paths(split, work_dir)
         files = self.input_files(split)
         identity = {"files": input_identity(files), "target_form": self.target_form}
@@ -169,10 +153,8 @@ class TreebankSplits:
 
     def gold_trees(self, split: str, work_dir: os.PathLike | str, *,
                    log: Log = print) -> list[nltk.Tree]:
-        """The preprocessed gold trees of `split`, line by line with `split_files`' text.
-
-        Writes the split's files first if they are missing or stale.
-        """
+        """The preprocessed gold trees of `split`, line by line with `split_files`' text (written
+        first if missing or stale)."""
         self.split_files(split, work_dir, log=log)
         path = self.split_paths(split, work_dir)["trees"]
         trees = []

@@ -1,10 +1,7 @@
 """The `ptb_parsing` task: English constituency parsing on the WSJ Penn Treebank (Section 6.3).
 
-The paper trains a 4-layer Transformer with d_model = 1024 on WSJ sections 02-21 (about 40K
-sentences) with a 16K-token vocabulary, decodes with beam 21, alpha 0.3 and a maximum output
-length of input length + 300, and scores EVALB F1. The task's parts live in their modules:
-`splits` (the trees of a split and the files written from them), `hooks` (the vocabulary's tree
-symbols, the constrained search, serving) and `scoring` (EVALB F1, which replaces BLEU).
+Its parts: `splits` (each split's trees and files), `hooks` (tree symbols, constrained search,
+serving) and `scoring` (EVALB F1, which replaces BLEU).
 """
 
 import dataclasses
@@ -23,9 +20,8 @@ from pipelines.tasks.parsing.splits import TreebankSplits
 class PtbParsingTask(TreebankSplits, ParsingHooks, EvalbScoring, Task):
     """Penn Treebank constituency parsing as translation: words -> linearized tree.
 
-    A split's trees come from its `.mrg` file or directory (searched recursively) in
-    `tree_files`, else from the WSJ sections below `data_dir` (`treebank.wsj_split_files`).
-    `target_form`: how words appear in the target, one of `forms.TARGET_FORMS`.
+    A split's trees come from its `.mrg` file or directory in `tree_files`, else from the WSJ
+    sections below `data_dir`. `target_form`: one of `forms.TARGET_FORMS`.
     """
 
     data_dir: str | None = None
@@ -46,12 +42,9 @@ class PtbParsingTask(TreebankSplits, ParsingHooks, EvalbScoring, Task):
 def ptb_parsing(data_dir: str | None = None, train_trees: str | None = None,
                 dev_trees: str | None = None, test_trees: str | None = None,
                 **options) -> PtbParsingTask:
-    """WSJ constituency parsing with the paper's settings (Section 6.3): 16,000 shared BPE
-    pieces (its WSJ-only vocabulary), preset `parsing_wsj` (4 layers, d_model 1024), beam 21,
-    alpha 0.3, output up to input length + 300. Length limits: 128 source pieces, 512 target
-    symbols (every tree symbol one piece, `vocab_symbols`). `options` may set `target_form`
-    (default "read_tags", which predicts POS tags and reads each word). docs/parsing.md has
-    each form's dev F1, and what the vocabulary and the limits give on the WSJ sample.
+    """WSJ constituency parsing with the paper's settings (Section 6.3): 16,000 BPE pieces,
+    preset `parsing_wsj`, beam 21, alpha 0.3, output up to input length + 300. `options` may set
+    `target_form` (default "read_tags"; each form's dev F1: docs/parsing.md).
     """
     return PtbParsingTask(
         name="ptb_parsing", source_lang="en", target_lang="tree", vocab_size=16_000,

@@ -1,13 +1,9 @@
 """Read Penn Treebank bracketed files (`.mrg`) and apply the standard parsing preprocessing.
 
-The WSJ part of the Penn Treebank is the data of the paper's parsing experiment (Section 6.3,
-after Vinyals & Kaiser et al. 2014). nltk parses each tree; this module first splits a file
-into its top-level trees, so that an error can name the file, the tree and its line.
-
-`preprocess`, as in the parsing literature since Collins (1997): empty elements (`-NONE-`) and
-the constituents they leave without words are removed; function tags and co-indices are
-stripped (`NP-SBJ-1`, `PP-LOC=2` -> `NP`, `PP`; `ADVP|PRT` -> `ADVP`; `-LRB-` stays whole);
-the unlabelled outer wrapper `( (S ...) )` becomes a root `TOP`; unary chains and POS tags stay.
+Files are split into top-level trees before nltk parses them, so errors name file, tree and line.
+`preprocess` (Collins 1997): empty elements (`-NONE-`) and the constituents they leave empty are
+removed; function tags and co-indices are stripped (`strip_label`); the unlabelled outer wrapper
+`( (S ...) )` becomes a root `TOP`; unary chains and POS tags stay.
 """
 
 import os
@@ -38,9 +34,8 @@ POS_TAGS = (
     "NNPS", "PDT", "POS", "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB",
     "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
     "#", "$", ".", ",", ":", "-LRB-", "-RRB-", "``", "''")
-"""The 45 Penn Treebank POS tags (Santorini 1990): 36 word tags and 9 punctuation tags. With
-`PHRASE_LABELS`, the standard label inventory, which the vocabulary keeps as pieces so that a
-label the training trees lack can still be predicted (`hooks.ParsingHooks.vocab_symbols`)."""
+"""The 45 Penn Treebank POS tags (Santorini 1990). With `PHRASE_LABELS`, kept as vocabulary pieces
+so a label the training trees lack can still be predicted."""
 
 
 PathLike = str | os.PathLike
@@ -51,10 +46,8 @@ class TreebankFormatError(ValueError):
 
 
 def _top_level_spans(text: str, source: str) -> Iterator[tuple[int, int, int]]:
-    """Yield `(start, end, line)` of each top-level bracketed tree in `text`, counting only
-    parentheses (words write theirs as `-LRB-`/`-RRB-`). Raises `TreebankFormatError`, naming
-    `source`, the tree and the 1-based line, for a stray `)`, text between trees or an unclosed
-    tree."""
+    """Yield `(start, end, line)` of each top-level bracketed tree in `text`; raises
+    `TreebankFormatError` for a stray `)`, text between trees or an unclosed tree."""
     depth = 0
     count = 0
     start = start_line = 0
@@ -112,13 +105,8 @@ def _short(node: nltk.Tree, limit: int = 80) -> str:
 
 def parse_trees(text: str, source: str = "<string>") -> list[nltk.Tree]:
     """The trees of bracketed `text` (an `.mrg` file's content) in order, as written: WSJ trees
-    keep their unlabelled outer wrapper.
-
-    Raises:
-        TreebankFormatError: naming `source` (the file), the 1-based tree number and the line
-            where it starts: unbalanced brackets, text between trees, or a word that is not the
-            single child of a POS tag.
-    """
+    keep their unlabelled outer wrapper. Raises `TreebankFormatError` (naming `source`, tree and
+    line) for unbalanced brackets, text between trees or a word not alone under a POS tag."""
     trees = []
     for number, (start, end, line) in enumerate(_top_level_spans(text, source), start=1):
         try:
@@ -134,12 +122,8 @@ def parse_trees(text: str, source: str = "<string>") -> list[nltk.Tree]:
 
 def read_trees(path: PathLike, *, preprocessed: bool = False) -> list[nltk.Tree]:
     """The trees of one `.mrg` file, or of every `*.mrg` file below a directory in sorted path
-    order (WSJ: section by section), each `preprocess`ed if `preprocessed`.
-
-    Raises:
-        FileNotFoundError: `path` does not exist, or a directory holds no `.mrg` file.
-        TreebankFormatError: a malformed or non-UTF-8 file; the message names file (tree, line).
-    """
+    order, each `preprocess`ed if `preprocessed`. Raises `FileNotFoundError` when `path` does not
+    exist or holds no `.mrg` file, `TreebankFormatError` for a malformed or non-UTF-8 file."""
     path = pathlib.Path(path)
     if path.is_dir():
         files = sorted(path.rglob("*.mrg"))
@@ -163,13 +147,9 @@ def read_trees(path: PathLike, *, preprocessed: bool = False) -> list[nltk.Tree]
 
 
 def wsj_split_files(data_dir: PathLike, split: str) -> list[pathlib.Path]:
-    """The `.mrg` files of a WSJ split (`WSJ_SPLITS`), in section then file order, from
-    `data_dir` holding the section folders `00` ... `24` of `wsj_NNNN.mrg` files.
-
-    Raises:
-        ValueError: an unknown split name.
-        FileNotFoundError: a section folder of the split is missing or holds no `.mrg` file.
-    """
+    """The `.mrg` files of a WSJ split (`WSJ_SPLITS`) in order, from `data_dir` holding the
+    section folders `00` ... `24`. Raises `ValueError` for an unknown split, `FileNotFoundError`
+    when a section folder of the split is missing or holds no `.mrg` file."""
     if split not in WSJ_SPLITS:
         raise ValueError(f"unknown WSJ split {split!r}; use one of {sorted(WSJ_SPLITS)}")
     data_dir = pathlib.Path(data_dir)
@@ -188,7 +168,7 @@ def wsj_split_files(data_dir: PathLike, split: str) -> list[pathlib.Path]:
 
 
 def read_wsj_split(data_dir: PathLike, split: str, *, preprocessed: bool = True) -> list[nltk.Tree]:
-    """Read (and by default preprocess) the trees of a standard WSJ split; see `wsj_split_files`."""
+    """Read (and by default preprocess) the trees of a standard WSJ split."""
     trees = []
     for file in wsj_split_files(data_dir, split):
         trees.extend(read_trees(file, preprocessed=preprocessed))
@@ -198,9 +178,7 @@ def read_wsj_split(data_dir: PathLike, split: str, *, preprocessed: bool = True)
 def strip_label(label: str) -> str:
     """The bare category of a Penn Treebank label: `NP-SBJ-1` -> `NP`, `ADVP|PRT` -> `ADVP`.
 
-    Cut at the first `-` or `=`, as EVALB cuts, so that preprocessed gold and EVALB agree;
-    labels that start with a hyphen (`-LRB-`, `-NONE-`) are returned unchanged.
-    """
+    Cut at the first `-` or `=`, as EVALB cuts; labels starting with `-` (`-LRB-`) stay whole."""
     if label.startswith("-"):
         return label
     label = label.split("|", 1)[0]
@@ -216,9 +194,8 @@ def is_preterminal(node: object) -> bool:
 
 
 def preprocess(tree: nltk.Tree) -> nltk.Tree:
-    """A preprocessed copy of a Penn Treebank tree (module docstring). An unlabelled, `TOP` or
-    `ROOT` root is relabelled `TOP`, any other root is wrapped in one; a tree made only of empty
-    elements becomes a `TOP` with no children."""
+    """A preprocessed copy of a Penn Treebank tree (module docstring), rooted in `TOP`; a tree of
+    only empty elements becomes a `TOP` with no children."""
     root_label = tree.label() if isinstance(tree, nltk.Tree) else None
     if root_label in _ROOT_ALIASES:
         children = [_clean(child) for child in tree]
