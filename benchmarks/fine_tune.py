@@ -59,7 +59,7 @@ def split_test_set(data_dir: pathlib.Path, work: pathlib.Path, fine_tune_pairs: 
 
 def held_back_bleu(model_dir, held) -> tuple[float, str]:
     """sacreBLEU of `model_dir`'s translations of the held-back sources (translate stage)."""
-    from pipelines.evaluation.bleu import sacre_bleu
+    from pipelines.tasks.bleu import sacre_bleu
 
     source, reference = held
     hypotheses = run([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}"])

@@ -111,7 +111,7 @@ def main():
     summary = json.loads(run(speed).strip().splitlines()[-1])
 
     sys.path.insert(0, str(ROOT))
-    from pipelines.evaluation.bleu import sacre_bleu
+    from pipelines.tasks.bleu import sacre_bleu
 
     references = (pathlib.Path(args.data_dir) / args.reference).read_text(
         encoding="utf-8").splitlines()[:summary["sentences"]]

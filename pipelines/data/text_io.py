@@ -97,12 +97,6 @@ def iter_lines(path: os.PathLike | str | None) -> Iterator[tuple[int, str]]:
             yield number, _decode(name, number, _strip_ending(raw)[0])
 
 
-def count_lines(path: os.PathLike | str) -> int:
-    """Number of lines as tf.data and ``iter_lines`` count them (a last line without LF counts)."""
-    with open(path, "rb") as f:
-        return sum(1 for _ in f)
-
-
 def read_lines(path: os.PathLike | str) -> list[str]:
     """All lines of a UTF-8 text file (see ``iter_lines``)."""
     return [text for _, text in iter_lines(path)]

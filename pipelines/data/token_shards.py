@@ -27,7 +27,7 @@ ENCODE_LINES = 8192
 def shard_offsets(path: os.PathLike | str, pairs_per_shard: int, *,
                   block: int = 1 << 24) -> tuple[list[int], int]:
     """Byte offsets where shards of ``pairs_per_shard`` lines start, then the file size; and the
-    line count (as ``text_io.count_lines``). An empty file gives ``([0], 0)``: no shards.
+    line count (as ``files.count_lines``). An empty file gives ``([0], 0)``: no shards.
     """
     starts, lines, size, last = [0], 0, 0, b"\n"
     with open(path, "rb") as f:

@@ -1,1 +1,1 @@
-"""Evaluation: the decode loop (`evaluate`), BLEU (`bleu`) and attention plots."""
+"""Evaluation: the decode loop (`evaluate`), results and attention plots."""

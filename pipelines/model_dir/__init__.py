@@ -1,2 +1,2 @@
-"""The model directory: `layout`, `lock`, atomic writes and input manifests (`files`),
-`checkpoints`, starting from another model (`init_from`), stage provenance (`made_from`)."""
+"""The model directory: `layout`, `lock`, `checkpoints`; atomic writes, input manifests and
+line counts (`files`)."""

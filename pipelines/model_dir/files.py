@@ -1,6 +1,6 @@
-"""Atomic file writes (a crash never leaves a half-written file) and input manifests: a
-manifest records each input's path, size and mtime, so a derived file is reused exactly while
-its inputs are unchanged."""
+"""Atomic file writes (a crash never leaves a half-written file), input manifests (a manifest
+records each input's path, size and mtime, so a derived file is reused exactly while its inputs
+are unchanged) and line counts."""
 
 import contextlib
 import json
@@ -80,3 +80,10 @@ def read_manifest(path: PathLike, version: int, inputs: Any) -> dict | None:
     if manifest is None or manifest.get("version") != version or manifest.get("inputs") != inputs:
         return None
     return manifest
+
+
+def count_lines(path: PathLike) -> int:
+    """Number of lines as tf.data and ``text_io.iter_lines`` count them (a last line without LF
+    counts)."""
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)

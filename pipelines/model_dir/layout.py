@@ -8,7 +8,7 @@ alone knows the layout; it reads and writes these files and builds the model).
     <model_dir>/logs/               TensorBoard's event files
     <model_dir>/workers/<task>/     another worker's checkpoints (multi-worker training)
     <model_dir>/clean/, cache/      each split's cleaned text and its token ids (prepare)
-    <model_dir>/made_from/          what each stage's product was made from (made_from.py)
+    <model_dir>/made_from/          what each stage's product was made from (stages/made_from.py)
     <model_dir>/final.weights.h5    the model used for evaluation and export (averaged)
     <model_dir>/average.ckpt-N+ckpt-M.weights.h5
                                     chosen checkpoints averaged (--average_checkpoints)

@@ -1,2 +1,3 @@
 """A run's settings: the table (`table`), the resolved options (`options`), the resolver
-(`resolver`) and the device's defaults (`device_policy`)."""
+(`resolver`), the device's defaults (`device_policy`) and a fine-tuned run's source
+(`init_from`)."""

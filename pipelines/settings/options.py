@@ -12,7 +12,7 @@ from typing import Any
 
 from keras_transformer import TransformerConfig
 from keras_transformer.decoding import BeamSearch, Sampling
-from pipelines.model_dir import init_from as init_lib
+from pipelines.settings import init_from as init_lib
 from pipelines.errors import ConfigError
 from pipelines.settings import table
 from pipelines.tasks import Task, get_task

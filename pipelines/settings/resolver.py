@@ -10,7 +10,7 @@ from export.quantize import QUANTIZE_MODES
 from keras_transformer import PRESETS, TransformerConfig, schedules
 from keras_transformer.config import TRAINING_FIELDS
 from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling
-from pipelines.model_dir import init_from as init_lib
+from pipelines.settings import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
 from pipelines.settings import device_policy, table

@@ -8,4 +8,5 @@ run's `Recipe` and asks the task for what differs between tasks; none tests its 
   evaluate   evaluate, and training's dev metric
   export     export, and the translator it serves
   translate  translate and score
+  made_from  what average, evaluate and export made, and from what (redone when it changed)
 """

@@ -4,7 +4,7 @@ import pathlib
 from pipelines import Log
 from pipelines.model_dir import checkpoints
 from pipelines.model_dir import layout as md
-from pipelines.model_dir import made_from
+from pipelines.stages import made_from
 from pipelines.settings.options import Recipe
 
 

@@ -12,7 +12,7 @@ from pipelines.data import prepare
 from pipelines.data import vocab as vocab_lib
 from pipelines.evaluation import evaluate, results
 from pipelines.model_dir import layout as md
-from pipelines.model_dir import made_from
+from pipelines.stages import made_from
 from pipelines.settings import describe
 from pipelines.settings.options import Recipe
 from pipelines.tasks import Task

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pipelines import Log
 from pipelines.data import prepare
 from pipelines.model_dir import layout as md
-from pipelines.model_dir import made_from
+from pipelines.stages import made_from
 from pipelines.settings.options import Recipe
 from pipelines.tasks import Task
 

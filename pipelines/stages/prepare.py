@@ -2,7 +2,7 @@
 from pipelines import Log
 from pipelines.data import prepare
 from pipelines.data import vocab as vocab_lib
-from pipelines.model_dir import init_from as init_lib
+from pipelines.settings import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.settings import describe
 from pipelines.settings.options import Recipe

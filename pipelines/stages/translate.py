@@ -18,7 +18,7 @@ from pipelines.data.progress import Progress
 from pipelines.data.text_io import iter_lines
 from pipelines.errors import ConfigError, DataError
 from pipelines.model_dir import layout as md
-from pipelines.model_dir import made_from
+from pipelines.stages import made_from
 from pipelines.model_dir.files import input_identity
 from pipelines.settings import describe
 from pipelines.settings.options import Recipe

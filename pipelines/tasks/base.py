@@ -90,7 +90,7 @@ class Task(abc.ABC):
               work_dir: os.PathLike | str | None = None) -> dict:
         """Scores of `hypotheses` (the first `len(hypotheses)` sentences of `split`), headed by
         `metric_name`; `split` and `work_dir` locate gold data beyond the references."""
-        from pipelines.evaluation import bleu
+        from pipelines.tasks import bleu
 
         return bleu.score_translations(hypotheses, references, self.target_lang)
 

@@ -8,9 +8,8 @@ import shutil
 import types
 
 from pipelines import Log
-from pipelines.data.text_io import count_lines
 from pipelines.errors import DataError
-from pipelines.model_dir.files import atomic_files
+from pipelines.model_dir.files import atomic_files, count_lines
 from pipelines.tasks.base import Task, check_split
 from pipelines.tasks.downloads import PROBE_TIMEOUT_S, download_verified, unreachable
 

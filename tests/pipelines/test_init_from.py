@@ -1,4 +1,4 @@
-"""Fine-tuning with `--init_from` through run.py (pipelines/model_dir/init_from.py): the new model
+"""Fine-tuning with `--init_from` through run.py (pipelines/settings/init_from.py): the new model
 dir starts from the source's averaged weights, vocabulary and config, records where it came from,
 resumes from its own checkpoints, refuses what cannot work, and learns the new corpus.
 
@@ -164,7 +164,7 @@ def test_a_refusal_is_one_line_and_exit_2(corpora, tmp_path, shared_data):
 def test_report_coverage_warns_for_text_the_vocabulary_lacks(source, tmp_path):
     """Text in a script the source's vocabulary never saw is spelled in byte pieces: one
     warning line with the rate."""
-    from pipelines.model_dir import init_from
+    from pipelines.settings import init_from
 
     init = init_from.InitFrom(str(source), "0" * 64, False, 0)
     proto = (source / "spm.model").read_bytes()

@@ -9,8 +9,9 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from pipelines import tasks
-from pipelines.data.text_io import count_lines, read_lines
+from pipelines.data.text_io import read_lines
 from pipelines.errors import DataError
+from pipelines.model_dir.files import count_lines
 from pipelines.tasks import downloads, multi30k
 from pipelines.tasks import get_task
 

@@ -8,6 +8,7 @@ import pytest
 from pipelines.data import text_io
 from pipelines.data.text_io import clean_parallel
 from pipelines.errors import DataError
+from pipelines.model_dir.files import count_lines
 
 pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
 
@@ -132,7 +133,7 @@ def test_result_is_reused_until_an_input_changes(tmp_path):
 def test_iter_lines_and_count_lines_agree_with_tf_data_line_splitting(tmp_path):
     path = write(tmp_path / "f", "a\r\nb\n\nlast".encode())
     assert list(text_io.iter_lines(path)) == [(1, "a"), (2, "b"), (3, ""), (4, "last")]
-    assert text_io.count_lines(path) == 4
+    assert count_lines(path) == 4
 
 
 def test_a_long_pass_reports_progress_with_rate_and_eta(tmp_path):

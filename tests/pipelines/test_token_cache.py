@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from pipelines.data import progress, text_io, token_cache, token_shards, vocab
 from pipelines.errors import DataError
+from pipelines.model_dir.files import count_lines
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 QUIET = lambda message: None  # noqa: E731
@@ -84,7 +85,7 @@ def test_shard_offsets_cut_where_lines_end(tmp_path):
         path.write_bytes(data)
         assert token_shards.shard_offsets(path, every) == want
         assert token_shards.shard_offsets(path, every, block=3) == want  # across blocks
-        assert want[1] == text_io.count_lines(path)
+        assert want[1] == count_lines(path)
 
 
 def test_unequal_files_are_a_data_error(tmp_path, corpus):

@@ -15,9 +15,8 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from keras_transformer.constants import BOS_ID, PAD_ID, UNK_ID
+from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.decoding import DecodingConstraint
-from pipelines.data.vocab import EOS_ID
 from pipelines.tasks.parsing.linearize import CLOSE, OPEN, is_word_symbol
 
 WORD_START = "\u2581"
