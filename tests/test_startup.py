@@ -26,9 +26,13 @@ except ValueError:  # only TensorFlow's pooling (BFC) allocator keeps statistics
 def test_training_allocates_from_tensorflows_pool_unless_the_user_chose(user_choice, expected):
     """A fresh process through `import_tensorflow` allocates from TensorFlow's pool (glibc
     otherwise maps and zeroes a small model's logits afresh every step); a user's
-    TF_CPU_ALLOCATOR_USE_BFC is kept."""
+    TF_CPU_ALLOCATOR_USE_BFC is kept.
+
+    oneDNN's own CPU allocator, TensorFlow's default on CPUs with AVX512_VNNI or newer, keeps
+    statistics too, so the child turns oneDNN off: only the pool then answers the probe."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("TF_CPU_ALLOCATOR_USE_BFC", "TF_CPP_MIN_LOG_LEVEL")}
+    env["TF_ENABLE_ONEDNN_OPTS"] = "0"
     if user_choice is not None:
         env["TF_CPU_ALLOCATOR_USE_BFC"] = user_choice
     result = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, env=env,
