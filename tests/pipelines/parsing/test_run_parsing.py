@@ -78,7 +78,7 @@ SENTENCES = ["The company said it expects higher sales .",
 
 @pytest.fixture(scope="module")
 def trained_parsers(tmp_path_factory, shared_data):
-    """`form -> model dir` of a d_model 64 parser trained 400 steps in that target form, that
+    """`form -> model dir` of a d_model 64 parser trained 500 steps in that target form, that
     translated `SENTENCES` to `trees.txt` beside the model dir; trained on first use."""
     sample = shared_data / "ptb_sample"
     parsers = {}
@@ -94,7 +94,7 @@ def trained_parsers(tmp_path_factory, shared_data):
                  f"--model_dir={model_dir}", "--config_override=num_layers=2",
                  "--config_override=d_model=64", "--config_override=d_ff=128",
                  "--config_override=num_heads=2", "--vocab_size=1000", "--batch_tokens=1024",
-                 "--warmup_steps=100", "--train_steps=400", "--checkpoint_every=200",
+                 "--warmup_steps=100", "--train_steps=500", "--checkpoint_every=250",
                  "--beam_size=4", "--nomixed_precision", f"--input={work / 'input.txt'}",
                  f"--output={work / 'trees.txt'}", "--mode=prepare,train,translate"],
                 shared_data, timeout=900)
@@ -108,13 +108,14 @@ def trained_parsers(tmp_path_factory, shared_data):
 @pytest.mark.parametrize("form", ["words", "read_tags", "read_xx"])
 def test_a_trained_parser_reads_the_words(trained_parsers, form):
     """Three sentences of equal length but different words do not all get the same brackets
-    after 400 steps.
+    after 500 steps.
 
     A source-blind model gives every sentence of a length the same tree: the POS-tag and XX
     parsers of the sample did, for hundreds of steps (and stayed below a right-branching
     baseline). In the "words" form the decoder reads its place in the sentence from the words
     it has copied, in the "read" forms from the next word it is given after each slot symbol,
-    and the words change the brackets.
+    and the words change the brackets. At 400 steps the "words" parser was on the edge of that
+    (seed 0 without oneDNN: one sentence all one NP; on one CI machine all three).
     """
     assert len({len(s.split()) for s in SENTENCES}) == 1
     trees = [nltk.Tree.fromstring(line) for line in
