@@ -81,12 +81,13 @@ def test_run_flags_carry_the_protocol(tmp_path):
              and not flags[i + 1].startswith("--")}
     scale = protocol.lr_scale_for_peak(0.005, 128, 2000)
     assert value == {**value, "--task": "text", "--config": "multi30k_tiny",
-                     "--vocab_size": "10000", "--batch_tokens": "4096",
+                     "--vocab_size": "10000", "--batch_tokens": "8192", "--adam_epsilon": "1e-08",
                      "--warmup_steps": "2000", "--lr_scale": repr(scale),
                      "--train_steps": "8000", "--average_last": "10", "--beam_size": "5",
                      "--eval_split": "test"}
     assert f"--test_tgt={tmp_path / 'data' / 'test_2016_flickr.de'}" in flags
     assert "--jit_compile" in flags  # the faster setting over 8,000 updates
+    assert "--nomixed_precision" in flags  # fairseq's float32
 
 
 def test_multi30k_tiny_has_the_published_shape():

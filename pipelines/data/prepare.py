@@ -241,7 +241,11 @@ def validation_input(task: Task, work_dir: os.PathLike | str, *, batch_tokens: i
             (inputs, target_out))
 
     dataset = one_pass.dataset.map(pad_rows) if batch_multiple > 1 else one_pass.dataset
-    return TrainingInput(dataset.repeat(), one_pass.batches_per_epoch)
+    # No autotuning: Keras makes a new validation iterator at every epoch and deletes the last,
+    # and deleting one waits for its autotuning thread to wake, up to 60 s (docs/results.md).
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return TrainingInput(dataset.repeat().with_options(options), one_pass.batches_per_epoch)
 
 
 @dataclasses.dataclass(frozen=True)
