@@ -12,9 +12,12 @@ downloads the files), `--model_dir` (default runs/multi30k_published), `--train_
 unchanged, after this script's flags (so it wins), e.g. `-- --eval_sentences 100` or
 `-- --alpha 0.6`. Re-running the same command continues a cut-off run: the data
 files are reused while their inputs are unchanged, and run.py resumes from the model dir's
-last checkpoint. Logs go to stderr; stdout gets the two figures below. A bad flag or missing
-data is one line on stderr and exit status 2 (pipelines/errors.py); a failing run.py passes
-its exit status on.
+last checkpoint. A model dir begun before the script passed `--batch_tokens 8192
+--adam_epsilon 1e-8 --nomixed_precision` is refused in one line (run.py's settings check);
+`-- --batch_tokens 4096 --adam_epsilon 1e-9` (and `--mixed_precision` if it trained in
+bfloat16) continues it as it began. Logs go to stderr; stdout gets the two figures below. A
+bad flag or missing data is one line on stderr and exit status 2 (pipelines/errors.py); a
+failing run.py passes its exit status on.
 
 The reference. Wu et al. (ACL 2021), "Good for Misconceived Reasons: An Empirical Revisiting
 on the Need for Visual Context in Multimodal Machine Translation", text-only Transformer-tiny:
