@@ -12,10 +12,9 @@ downloads the files), `--model_dir` (default runs/multi30k_published), `--train_
 unchanged, after this script's flags (so it wins), e.g. `-- --eval_sentences 100` or
 `-- --alpha 0.6`. Re-running the same command continues a cut-off run: the data
 files are reused while their inputs are unchanged, and run.py resumes from the model dir's
-last checkpoint. A model dir begun before the script passed `--batch_tokens 8192
---adam_epsilon 1e-8 --nomixed_precision` is refused in one line (run.py's settings check);
-`-- --batch_tokens 4096 --adam_epsilon 1e-9` (and `--mixed_precision` if it trained in
-bfloat16) continues it as it began. Logs go to stderr; stdout gets the two figures below. A
+last checkpoint. A model dir begun by an earlier version of the script (`--config
+multi30k_tiny` with the recipe as flags) is refused in one line (run.py's settings check);
+the version that began it continues it. Logs go to stderr; stdout gets the two figures below. A
 bad flag or missing data is one line on stderr and exit status 2 (pipelines/errors.py); a
 failing run.py passes its exit status on.
 
@@ -48,7 +47,8 @@ What this script does, and how the product does each part:
   space; and with identity normalization and no whitespace squeezing, detokenizing the pieces
   gives exactly the tokenized text, which is what `--remove-bpe` gives fairseq
   (tests/test_published_protocol.py checks both).
-* Model: the `multi30k_tiny` preset, fairseq's `transformer_tiny`: 4 encoder and 4 decoder
+* Model and recipe: the `multi30k_quality` preset (keras_transformer/config.py), whose model
+  is `multi30k_tiny`'s, fairseq's `transformer_tiny`: 4 encoder and 4 decoder
   layers, d_model 128, d_ff 256, 4 heads, dropout 0.3 (none on attention weights or after the
   ReLU), post-norm, sinusoidal positions, label smoothing 0.1. Shared embeddings
   (`--share-all-embeddings`): with `share_embeddings=True`, the default, the model builds one
@@ -58,16 +58,17 @@ What this script does, and how the product does each part:
   as 0.005 * sqrt(2000 / step). The product's Eq. 3 (`NoamSchedule`) is
   scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); both terms are equal at
   step = warmup, where it peaks at scale * (d_model * warmup)^-0.5. So `--warmup_steps 2000`
-  and `--lr_scale 0.005 * sqrt(128 * 2000)` (about 2.5298, computed by `lr_scale_for_peak`)
-  give the same curve: the same linear rise (fairseq starts it at 1e-7, Eq. 3 at 0.005/2000)
-  and, after the peak, 0.005 * sqrt(2000 / step).
-* Training: `--batch_tokens 8192`, `--train_steps 8000`, `--average_last 10` with a
-  checkpoint every 125 updates (`--checkpoint_every`), Adam epsilon 1e-8
-  (`--adam_epsilon`), float32 (`--nomixed_precision`). The command runs on 2 GPUs
+  and `--lr_scale 0.005 * sqrt(128 * 2000)` (about 2.5298,
+  `keras_transformer.schedules.scale_for_peak`, as the preset's recipe writes it) give the
+  same curve: the same linear rise (fairseq starts it at 1e-7, Eq. 3 at 0.005/2000) and,
+  after the peak, 0.005 * sqrt(2000 / step).
+* Training, as the preset's recipe: 2 x 4,096-token updates (`batch_tokens` 8192), 8,000
+  updates, the last 10 checkpoints averaged with a checkpoint every 125 updates, Adam epsilon
+  1e-8, float32 (`mixed_precision` off) and XLA. The command runs on 2 GPUs
   (`CUDA_VISIBLE_DEVICES=0,1`) and fairseq's `--max-tokens` is per GPU, so an update sees
   2 x 4,096 tokens; fairseq's Adam epsilon is 1e-8 and it trained in float32. fairseq
   averages its last 10 epoch checkpoints; 125 updates keep the last checkpoint on the last
-  update. Then `--beam_size 5 --alpha 1.0` and the evaluate
+  update. Then beam 5, alpha 1.0 (the preset's too) and the evaluate
   stage on test_2016_flickr (`--mode prepare,train,average,evaluate`; no export).
 
 Figures printed (stdout), both on the evaluate stage's output `<model_dir>/eval/test.hyp`
@@ -99,7 +100,7 @@ Known departures from the published run (its README does not settle them):
   the product divides by GNMT's ((5 + length) / 6)^alpha; alpha 1.0, also linear in the
   length, is the closest (`-- --alpha 0.6` in a new model dir decodes with the paper's).
 
-Speed: the script trains with XLA (`--jit_compile`; `-- --nojit_compile` turns it off). The
+Speed: the preset trains with XLA (`-- --nojit_compile` turns it off). The
 product's default keeps XLA off below d_model 512 because each length bucket compiles once,
 which short runs do not win back; over 8,000 updates they do: after its first 125 updates
 (308 s against 182 s, the compilations) a 125-update epoch took 130 s against 162 s without
@@ -110,7 +111,6 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import math
 import os
 import pathlib
 import subprocess
@@ -128,17 +128,8 @@ from cli.startup import USAGE_EXIT  # noqa: E402
 from pipelines.errors import DataError, UserError  # noqa: E402
 
 PUBLISHED_BLEU = 41.02
-PRESET = "multi30k_tiny"
-VOCAB_SIZE = 10_000
-BATCH_TOKENS = 8_192  # 2 GPUs x --max-tokens 4096
-ADAM_EPSILON = 1e-8  # fairseq's Adam
-PEAK_LR = 0.005
-WARMUP_STEPS = 2_000
-TRAIN_STEPS = 8_000
-CHECKPOINT_EVERY = 125
-AVERAGE_LAST = 10
-BEAM_SIZE = 5
-ALPHA = 1.0
+PRESET = "multi30k_quality"
+"""fairseq's transformer_tiny with the published run's recipe (module docstring)."""
 SOURCE, TARGET = "en", "de"
 SPLITS = (("train", "train"), ("dev", "val"), ("test", "test_2016_flickr"))
 """The product's split name and the Multi30k file stem written for it."""
@@ -155,17 +146,6 @@ def default_data_dir() -> pathlib.Path | None:
         return pathlib.Path(os.environ["KT_DATA_DIR"])
     shared = ROOT.parent / "shared" / "data"
     return shared if shared.is_dir() else None
-
-
-def lr_scale_for_peak(peak_lr: float, d_model: int, warmup_steps: int) -> float:
-    """The `NoamSchedule` scale whose peak, at step `warmup_steps`, is `peak_lr`.
-
-    Eq. 3 is scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5): the rising term
-    meets the falling one at step = warmup, where the rate is scale * (d_model * warmup)^-0.5.
-    Setting that to `peak_lr` gives scale = peak_lr * sqrt(d_model * warmup); after the peak
-    the rate is then peak_lr * sqrt(warmup / step), fairseq's inverse_sqrt schedule.
-    """
-    return peak_lr * math.sqrt(d_model * warmup_steps)
 
 
 def moses_preprocessor(lang: str):
@@ -247,22 +227,16 @@ def write_data(raw: dict, model_dir: pathlib.Path) -> dict:
 
 
 def run_flags(data: dict, model_dir: pathlib.Path, args) -> list[str]:
-    """pipelines/run.py's flags for the published protocol (module docstring)."""
-    from keras_transformer import TransformerConfig
-
-    d_model = TransformerConfig.preset(PRESET).d_model
+    """pipelines/run.py's flags for the published protocol (module docstring); the script's
+    own steps flags only where given (else the preset's)."""
+    steps = [f"--{name}={value}" for name in ("train_steps", "checkpoint_every", "average_last")
+             if (value := getattr(args, name)) is not None]
     return [
         "--task", "text", "--mode", "prepare,train,average,evaluate", "--eval_split", "test",
         "--model_dir", str(model_dir),
         *(f"--{split}_{side}={data[split, lang]}" for split, _ in SPLITS
           for side, lang in (("src", SOURCE), ("tgt", TARGET))),
-        "--config", PRESET, "--vocab_size", str(VOCAB_SIZE),
-        "--batch_tokens", str(BATCH_TOKENS), "--warmup_steps", str(WARMUP_STEPS),
-        "--lr_scale", repr(lr_scale_for_peak(PEAK_LR, d_model, WARMUP_STEPS)),
-        "--train_steps", str(args.train_steps), "--checkpoint_every", str(args.checkpoint_every),
-        "--average_last", str(args.average_last),
-        "--adam_epsilon", repr(ADAM_EPSILON), "--nomixed_precision",  # fairseq's float32
-        "--beam_size", str(BEAM_SIZE), "--alpha", repr(ALPHA), "--jit_compile",
+        "--config", PRESET, *steps,
     ]
 
 
@@ -305,9 +279,8 @@ def parse_args(argv: Sequence[str]):
     parser.add_argument("--data_dir", default=None, help="folder holding multi30k/ "
                         "(default $KT_DATA_DIR, else ../shared/data)")
     parser.add_argument("--model_dir", default=DEFAULT_MODEL_DIR)
-    parser.add_argument("--train_steps", type=int, default=TRAIN_STEPS)
-    parser.add_argument("--checkpoint_every", type=int, default=CHECKPOINT_EVERY)
-    parser.add_argument("--average_last", type=int, default=AVERAGE_LAST)
+    for name in ("train_steps", "checkpoint_every", "average_last"):
+        parser.add_argument(f"--{name}", type=int, help="default: the preset's")
     return parser.parse_args(own), passthrough
 
 

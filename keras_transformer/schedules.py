@@ -45,6 +45,18 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 "accumulation_steps": self.accumulation_steps}
 
 
+def scale_for_peak(peak_lr: float, d_model: int, warmup_steps: int) -> float:
+    """The `NoamSchedule` scale whose peak, at step `warmup_steps`, is `peak_lr`.
+
+    Eq. 3's rising term meets its falling one at step = warmup, where the rate is
+    scale * (d_model * warmup)^-0.5; setting that to `peak_lr` gives scale = peak_lr *
+    sqrt(d_model * warmup). After the peak the rate is then peak_lr * sqrt(warmup / step),
+    fairseq's inverse_sqrt schedule (whose linear rise starts at 1e-7 instead of
+    peak_lr / warmup).
+    """
+    return peak_lr * (d_model * warmup_steps) ** 0.5
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class UpdateCountingAdam(keras.optimizers.Adam):
     """Adam whose schedule sees updates (`iterations`), not the micro-batches Keras 3 gives it

@@ -4,6 +4,7 @@ import importlib.util
 import pytest
 
 from keras_transformer import PRESETS, NoamSchedule, TransformerConfig
+from keras_transformer.schedules import scale_for_peak
 from pipelines.settings import table
 from tests.conftest import ROOT
 
@@ -62,11 +63,13 @@ def test_bpe_pieces_never_cross_moses_tokens(shared_data):
 
 
 @pytest.mark.quick
-def test_lr_scale_peaks_at_0005_on_step_2000():
-    d_model = TransformerConfig.preset("multi30k_tiny").d_model
-    scale = protocol.lr_scale_for_peak(0.005, d_model, 2000)
-    assert scale == pytest.approx(0.005 * (128 * 2000) ** 0.5)
-    schedule = NoamSchedule(d_model, warmup_steps=2000, scale=scale)
+def test_the_quality_presets_rate_peaks_at_0005_on_step_2000():
+    """fairseq's inverse_sqrt (peak 0.005 at update 2,000) as the preset's Eq. 3 scale."""
+    recipe = PRESETS[protocol.PRESET].recipe
+    d_model = TransformerConfig.preset(protocol.PRESET).d_model
+    assert recipe["lr_scale"] == scale_for_peak(0.005, d_model, 2000) == pytest.approx(
+        0.005 * (128 * 2000) ** 0.5)
+    schedule = NoamSchedule(d_model, warmup_steps=recipe["warmup_steps"], scale=recipe["lr_scale"])
     rate = {step: float(schedule(step - 1)) for step in (1, 1000, 1999, 2000, 2001, 8000)}
     assert rate[2000] == pytest.approx(0.005, rel=1e-6)
     assert rate[1999] < rate[2000] and rate[2001] < rate[2000]
@@ -75,19 +78,24 @@ def test_lr_scale_peaks_at_0005_on_step_2000():
 
 
 def test_run_flags_carry_the_protocol(tmp_path):
+    """The published run's recipe, through the preset; the script's steps flags where given."""
     flags = protocol.run_flags(protocol.data_paths(tmp_path), tmp_path,
                                protocol.parse_args([])[0])
     value = {name: flags[i + 1] for i, name in enumerate(flags[:-1]) if name.startswith("--")
              and not flags[i + 1].startswith("--")}
-    scale = protocol.lr_scale_for_peak(0.005, 128, 2000)
-    assert value == {**value, "--task": "text", "--config": "multi30k_tiny",
-                     "--vocab_size": "10000", "--batch_tokens": "8192", "--adam_epsilon": "1e-08",
-                     "--warmup_steps": "2000", "--lr_scale": repr(scale),
-                     "--train_steps": "8000", "--average_last": "10", "--beam_size": "5",
+    assert value == {**value, "--task": "text", "--config": "multi30k_quality",
                      "--eval_split": "test"}
     assert f"--test_tgt={tmp_path / 'data' / 'test_2016_flickr.de'}" in flags
-    assert "--jit_compile" in flags  # the faster setting over 8,000 updates
-    assert "--nomixed_precision" in flags  # fairseq's float32
+    assert not [flag for flag in flags if flag.startswith("--train_steps")]
+    recipe = PRESETS["multi30k_quality"].recipe
+    assert recipe == {**recipe, "batch_tokens": 8192, "adam_epsilon": 1e-8, "warmup_steps": 2000,
+                      "train_steps": 8000, "checkpoint_every": 125, "average_last": 10,
+                      "beam_size": 5, "alpha": 1.0,
+                      "jit_compile": True,  # the faster setting over 8,000 updates
+                      "mixed_precision": False}  # fairseq's float32
+    smoke = protocol.run_flags(protocol.data_paths(tmp_path), tmp_path,
+                               protocol.parse_args(["--train_steps", "20"])[0])
+    assert smoke == [*flags, "--train_steps=20"]
 
 
 def test_multi30k_tiny_has_the_published_shape():
@@ -97,6 +105,7 @@ def test_multi30k_tiny_has_the_published_shape():
     assert (config.attention_dropout, config.relu_dropout, config.norm, config.positional) == (
         0.0, 0.0, "post", "sinusoidal")
     assert config.vocab_size == 10_000 and PRESETS["multi30k_tiny"].recipe == {"train_steps": 8000}
+    assert TransformerConfig.preset(protocol.PRESET) == config
     assert table.default("label_smoothing") == 0.1  # the preset's recipe leaves it to the paper
 
 

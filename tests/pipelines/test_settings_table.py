@@ -72,12 +72,18 @@ PTB_LONG = {"target_form": "read_xx", "batch_tokens": 2048, "warmup_steps": 800,
             "dev_metric_sentences": 0, "keep_best_by": "dev_metric", "beam_size": 4,
             "eval_split": "dev"}
 """The 13-flag parser command the README gave before presets carried their recipes."""
+MULTI30K_QUALITY_LONG = {
+    "train_steps": 8000, "batch_tokens": 8192, "warmup_steps": 2000,
+    "lr_scale": 2.5298221281347035, "adam_epsilon": 1e-8, "mixed_precision": False,
+    "jit_compile": True, "checkpoint_every": 125, "average_last": 10, "beam_size": 5,
+    "alpha": 1.0}
+"""The flags the published protocol's script passed before the preset carried them."""
 
 
 @pytest.mark.parametrize("short, long", [
     (PTB, {**PTB, **PTB_LONG}),
     ({"config": "multi30k_quality"},
-     {"config": "multi30k_quality", "train_steps": 4000, "checkpoint_every": 250}),
+     {"config": "multi30k_quality", **MULTI30K_QUALITY_LONG}),
 ])
 def test_a_preset_brings_its_recipe(short, long, tmp_path, shared_data):
     """`--config parsing_wsj_sample` (and multi30k_quality) alone resolves to every value
