@@ -17,7 +17,9 @@ def test_a_new_model_dir_takes_task_then_paper_defaults(tmp_path):
     assert run.model.preset == "multi30k_small" and run.model.config_overrides == {}
     # Multi30k's own training defaults, else the paper's.
     assert (run.training.train_steps, run.training.batch_tokens) == (1000, 2048)
-    assert (run.training.average_last, run.training.accumulate_steps) == (5, 1)
+    assert (run.training.warmup_steps, run.training.lr_scale) == (400, 0.7)
+    assert run.training.pack and run.origins["pack"] == "task multi30k_ende"
+    assert (run.training.average_last, run.training.accumulate_steps) == (3, 1)
     assert run.decoding.beam == BeamSearch(4, 0.6, 50) and run.decoding.max_input_length == 128
     parser = resolver.resolve({"model_dir": str(tmp_path / "p"), "task": "ptb_parsing"})
     assert (parser.decoding.beam.beam_size, parser.decoding.beam.alpha) == (21, 0.3)
