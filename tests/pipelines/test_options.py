@@ -162,8 +162,8 @@ def test_a_trained_dir_refuses_other_training_files(tmp_path):
 def test_a_run_shorter_than_its_warm_up_says_so_in_one_line(tmp_path):
     short = resolver.resolve({"model_dir": str(tmp_path), "train_steps": 40})
     assert describe.describe_short_run(short) == (
-        "train: warning: --train_steps 40 ends inside the warm-up (--warmup_steps 1,000, "
-        "task multi30k_ende): the learning rate rises all run and reaches 4% of "
+        "train: warning: --train_steps 40 ends inside the warm-up (--warmup_steps 400, "
+        "task multi30k_ende): the learning rate rises all run and reaches 10% of "
         "its peak; give more steps or a shorter --warmup_steps")
     assert describe.describe_short_run(resolver.resolve(
         {"model_dir": str(tmp_path), "train_steps": 40, "warmup_steps": 10})) is None
@@ -334,7 +334,7 @@ def test_every_value_has_an_origin_and_every_default_one_value(tmp_path):
         for parameter, setting in names.items():
             assert defaults[parameter].default == (paper[setting] or False), (function,
                                                                                parameter)
-    assert (run.training.warmup_steps, run.origins["warmup_steps"]) == (1000, "task multi30k_ende")
+    assert (run.training.warmup_steps, run.origins["warmup_steps"]) == (400, "task multi30k_ende")
     assert (run.training.adam_epsilon, run.origins["adam_epsilon"]) == (1e-9, "default")
 
 
