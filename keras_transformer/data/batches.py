@@ -33,6 +33,24 @@ def to_model_example(source: tf.Tensor, target: tf.Tensor):
     return (tf.concat([source, eos], 0), tf.concat([bos, target], 0)), tf.concat([target, eos], 0)
 
 
+def reshuffled(ds: tf.data.Dataset, buffer: int, seed: int, *, repeat: bool = False
+               ) -> tf.data.Dataset:
+    """``ds`` shuffled (and ``repeat``-ed, each pass in a new order), in the same orders in
+    every iterator made of it.
+
+    A plain reshuffling ``shuffle`` keeps one seed generator in the dataset for all its
+    iterators, so an iterator's orders depend on how many were made before it, and
+    tf.distribute's workers make theirs concurrently: a worker's order could depend on timing,
+    and the workers train on halves of different global batches. Made inside ``flat_map``'s
+    function, the shuffle and its generator are new for each iterator, starting from ``seed``.
+    """
+    def make(_):
+        shuffled = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
+        return shuffled.repeat() if repeat else shuffled
+
+    return tf.data.Dataset.range(1).flat_map(make)
+
+
 def training_examples(pairs: tf.data.Dataset, *, max_source_length: int, max_target_length: int,
                       shuffle: bool = True, shuffle_buffer: int = 100_000, seed: int = 0,
                       repeat: bool = True, teacher_inputs=None) -> tf.data.Dataset:
@@ -45,8 +63,8 @@ def training_examples(pairs: tf.data.Dataset, *, max_source_length: int, max_tar
 
     ds = pairs.filter(within_limits)
     if shuffle:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if repeat:
+        ds = reshuffled(ds, shuffle_buffer, seed, repeat=repeat)
+    elif repeat:
         ds = ds.repeat()
     ds = ds.map(to_model_example, num_parallel_calls=tf.data.AUTOTUNE)
     if teacher_inputs is not None:
@@ -103,7 +121,7 @@ def training_batches(pairs: tf.data.Dataset, *, max_source_length: int, max_targ
         bucket_batch_sizes=sizes + [sizes[-1]], padding_values=((PAD_ID, PAD_ID), PAD_ID),
         pad_to_bucket_boundary=pad_to_bucket, drop_remainder=drop_remainder)
     if shuffle:
-        ds = ds.shuffle(64, seed=seed + 1, reshuffle_each_iteration=True)
+        ds = reshuffled(ds, 64, seed + 1)
     return global_batches(ds).prefetch(tf.data.AUTOTUNE)
 
 

@@ -9,8 +9,9 @@ import tensorflow as tf
 
 from keras_transformer.data import text
 from keras_transformer.constants import PAD_ID
-from keras_transformer.data.batches import (global_batches, to_model_example,  # noqa: F401
-                                            training_batches, training_examples)
+from keras_transformer.data.batches import (global_batches, reshuffled,  # noqa: F401
+                                            to_model_example, training_batches,
+                                            training_examples)
 from keras_transformer.data.buckets import (bucket_batch_sizes, check_boundaries,
                                             default_boundaries)
 from pipelines import Log

@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
 from pipelines.data.buckets import bucket_batch_sizes, model_lengths
-from pipelines.data.dataset import global_batches
+from pipelines.data.dataset import global_batches, reshuffled
 from pipelines.data.dataset import padding_fraction as padding_fraction_of_pairs
 
 PAIRS_PER_ROW = 4
@@ -181,7 +181,7 @@ def packed_batches(examples: tf.data.Dataset, rows: RowLengths, *, batch_tokens:
         drop_remainder = batch_multiple > 1
     ds = pack_examples(examples, rows, window=window)
     if shuffle:
-        ds = ds.shuffle(window, seed=seed + 2, reshuffle_each_iteration=True)
+        ds = reshuffled(ds, window, seed + 2)
     ds = ds.batch(rows_per_batch(rows, batch_tokens, batch_multiple),
                   drop_remainder=drop_remainder)
     return global_batches(ds).prefetch(tf.data.AUTOTUNE)

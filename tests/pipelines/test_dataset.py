@@ -159,6 +159,35 @@ def test_shuffle_is_seeded(multi30k):
     assert not np.array_equal(first_batch(1), first_batch(2))
 
 
+
+@pytest.mark.parametrize("pack", [False, True], ids=["buckets", "packed"])
+def test_every_iterator_draws_the_same_batches(multi30k, pack):
+    """The training batches depend on the seed alone, not on how many iterators were made of
+    the dataset before: tf.distribute's workers make theirs concurrently, and with one reshuffle
+    counter per dataset a loaded machine had two workers train on halves of different global
+    batches."""
+    task, work_dir, _, _ = multi30k
+    data = prepare.training_input(task, work_dir, batch_tokens=1024, seed=3, pack=pack,
+                                  log=QUIET)
+
+    def first_batches():
+        batches = iter(data.dataset)
+        return [tf.nest.flatten(next(batches)) for _ in range(3)]
+
+    for made_first, made_later in zip(first_batches(), first_batches()):
+        for array, again in zip(made_first, made_later):
+            np.testing.assert_array_equal(array, again)
+
+
+@pytest.mark.quick
+def test_each_epoch_is_shuffled_anew_and_alike_in_every_iterator():
+    shuffled = ds_lib.reshuffled(tf.data.Dataset.range(50), 50, seed=7, repeat=True)
+    epochs = list(shuffled.take(100).as_numpy_iterator())
+    first, second = epochs[:50], epochs[50:]
+    assert sorted(first) == sorted(second) == list(range(50))  # each epoch every element once
+    assert first != second and first != sorted(first)
+    assert list(shuffled.take(100).as_numpy_iterator()) == epochs
+
 def test_eval_batches_are_length_sorted_and_order_is_restored(multi30k, shared_data):
     _, _, proto, _ = multi30k
     lines = text_io.read_lines(shared_data / "multi30k" / "val.en") + [""]

@@ -80,10 +80,12 @@ def test_each_worker_gets_its_half_of_every_global_batch(tmp_path):
 
 
 def test_two_workers_through_run_py(prepared, tmp_path, shared_data):
-    """`pipelines/run.py --mode train,average` on 2 workers: token buckets, checkpoints in the
-    model dir (chief) and workers/ (the other), identical weights that moved, equal within
-    1e-5 to one process with 2 replicas on the same global batches (`--batch_tokens` split
-    between the workers, not drawn by each), and only the chief goes on to the later stages.
+    """`pipelines/run.py --mode train,average` on 2 workers: packed rows (the task's recipe),
+    checkpoints in the model dir (chief) and workers/ (the other), identical weights that moved,
+    equal within 1e-5 to one process with 2 replicas on the same global batches
+    (`--batch_tokens` split between the workers, not drawn by each, in the same order however
+    loaded the machine: `test_every_iterator_draws_the_same_batches`), and only the chief goes
+    on to the later stages.
 
     Every variable is compared after 6 updates, the attention's key biases included. Their
     gradient is zero in exact arithmetic (a key bias adds the same q.b to every logit of a
