@@ -37,6 +37,11 @@ def _global_sum(value):
     return context.all_reduce("SUM", value)
 
 
+def _smoothed_values(vocab, label_smoothing):
+    """The smoothed target's (true token's, each other token's) probability."""
+    return 1.0 - label_smoothing, label_smoothing / (ops.cast(vocab, "float32") - 1.0)
+
+
 def smoothed_token_losses(target_ids, logits, label_smoothing):
     """Per-token cross-entropy against targets smoothed with eps_ls (Section 5.4): 1 - eps on the
     true token, eps / (V - 1) on each other (as tensor2tensor); padding positions get loss 0.
@@ -51,8 +56,7 @@ def smoothed_token_losses(target_ids, logits, label_smoothing):
     logits = ops.cast(logits, "float32")
     target_ids = ops.cast(target_ids, "int32")
     vocab = ops.shape(logits)[-1]
-    on_value = 1.0 - label_smoothing
-    off_value = label_smoothing / (ops.cast(vocab, "float32") - 1.0)
+    on_value, off_value = _smoothed_values(vocab, label_smoothing)
     tf = _tensorflow()
     if tf is not None:
         # One fused kernel and one pass over [tokens, vocab] for the loss and its gradient
@@ -69,6 +73,27 @@ def smoothed_token_losses(target_ids, logits, label_smoothing):
                                                                                   logits)
     mask = ops.cast(ops.not_equal(target_ids, PAD_ID), "float32")
     return losses * mask, mask
+
+
+def target_nll_beside_loss(target_ids, logits, label_smoothing):
+    """``target_nll`` where the step also computes the loss with ``label_smoothing``: derived
+    from ``smoothed_token_losses``' kernel, whose identical ops TensorFlow's graph optimizer
+    computes once for the loss and this, instead of a second softmax over the vocabulary
+    (docs/results.md). Padding positions are not meaningful.
+
+    -log p(t) = loss + (on - off - 1) * logit(t) + off * sum_v logit(v), as the loss is
+    logsumexp - (on - off) * logit(t) - off * sum_v logit(v).
+    """
+    if _tensorflow() is None:  # the loss has no kernel of its own there
+        return target_nll(target_ids, logits)
+    losses, _ = smoothed_token_losses(target_ids, logits, label_smoothing)
+    logits = ops.cast(logits, "float32")
+    target_ids = ops.cast(target_ids, "int32")
+    on_value, off_value = _smoothed_values(ops.shape(logits)[-1], label_smoothing)
+    target_logits = ops.squeeze(
+        ops.take_along_axis(logits, ops.expand_dims(target_ids, -1), axis=-1), -1)
+    return (losses + (on_value - off_value - 1.0) * target_logits
+            + off_value * ops.sum(logits, axis=-1))
 
 
 def smoothed_loss_floor(vocab_size, label_smoothing):

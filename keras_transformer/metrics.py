@@ -3,7 +3,7 @@ import keras
 from keras import ops
 
 from keras_transformer.constants import PAD_ID
-from keras_transformer.losses import target_nll
+from keras_transformer.losses import target_nll_beside_loss
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -28,16 +28,21 @@ class TokenAccuracy(keras.metrics.Mean):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Perplexity(keras.metrics.Metric):
-    """exp of the mean unsmoothed cross-entropy per non-pad word-piece: Table 3's "PPL (dev)"."""
+    """exp of the mean unsmoothed cross-entropy per non-pad word-piece: Table 3's "PPL (dev)".
 
-    def __init__(self, name="perplexity", **kwargs):
+    ``label_smoothing``: the eps_ls of the loss compiled beside it, whose kernel it then shares
+    (``losses.target_nll_beside_loss``); the value is the same whatever it is.
+    """
+
+    def __init__(self, name="perplexity", label_smoothing=0.0, **kwargs):
         super().__init__(name=name, **kwargs)
+        self.label_smoothing = float(label_smoothing)
         self.total = self.add_variable(shape=(), initializer="zeros", name="total")
         self.count = self.add_variable(shape=(), initializer="zeros", name="count")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = ops.cast(y_true, "int32")
-        nll = target_nll(y_true, ops.cast(y_pred, "float32"))
+        nll = target_nll_beside_loss(y_true, y_pred, self.label_smoothing)
         mask = ops.cast(ops.not_equal(y_true, PAD_ID), "float32")
         self.total.assign_add(ops.sum(nll * mask))
         self.count.assign_add(ops.sum(mask))
@@ -50,7 +55,7 @@ class Perplexity(keras.metrics.Metric):
         self.count.assign(0.0)
 
     def get_config(self):
-        return {"name": self.name, "dtype": self.dtype}
+        return {"name": self.name, "dtype": self.dtype, "label_smoothing": self.label_smoothing}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

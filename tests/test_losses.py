@@ -77,13 +77,15 @@ def test_without_smoothing_it_is_plain_cross_entropy():
     assert loss == pytest.approx(-(math.log(0.7) + math.log(0.25)) / 2, rel=1e-5)
 
 
-def test_token_accuracy_and_perplexity_ignore_padding():
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1, 0.3])
+def test_token_accuracy_and_perplexity_ignore_padding(label_smoothing):
+    """Perplexity is unsmoothed whatever the loss's eps_ls it derives its values beside."""
     targets = np.array([[1, 2, 0]], dtype="int32")
     probs = np.array([[[0.1, 0.8, 0.1], [0.5, 0.25, 0.25], [0.9, 0.05, 0.05]]], dtype="float32")
     accuracy = TokenAccuracy()
     accuracy.update_state(targets, np.log(probs))
     assert float(accuracy.result()) == pytest.approx(0.5)  # pad position (right by arg-max) ignored
-    perplexity = Perplexity()
+    perplexity = Perplexity(label_smoothing=label_smoothing)
     perplexity.update_state(targets, np.log(probs))
     assert float(perplexity.result()) == pytest.approx(math.exp(-(math.log(0.8) + math.log(0.25)) / 2),
                                                        rel=1e-5)

@@ -36,7 +36,8 @@ def compile_model(config: TransformerConfig, strategy, *, label_smoothing,
         if keras.mixed_precision.global_policy().name == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(label_smoothing),
-                      metrics=[TokenAccuracy(), Perplexity(), TokenCount()],
+                      metrics=[TokenAccuracy(), Perplexity(label_smoothing=label_smoothing),
+                               TokenCount()],
                       jit_compile=jit_compile, steps_per_execution=steps_per_execution)
         optimizer.build(model.trainable_variables)
     if multi_worker.needs_fix(strategy):
