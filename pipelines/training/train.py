@@ -47,9 +47,8 @@ def compile_model(config: TransformerConfig, strategy, *, label_smoothing,
 
 def build_compiled_metrics(model, vocab_size: int) -> None:
     """Builds the compiled loss and metrics on a small random batch before `fit` does (values
-    reset): under JAX `fit` would build them from a first iterator over the data, so the second,
-    reshuffled, would train in another order than TensorFlow's, and resumes across backends
-    would not continue the data order."""
+    reset): under JAX `fit` would otherwise build them from an iterator of its own over the
+    data."""
     (source, target_in), target_out = memory_check.largest_batch(2, 4, 4, vocab_size)
     logits = model((source, target_in), training=False)
     model.compute_loss(x=(source, target_in), y=target_out, y_pred=logits)
