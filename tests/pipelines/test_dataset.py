@@ -159,7 +159,6 @@ def test_shuffle_is_seeded(multi30k):
     assert not np.array_equal(first_batch(1), first_batch(2))
 
 
-
 @pytest.mark.parametrize("pack", [False, True], ids=["buckets", "packed"])
 def test_every_iterator_draws_the_same_batches(multi30k, pack):
     """The training batches depend on the seed alone, not on how many iterators were made of
