@@ -87,15 +87,10 @@ def test_two_workers_through_run_py(prepared, tmp_path, shared_data):
     loaded the machine: `test_every_iterator_draws_the_same_batches`), and only the chief goes
     on to the later stages.
 
-    Every variable is compared after 6 updates, the attention's key biases included. Their
-    gradient is zero in exact arithmetic (a key bias adds the same q.b to every logit of a
-    query, which the softmax cancels), so each step's gradient there is rounding noise, which
-    Adam, dividing by its own running magnitude, turns into steps of the order of the
-    learning rate: any difference in summation order could show there far above 1e-5. These
-    two runs have none: each replica computes on the same half of the same batch in both,
-    and a sum of 2 replicas' gradients is one addition, the same in either order (measured:
-    every variable equal to the bit at each of the 6 steps). With more replicas the
-    all-reduce order would matter, and the key biases might need excluding.
+    Every variable is compared after 6 updates, the attention's key biases excepted
+    (`without_key_bias`): the two workers equal each other to the bit, but two processes and
+    two replicas in one process round differently, and a key bias's gradient is only rounding
+    noise (softmax cancels it), which Adam scales up to steps of the learning rate's size.
     """
     from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
 
