@@ -1,5 +1,5 @@
 """Shared test fixtures: real data location, determinism, quiet TensorFlow, and for the whole
-test run one JAX compilation cache and XLA's quick compiles."""
+test run one JAX and one TensorFlow XLA compilation cache and XLA's quick compiles."""
 import atexit
 import os
 import pathlib
@@ -19,6 +19,14 @@ if "PYTEST_XDIST_WORKER" not in os.environ:
         os.environ.update(JAX_COMPILATION_CACHE_DIR=_jax_cache,
                           JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                           JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    if "tf_xla_persistent_cache_directory" not in os.environ.get("TF_XLA_FLAGS", ""):
+        # every TensorFlow process reuses the XLA programs an earlier one compiled (the tiny
+        # models' beam searches and training steps recur from test to test), and
+        _tf_xla_cache = tempfile.mkdtemp(prefix="kt-tf-xla-cache-")
+        atexit.register(shutil.rmtree, _tf_xla_cache, True)
+        os.environ["TF_XLA_FLAGS"] = " ".join([
+            *os.environ.get("TF_XLA_FLAGS", "").split(),
+            f"--tf_xla_persistent_cache_directory={_tf_xla_cache}"])
     if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
         # XLA's CPU code is not optimised by LLVM (values differ only by float rounding).
         os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
