@@ -99,8 +99,7 @@ def target_nll_beside_loss(target_ids, logits, label_smoothing):
 def smoothed_loss_floor(vocab_size, label_smoothing):
     """The smallest reachable loss, the entropy of the smoothed target distribution (0 only
     without smoothing): the training loss's reference point."""
-    on = 1.0 - label_smoothing
-    off = label_smoothing / (vocab_size - 1)
+    on, off = (float(value) for value in _smoothed_values(vocab_size, label_smoothing))
     entropy = -on * math.log(on) if on > 0 else 0.0
     if off > 0:
         entropy -= (vocab_size - 1) * off * math.log(off)
