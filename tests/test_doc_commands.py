@@ -12,9 +12,11 @@ pipelines/run.py`, the README's first command) trains `runs/multi30k_ende`, and 
 `in_domain.en/.de` hold Multi30k lines.
 
 Training commands (`python pipelines/run.py` whose --mode trains) get `SMALL_MODEL` appended:
-a tiny model, and the steps flags of `SMALL_STEPS` that the command does not give itself,
-so that each finishes in seconds; the main job's checkpoints ckpt-900 and ckpt-1000 named in
-a command are the small run's last two, ckpt-10 and ckpt-20 (`SMALL_CHECKPOINTS`). Blocks
+a tiny model, and the steps and XLA flags of `SMALL_RUN` that the command does not give
+itself, so that each finishes in seconds (XLA's compiles take longer than 20 tiny steps; a
+preset's XLA runs in its own test, tests/pipelines/test_user_paths.py); the main job's
+checkpoints ckpt-900 and ckpt-1000 named in a command are the small run's last two, ckpt-10
+and ckpt-20 (`SMALL_CHECKPOINTS`). Blocks
 that cannot run here (Docker, a server, other virtual environments, downloads) carry the line `<!-- not run by tests/test_doc_commands.py:
 REASON -->` just above their fence. Every command must exit 0, and the project's print no
 library log line (TensorFlow's C++ or absl logging, SentencePiece's; a block that runs
@@ -37,8 +39,9 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "expor
 BLOCK = re.compile(r"(?:<!-- (not run by tests/test_doc_commands\.py: [^>]*?) -->\n)?"
                    r"^```(bash|sh)\n(.*?)^```", re.S | re.M)
 SMALL_MODEL = [*TINY_MODEL, "--extra_length=8", "--eval_sentences=20"]
-SMALL_STEPS = {"--train_steps": "20", "--checkpoint_every": "10", "--average_last": "2",
-               "--keep_best_by": "last"}  # 20 steps reach no dev metric (parsing's recipe)
+SMALL_RUN = {"--train_steps": "20", "--checkpoint_every": "10", "--average_last": "2",
+             "--keep_best_by": "last",  # 20 steps reach no dev metric (parsing's recipe)
+             "--jit_compile": "false", "--decode_jit_compile": "false"}
 SMALL_CHECKPOINTS = {"ckpt-900": "ckpt-10", "ckpt-1000": "ckpt-20"}
 TRAINING = re.compile(r"^python pipelines/run\.py(?![^#]*--mode[ =](?![\w,]*train))[^#<>|]*")
 
@@ -67,7 +70,7 @@ def small(block: str) -> str:
         match = TRAINING.match(line)
         if match:
             given = set(re.findall(r"--\w+", line))
-            steps = [f"{flag}={value}" for flag, value in SMALL_STEPS.items()
+            steps = [f"{flag}={value}" for flag, value in SMALL_RUN.items()
                      if flag not in given]
             lines[i] = " ".join([match.group(0).rstrip(), *SMALL_MODEL, *steps,
                                  line[match.end():]])
@@ -112,7 +115,7 @@ def test_the_doc_blocks_are_found():
         "python pipelines/run.py --mode translate --model_dir M < a > b\n"
     assert small("python pipelines/run.py --train_steps 100  # x\n") == " ".join(
         ["python pipelines/run.py --train_steps 100", *SMALL_MODEL,
-         *[f"{k}={v}" for k, v in SMALL_STEPS.items() if k != "--train_steps"], "# x\n"])
+         *[f"{k}={v}" for k, v in SMALL_RUN.items() if k != "--train_steps"], "# x\n"])
 
 
 @pytest.mark.parametrize("where, block, skip", command_blocks(),

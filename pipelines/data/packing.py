@@ -15,6 +15,7 @@ less how unevenly it leaves the sides; a row closes when nothing fits. Every pai
 """
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -212,6 +213,23 @@ def packing_table(lengths: np.ndarray, max_source_length: int, max_target_length
     Returns ``{"rows": RowLengths, "rows_per_batch", "rows_per_pass", "batches", "sentences",
     "padding", "sampled"}`` (one pass, remainders kept; padding over both sides).
     """
+    lengths = np.ascontiguousarray(lengths)
+    rows, packed_rows, padding, sentences, sampled = _packed_pass(
+        lengths.tobytes(), lengths.dtype.str, max_source_length, max_target_length, window, seed,
+        max_pairs)
+    per_batch = rows_per_batch(rows, batch_tokens, batch_multiple)
+    return {"rows": rows, "rows_per_batch": per_batch, "rows_per_pass": packed_rows,
+            "batches": int(math.ceil(packed_rows / per_batch)), "sentences": sentences,
+            "padding": padding, "sampled": sampled}
+
+
+@functools.lru_cache(maxsize=2)
+def _packed_pass(lengths: bytes, dtype: str, max_source_length: int,
+                 max_target_length: int, window: int, seed: int, max_pairs: int
+                 ) -> tuple[RowLengths, int, float, int, bool]:
+    """(row lengths, rows per pass, padding, pairs kept, sampled) for `packing_table`; once per
+    process for one corpus, which prepare and training both describe."""
+    lengths = np.frombuffer(lengths, dtype=dtype).reshape(-1, 2)
     rows = row_lengths(lengths, max_source_length, max_target_length)
     source, target = model_lengths(lengths)
     keep = (source <= max_source_length) & (target <= max_target_length)
@@ -228,7 +246,4 @@ def packing_table(lengths: np.ndarray, max_source_length: int, max_target_length
     padding = 1.0 - real / padded if padded else 0.0
     if len(order) < len(source):  # a sample: scale to the whole corpus
         packed_rows = int(round(packed_rows * len(source) / len(order)))
-    per_batch = rows_per_batch(rows, batch_tokens, batch_multiple)
-    return {"rows": rows, "rows_per_batch": per_batch, "rows_per_pass": packed_rows,
-            "batches": int(math.ceil(packed_rows / per_batch)), "sentences": int(len(source)),
-            "padding": padding, "sampled": len(order) < len(source)}
+    return rows, packed_rows, padding, int(len(source)), len(order) < len(source)

@@ -26,6 +26,10 @@ SMALL = ["--config_override=num_layers=1", "--config_override=d_model=32",
 MULTI30K_BATCH = "--batch_tokens=128"
 """The smallest budget that holds Multi30k's longest bucket (128): a step costs about its
 tokens, and the presets train thousands."""
+PRESET_MODEL = ["--config_override=d_model=8", "--config_override=d_ff=8",
+                "--config_override=num_heads=1"]
+"""Smaller still, for the presets' thousands of steps (after SMALL, whose sizes it replaces):
+the output layer, d_model x the preset's vocabulary per token, is a step's largest layer."""
 PARSER_STEP = ["--pack", "--nomixed_precision"]
 """The parser preset's 6,400 steps, cheaper: rows packed full, and float32 (a d_model 32 step
 spends more on bfloat16 casts than it saves); the other runs keep the device's precision."""
@@ -228,8 +232,9 @@ def test_the_quality_preset(tmp_path, shared_data):
     model_dir = tmp_path / "model"
     optimised = {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "").replace(
         "--xla_backend_optimization_level=0", "")}
-    log = run([f"--model_dir={model_dir}", "--config=multi30k_quality", *SMALL, MULTI30K_BATCH,
-               "--checkpoint_every=800", "--steps_per_execution=400"], shared_data, optimised)
+    log = run([f"--model_dir={model_dir}", "--config=multi30k_quality", *SMALL, *PRESET_MODEL,
+               MULTI30K_BATCH, "--checkpoint_every=2000", "--steps_per_execution=400"],
+              shared_data, optimised)
     check(log, model_dir, vocab=10000, steps=8000, preset="multi30k_quality", beam=5, alpha=1.0)
 
 
@@ -240,8 +245,8 @@ def test_the_parser_preset(tmp_path, shared_data):
     model_dir = tmp_path / "model"
     log = run([f"--model_dir={model_dir}", "--task=ptb_parsing", "--config=parsing_wsj_sample",
                f"--train_trees={trees / 'train.mrg'}", f"--dev_trees={trees / 'dev.mrg'}",
-               *SMALL, "--batch_tokens=512", "--checkpoint_every=3200", "--dev_metric_every=3200",
-               "--dev_metric_sentences=4", "--steps_per_execution=400",
+               *SMALL, *PRESET_MODEL, "--batch_tokens=512", "--checkpoint_every=3200",
+               "--dev_metric_every=3200", "--dev_metric_sentences=4", "--steps_per_execution=400",
                *PARSER_STEP], shared_data)
     assert "preset parsing_wsj_sample, beam 4, alpha 0.3, extra length 300" in log
     check(log, model_dir, vocab=4000, steps=6400, preset="parsing_wsj_sample", beam=4,
