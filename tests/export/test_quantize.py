@@ -174,13 +174,14 @@ def test_int8_export_serves_through_both_loaders_close_to_float32(
                                    int8["score"].numpy(), atol=1e-4)
         # The ids signature: rounding in another order can send one beam down another path
         # (on an AVX512_BF16 CPU, row 33 of 48 in both loaders: two tokens swapped, a score
-        # 0.014 lower); every other row has the same ids and the same score.
+        # 0.014 lower, a near tie); every other row has the same ids and the same score.
         served = result[loader]["ids"]
         got_ids = np.reshape(served["ids"]["values"], served["ids"]["shape"])
         same = np.all(got_ids == int8_ids["ids"].numpy(), axis=-1)
         assert np.count_nonzero(~same) <= 1, (loader, np.flatnonzero(~same))
-        np.testing.assert_allclose(np.array(served["score"]["values"])[same],
-                                   int8_ids["score"].numpy()[same], atol=1e-4)
+        scores = np.array(served["score"]["values"])
+        np.testing.assert_allclose(scores[same], int8_ids["score"].numpy()[same], atol=1e-4)
+        np.testing.assert_allclose(scores[~same], int8_ids["score"].numpy()[~same], atol=0.05)
 
     # Close to float32. This model is briefly trained: its distributions are flat, and beam
     # search turns small differences into other (equally poor) outputs, so most but not all
