@@ -16,8 +16,8 @@ a tiny model, and the steps and XLA flags of `SMALL_RUN` that the command does n
 itself, so that each finishes in seconds (XLA's compiles take longer than 20 tiny steps; a
 preset's XLA runs in its own test, tests/pipelines/test_user_paths.py); the main job's
 checkpoints ckpt-900 and ckpt-1000 named in a command are the small run's last two, ckpt-10
-and ckpt-20 (`SMALL_CHECKPOINTS`). Blocks
-that cannot run here (Docker, a server, other virtual environments, downloads) carry the line `<!-- not run by tests/test_doc_commands.py:
+and ckpt-20 (`SMALL_CHECKPOINTS`). Blocks that cannot run here (Docker, a server, other
+virtual environments, downloads) carry the line `<!-- not run by tests/test_doc_commands.py:
 REASON -->` just above their fence. Every command must exit 0, and the project's print no
 library log line (TensorFlow's C++ or absl logging, SentencePiece's; a block that runs
 another tool, `python -c`, is exempt).
@@ -70,9 +70,8 @@ def small(block: str) -> str:
         match = TRAINING.match(line)
         if match:
             given = set(re.findall(r"--\w+", line))
-            steps = [f"{flag}={value}" for flag, value in SMALL_RUN.items()
-                     if flag not in given]
-            lines[i] = " ".join([match.group(0).rstrip(), *SMALL_MODEL, *steps,
+            added = [f"{flag}={value}" for flag, value in SMALL_RUN.items() if flag not in given]
+            lines[i] = " ".join([match.group(0).rstrip(), *SMALL_MODEL, *added,
                                  line[match.end():]])
     return "\n".join(lines) + "\n"
 
