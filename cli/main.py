@@ -128,6 +128,8 @@ def run_stages(started: float) -> int:
                 done[stage] = run(options, log=stage_log, out=results)
             else:
                 done[stage] = run(options, log=stage_log)
+            if stage == "average":  # later stages decode as --choose_on_dev chose
+                options = resolver.resolve(given, device=device)
     if modes != FLAGS.mode:
         log(f"export under TensorFlow: python pipelines/run.py --mode "
             f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "
@@ -135,5 +137,6 @@ def run_stages(started: float) -> int:
     results.flush()
     metric = options.make_task().metric_name if "evaluate" in done else None
     log("\n".join(summary.lines(started, options.model_dir, done, metric,
-                                options.evaluation.split, output=options.io.output)))
+                                options.eval_task().score_label(options.evaluation.split),
+                                output=options.io.output)))
     return 0

@@ -12,6 +12,7 @@ SETTINGS_FILE = "keras_transformer.json"
 """Beside CTranslate2's files: decoding settings (`translate`'s defaults) and the model's shape."""
 VOCAB_FILE = "spm.model"
 PATIENCE = 1.0
+ASCII_SPACE = " \t\n\v\f\r"
 """CTranslate2 finishes PATIENCE * beam_size hypotheses before it stops (docs/serving.md)."""
 
 
@@ -55,7 +56,9 @@ def source_pieces(sp, lines: Sequence[str], decoding: dict[str, Any],
     keep max_input_length - 1 pieces (CTranslate2 adds EOS); the length is our output cap for the
     longest source, min(tokens + extra_length, max_length), less our forced end token."""
     max_input = decoding.get("max_input_length") or max_length
-    pieces = [p[:max_input - 1] for p in sp.encode(list(lines), out_type=str)]
+    # An all-space line is an empty one (ASCII spaces, as `tf.strings.strip` in ours).
+    lines = [line if line.strip(ASCII_SPACE) else "" for line in lines]
+    pieces = [p[:max_input - 1] for p in sp.encode(lines, out_type=str)]
     longest = max((len(p) + 1 for p in pieces), default=1)
     return pieces, min(longest + decoding["extra_length"], max_length) - 1
 
@@ -63,7 +66,8 @@ def source_pieces(sp, lines: Sequence[str], decoding: dict[str, Any],
 def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
               max_length: int, patience: float = PATIENCE, **options) -> list[dict[str, Any]]:
     """Raw sentences -> [{"pieces", "translation", "score"}]: our beam search's choice, lengths
-    as `source_pieces` says; `min_decoding_length=0` since ours may end at the first step.
+    as `source_pieces` says, never ending before the first token (`min_decoding_length=1`, as
+    ours); a line without pieces (blank, whitespace only) gives "" and score 0, as ours does.
 
     Args:
         translator: a `ctranslate2.Translator` on a `write_ctranslate2` directory.
@@ -78,17 +82,21 @@ def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
         return []
     beam_size, alpha = decoding["beam_size"], decoding["alpha"]
     pieces, limit = source_pieces(sp, lines, decoding, max_length)
+    out = [{"pieces": [], "translation": "", "score": 0.0} for _ in pieces]
+    given = [i for i, p in enumerate(pieces) if p]
+    if not given:
+        return out
     candidates = max(1, round(beam_size * patience))
     penalty = ct2_length_penalty(alpha)
     results = translator.translate_batch(
-        pieces, beam_size=beam_size, patience=patience, num_hypotheses=candidates,
-        length_penalty=penalty, return_scores=True, return_end_token=True,
-        max_decoding_length=limit, min_decoding_length=0, max_input_length=0, **options)
-    out = []
-    for result in results:
+        [pieces[i] for i in given], beam_size=beam_size, patience=patience,
+        num_hypotheses=candidates, length_penalty=penalty, return_scores=True,
+        return_end_token=True, max_decoding_length=limit, min_decoding_length=1,
+        max_input_length=0, **options)
+    for i, result in zip(given, results):
         best, score = gnmt_best(result.hypotheses, result.scores, alpha, penalty)
         best = best[:-1] if best and best[-1] == "</s>" else best
-        out.append({"pieces": best, "translation": sp.decode_pieces(best), "score": score})
+        out[i] = {"pieces": best, "translation": sp.decode_pieces(best), "score": score}
     return out
 
 

@@ -225,13 +225,13 @@ class BeamSearchLoop:
         if term_state is None:
             return Candidates(*core.candidates(
                 logits, state["alive_log_probs"], 2 * self.k, self.eos_id,
-                ops.equal(step + 1, sentences["max_lengths"]), forced))
+                ops.equal(step + 1, sentences["max_lengths"]), forced, ops.equal(step, 0)))
         from keras_transformer.decoding import terms as terms_lib
 
         return Candidates(*terms_lib.candidates(
             logits, state["alive_log_probs"], self.k, self.eos_id, forced,
             sentences["max_lengths"] - 1 - step, term_state,
-            (sentences["terms"], sentences["term_lengths"])))
+            (sentences["terms"], sentences["term_lengths"]), ops.equal(step, 0)))
 
     def write(self, state, candidates, alignment):
         """The candidates' storage: their beams' tokens (and details), the new one at step + 1."""

@@ -147,11 +147,13 @@ def log_softmax_parts(logits):
     return rows, row_max, normaliser
 
 
-def candidates(logits, alive_log_probs, width, eos_id, last, forced):
+def candidates(logits, alive_log_probs, width, eos_id, last, forced, first=False):
     """The `width` best one-token continuations of each sentence's live hypotheses.
 
     As if ranking all beam x vocabulary continuations (padding never, only the end token at `last`,
-    the `forced` token where forced; scores unmasked), ranking each hypothesis's best `width` + 2.
+    the `forced` token where forced, the end token not `first`; scores unmasked), ranking each
+    hypothesis's best `width` + 2. A hypothesis never ends before its first token (fairseq's
+    `--min-len 1`): under a length penalty an empty one may outscore every real translation.
 
     Args:
         logits: [batch, beam, vocab] (any float dtype).
@@ -159,6 +161,8 @@ def candidates(logits, alive_log_probs, width, eos_id, last, forced):
         width: int or int32 scalar tensor, the candidates to return (2 x beam).
         last: bool [batch], the next token is the sentence's last allowed one.
         forced: None or int32 [batch], the token forced next where > 0.
+        first: bool scalar, the next token is the first one (unless `last` or forced, the end
+            token is not allowed).
     Returns:
         (sums float32 best first, beams int32, tokens int32, token log-probabilities float32),
         each [batch, width]; `NEG` log-probabilities where fewer than `width` are allowed.
@@ -177,8 +181,10 @@ def candidates(logits, alive_log_probs, width, eos_id, last, forced):
     tokens = ops.concatenate([tokens, special], axis=1)
     columns = ops.shape(tokens)[1]
     is_special = ops.equal(ops.arange(columns, dtype="int32"), columns - 1)
+    ending_too_soon = ops.logical_and(first, ops.equal(tokens, eos_id))
     allowed = ops.where(ops.repeat(only_special, beams, axis=0)[:, None], is_special[None, :],
-                        ops.logical_not(is_special)[None, :] & ops.not_equal(tokens, PAD_ID))
+                        ops.logical_not(is_special)[None, :] & ops.not_equal(tokens, PAD_ID)
+                        & ops.logical_not(ending_too_soon))
     token_log_probs = ops.where(allowed, (values - row_max) - normaliser, NEG)
     sums = ops.reshape(alive_log_probs, (-1, 1)) + token_log_probs
     top_sums, picks = top_k(ops.reshape(sums, (batch, -1)), width)

@@ -94,10 +94,12 @@ def sample(step_fn, initial_ids, cache, sampling, max_lengths, eos_id, options=S
                                [-1, vocab])
         aligned = tf.reshape(out[2], [-1]) if track_details else tf.zeros_like(ids)
         columns = tf.range(vocab)[None, :]
-        # As in beam search: PAD never, only EOS at the last position, the prefix's token
-        # where there is one; the choice is restricted, the scores stay the model's.
-        disallowed = tf.equal(columns, PAD_ID) | (
-            tf.equal(step + 1, row_lengths)[:, None] & tf.not_equal(columns, eos_id))
+        # As in beam search: PAD never, only EOS at the last position, EOS never first, the
+        # prefix's token where there is one; the choice is restricted, the scores stay the
+        # model's.
+        last = tf.equal(step + 1, row_lengths)[:, None]
+        disallowed = tf.equal(columns, PAD_ID) | (last & tf.not_equal(columns, eos_id)) | (
+            ~last & tf.equal(step, 0) & tf.equal(columns, eos_id))
         if forced_ids is not None:
             forced = tf.repeat(forced_ids[:, step], n)
             disallowed |= (forced > 0)[:, None] & tf.not_equal(columns, forced[:, None])

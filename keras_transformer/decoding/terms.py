@@ -121,7 +121,8 @@ def round_robin(scores, banks, valid, k):
     return picks
 
 
-def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, phrases):
+def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, phrases,
+               first=False):
     """`core.candidates` with required phrases: 2k candidates, the k live ones by dynamic beam
     allocation, then the k best endings.
 
@@ -131,7 +132,7 @@ def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, phr
     banks counted after the token. A sentence without phrases gets `core.candidates`' candidates.
 
     Args:
-        logits, alive_log_probs, eos_id, forced: as for `core.candidates`.
+        logits, alive_log_probs, eos_id, forced, first: as for `core.candidates`.
         k: the beam size.
         room_left: int32 [batch], max_lengths - 1 - step: tokens a hypothesis may still take
             before its end token, this one included.
@@ -160,7 +161,7 @@ def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, phr
     once = ~tf.reduce_any(tf.equal(tokens[:, :, None], tokens[:, None, :]) & earlier, axis=2)
     is_end = tf.equal(tokens, eos_id)
     still = per_row(needed(state, lengths))
-    allowed = tf.not_equal(tokens, PAD_ID) & (~is_end | tf.equal(still, 0))
+    allowed = tf.not_equal(tokens, PAD_ID) & (~is_end | (tf.equal(still, 0) & ~first))
     only_phrases = (still > 0) & (still >= tf.repeat(room_left, beams)[:, None])
     allowed = tf.where(only_phrases, tf.equal(tokens, per_row(forced_token(state, terms))),
                        allowed)

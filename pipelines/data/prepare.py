@@ -25,6 +25,7 @@ from pipelines.data import dataset as ds_lib
 from pipelines.data import packing
 from pipelines.data import token_cache
 from pipelines.data import vocab as vocab_lib
+from pipelines.data import text_io
 from pipelines.data.text_io import CleanResult, clean_parallel, read_lines
 from pipelines.errors import DataError
 from pipelines.model_dir import layout as md
@@ -45,6 +46,18 @@ def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
     given = split == "test" and task.test_files  # a user's test set, cleaned beside the task's
     out = pathlib.Path(work_dir) / md.CLEAN_DIR / task.name / (f"{split}.given" if given else split)
     return clean_parallel(src, tgt, out, drop_empty=split == "train", log=log)
+
+
+def check_training_text(task: Task, work_dir: os.PathLike | str, *, log: Log = print) -> None:
+    """`DataError` when the training files' text differs from the text a trained model in
+    ``work_dir`` was trained on (edited in place since)."""
+    src, tgt = task.data_files("train", work_dir, log=log)
+    clean = pathlib.Path(work_dir) / md.CLEAN_DIR / task.name / "train"
+    if text_io.changed_since(src, tgt, clean):
+        raise DataError(
+            f"{src}, {tgt}: changed since the model in {work_dir} was trained on them; train a "
+            f"new model dir on them (--model_dir NEW), or fine-tune this one (--init_from "
+            f"{work_dir} --model_dir NEW)")
 
 
 def ensure_vocab(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = None, *,

@@ -10,6 +10,9 @@ from pipelines import Log
 
 DEFAULT_INTERVAL = 15.0
 """Seconds between progress lines: well within the 30 s a user waits before worrying."""
+PLAIN_INTERVAL = 60.0
+"""Seconds between the lines of training and decoding where stderr is no terminal (a log file,
+a notebook): their Keras bars would say nothing until the end."""
 
 
 def format_duration(seconds: float) -> str:

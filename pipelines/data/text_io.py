@@ -23,12 +23,13 @@ import json
 import os
 import pathlib
 import sys
+import tempfile
 from typing import Iterator
 
 from pipelines import Log, report
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration
 from pipelines.errors import DataError
-from pipelines.model_dir.files import atomic_files, input_identity, read_manifest
+from pipelines.model_dir.files import atomic_files, input_identity, read_json, read_manifest
 
 
 # Characters other than "\n" that str.splitlines() treats as line boundaries.
@@ -135,6 +136,24 @@ def _load_reusable(out_dir: pathlib.Path, inputs: dict) -> CleanResult | None:
     if not (src.is_file() and tgt.is_file()):
         return None
     return CleanResult(src, tgt, CleanStats(**data["stats"]), data["digest"])
+
+
+def changed_since(source_path: os.PathLike | str, target_path: os.PathLike | str,
+                  out_dir: os.PathLike | str) -> bool:
+    """Whether the files' cleaned text differs from the one ``clean_parallel`` wrote to
+    ``out_dir`` (False where it wrote none); files only touched or moved have not changed."""
+    out_dir = pathlib.Path(out_dir)
+    data = read_json(out_dir / _MANIFEST)
+    if not data or "digest" not in data:
+        return False
+    inputs = {"files": input_identity([source_path, target_path]),
+              "drop_empty": data.get("inputs", {}).get("drop_empty", True)}
+    if data.get("inputs") == inputs:
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        again = clean_parallel(source_path, target_path, tmp, drop_empty=inputs["drop_empty"],
+                               log=lambda _: None)
+    return again.digest != data["digest"]
 
 
 def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | str,

@@ -5,6 +5,7 @@ with the exported SavedModel's rules (`keras_transformer.data.text`, `.decoding`
 import dataclasses
 import json
 import pathlib
+import types
 
 import keras
 import numpy as np
@@ -13,6 +14,7 @@ import tensorflow as tf
 from keras_transformer.data import text
 from keras_transformer.decoding import BeamSearch, make_translate_function
 from pipelines.data import dataset as ds_lib
+from pipelines.data.progress import PLAIN_INTERVAL, Progress
 from pipelines.errors import ConfigError
 from pipelines.model_dir.files import atomic_files
 from pipelines.model_dir.layout import EVAL_DIR
@@ -35,11 +37,16 @@ def make_translator(model, search: BeamSearch, jit_compile=False, constraint=Non
                                     for value in search(np.asarray(source_ids))[:2])
 
 
-def translate_batches(translate, batches, tokenizer, verbose=1):
-    """Decodes `EvalBatch`es; returns (texts, scores) in corpus order, with a progress bar."""
+def translate_batches(translate, batches, tokenizer, verbose=1, log=print):
+    """Decodes `EvalBatch`es; returns (texts, scores) in corpus order, with a progress bar
+    (verbose 1), or (verbose 2: no terminal) a line with the ETA at least once a minute."""
     texts, scores = [], []
-    progress = keras.utils.Progbar(sum(len(b.indices) for b in batches), verbose=verbose,
-                                   unit_name="sentence")
+    total = sum(len(b.indices) for b in batches)
+    if verbose == 2:
+        lines = Progress("decode", total, "sentences", log, interval=PLAIN_INTERVAL)
+        progress = types.SimpleNamespace(add=lambda n: lines.update(lines.done + n))
+    else:
+        progress = keras.utils.Progbar(total, verbose=verbose, unit_name="sentence")
     for batch in batches:
         ids, batch_scores = text.empty_where_blank(text.blank_rows(batch.source_ids),
                                                    *translate(tf.constant(batch.source_ids)))

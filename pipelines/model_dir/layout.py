@@ -12,6 +12,7 @@ alone knows the layout; it reads and writes these files and builds the model).
     <model_dir>/final.weights.h5    the model used for evaluation and export (averaged)
     <model_dir>/average.ckpt-N+ckpt-M.weights.h5
                                     chosen checkpoints averaged (--average_checkpoints)
+    <model_dir>/dev_choice.json     what --choose_on_dev chose, and the dev scores it chose by
     <model_dir>/eval/               hypotheses and scores
     <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches
     <model_dir>/.lock               held by the run writing the dir (lock.py)
@@ -42,6 +43,7 @@ MADE_FROM_DIR = "made_from"
 EVAL_DIR = "eval"
 EXPORT_DIR = "export"
 CT2_EXPORT_DIR = "export_ct2"  # --format ctranslate2
+DEV_CHOICE_FILE = "dev_choice.json"
 
 
 def save_config(model_dir, config: TransformerConfig) -> None:
@@ -77,6 +79,23 @@ def load_settings(model_dir) -> dict[str, Any]:
     if not isinstance(settings, dict):
         raise ModelDirError(f"{path}: not a JSON object; restore it or delete it")
     return settings if settings.get("format") else _upgrade(settings)
+
+
+def save_dev_choice(model_dir, chosen: dict[str, Any], grid: list[dict]) -> pathlib.Path:
+    """Records the dev choice: the values chosen and every dev score tried (stages/choose.py)."""
+    path = pathlib.Path(model_dir) / DEV_CHOICE_FILE
+    write_json_atomic(path, {"chosen": chosen, "grid": grid})
+    return path
+
+
+def load_dev_choice(model_dir) -> dict[str, Any]:
+    """The recorded dev choice ({"chosen": {setting: value}, "grid": [...]}), {} if none."""
+    path = pathlib.Path(model_dir) / DEV_CHOICE_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as e:
+        raise ModelDirError(f"{path}: unreadable ({e}); delete it, and the next average "
+                            f"stage chooses again") from None
 
 
 def _upgrade(old: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,8 @@ from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIO
                                         IOOptions, ModelOptions, Recipe, TrainingOptions)
 from pipelines.tasks import Task, get_task
 
+CHOSEN_ON_DEV = "chosen on dev"
+
 Layer = tuple[str, Mapping[str, Any]]
 """(origin, {setting: value}) by the table's names and `max_length`; a None value says nothing."""
 
@@ -70,6 +72,7 @@ def resolve(given: Mapping[str, Any], *,
     task = get_task(task.name, **task_options)
     values, origins = merge([("default", _paper_layer()), (task.origin, _task_layer(task)),
                              (f"preset {preset}", recipe), *upper])
+    _mark_chosen(values, origins, model_dir)
     _derive(values, origins, task, device or device_policy.Device())
     training = TrainingOptions(**{f.name: values.get(f.name)
                                   for f in dataclasses.fields(TrainingOptions)})
@@ -176,6 +179,7 @@ def _derive(values: dict, origins: dict, task: Task, device: device_policy.Devic
     """Fills in what no layer gave: max_length (from the task), device choices, decode precision."""
     _default(values, origins, "max_length", task.origin, max(
         task.max_length, task.max_source_length + values["extra_length"] + 1))
+    _follow_train_steps(values, origins, task)
     policy, why = device_policy.precision(device)
     _default(values, origins, "mixed_precision", f"device: {why}", policy != "float32")
     # --mixed_precision says whether; the device says which mixed policy.
@@ -195,6 +199,23 @@ def _derive(values: dict, origins: dict, task: Task, device: device_policy.Devic
              "bfloat16" if values["precision_policy"] == "mixed_bfloat16" else "float32")
     _default(values, origins, "decode_jit_compile", "default",
              values["decode_precision"] == "float32")
+
+
+def _mark_chosen(values: dict, origins: dict, model_dir: str) -> None:
+    """The values settings.json holds as --choose_on_dev chose them: origin "chosen on dev"."""
+    for name, value in md.load_dev_choice(model_dir).get("chosen", {}).items():
+        if origins.get(name) == md.SETTINGS_FILE and values.get(name) == value:
+            origins[name] = CHOSEN_ON_DEV
+
+
+def _follow_train_steps(values: dict, origins: dict, task: Task) -> None:
+    """A sized task's warm-up follows --train_steps given above it (its fraction of the run)."""
+    if origins.get("warmup_steps") != task.origin or origins.get("train_steps") == task.origin:
+        return
+    warmup = task.warmup_for(values["train_steps"])
+    if warmup is not None:
+        values["warmup_steps"] = warmup
+        origins["warmup_steps"] = f"{task.origin}, for {values['train_steps']:,} steps"
 
 
 def _d_model(values: Mapping[str, Any]) -> int:

@@ -21,7 +21,7 @@ from pipelines.tasks import Task
 def dev_metric_evaluator(options: Recipe, task: Task, max_length: int, log: Log = print
                          ) -> Callable:
     """`model -> score`: the task's metric on the first `dev_metric_sentences` (0: all) of dev."""
-    data, tokenizer, constraint = _eval_inputs(
+    data, tokenizer, constraint = eval_inputs(
         options, task, "dev", max_length, options.training.dev_metric_sentences, log)
 
     def dev_metric(model):  # float32 weights (bfloat16 compute when mixed): decoded as is
@@ -37,7 +37,7 @@ def dev_metric_evaluator(options: Recipe, task: Task, max_length: int, log: Log 
     return dev_metric
 
 
-def _eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count: int,
+def eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count: int,
                  log: Log):
     """(the first `count` sentences of `split`, 0: all; the tokenizer; the decoding constraint)."""
     vocab = prepare.vocab_path(options.model_dir)
@@ -73,12 +73,12 @@ def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -
     model = md.load_final_model(options.model_dir, decoding.precision,
                                 options.evaluation.checkpoint, log=log)
     log(f"evaluate: {describe.describe_decoding(options)}, XLA {'on' if jit else 'off'}")
-    data, tokenizer, constraint = _eval_inputs(options, task, split, model.config.max_length,
+    data, tokenizer, constraint = eval_inputs(options, task, split, model.config.max_length,
                                                options.evaluation.sentences, log)
     translate = evaluate.make_translator(model, decoding.beam, jit_compile=jit,
                                          constraint=constraint)
     start = time.perf_counter()
-    hypotheses, _ = evaluate.translate_batches(translate, data.batches, tokenizer,
+    hypotheses, _ = evaluate.translate_batches(translate, data.batches, tokenizer, log=log,
                                                verbose=options.verbose)
     seconds = time.perf_counter() - start
     scores = task.score(data.sources, hypotheses, data.references, split=split,
@@ -91,7 +91,8 @@ def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -
         if not name.endswith("signature"):
             signature = scores.get(f"{name}_signature")
             shown = f"{value:,}" if isinstance(value, int) else f"{value:.2f}"
-            printed.append(f"{split} {name}: {shown}" + (f"  ({signature})" if signature else "")
+            printed.append(f"{task.score_label(split)} {name}: {shown}"
+                           + (f"  ({signature})" if signature else "")
                            + "\n")
     print("".join(printed), end="", file=out or sys.stdout, flush=True)
     index = results.update_index(options.model_dir, result, {

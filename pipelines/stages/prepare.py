@@ -27,6 +27,8 @@ def run_prepare(options: Recipe, log: Log = print) -> dict:
         init_lib.copy_vocabulary(options.init, options.model_dir, log)
     # Bound once trained: a resumed run's tables are the ones its first run printed.
     resumed = md.has_weights(options.model_dir)
+    if resumed:
+        prepare.check_training_text(task, options.model_dir, log=log)
     report = prepare.prepare(task, options.model_dir, vocab_size=options.data.vocab_size,
                              batch_tokens=options.training.batch_tokens, tables=not resumed,
                              log=log)

@@ -77,6 +77,16 @@ class Task(abc.ABC):
         change them under a trained model."""
         return {}
 
+    def score_label(self, split: str) -> str:
+        """What a score of `split` is printed under: the split, or the user's own reference
+        file that stands for it."""
+        return self.test_files[1] if split == "test" and self.test_files else split
+
+    def warmup_for(self, train_steps: int) -> int | None:
+        """The task's warm-up for a run of `train_steps` that a flag gives; None: its recipe's
+        `warmup_steps` stays."""
+        return None
+
     def has_split(self, split: str) -> bool:
         """Whether the task has data for `split`."""
         return True

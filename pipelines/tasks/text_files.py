@@ -17,6 +17,15 @@ class TextFilesTask(Task):
     def has_split(self, split):
         return any(name == split and src and tgt for name, src, tgt in self.files)
 
+    def score_label(self, split):
+        if split == "test" and self.test_files:
+            return super().score_label(split)
+        return next((tgt for name, src, tgt in self.files if name == split and src and tgt),
+                    split)
+
+    def warmup_for(self, train_steps):
+        return corpus_recipe.warmup_for(train_steps) if self.recipe else None
+
     def split_files(self, split, work_dir, *, log=print):
         check_split(split)
         for name, src, tgt in self.files:

@@ -4,6 +4,7 @@ import time
 
 import keras
 
+from pipelines.data.progress import PLAIN_INTERVAL, Progress
 from pipelines.model_dir import checkpoints
 
 
@@ -48,12 +49,37 @@ class StopAtStep(keras.callbacks.Callback):
 class StepProgbar(keras.callbacks.ProgbarLogger):
     """Keras' progress bar, counting the batches each epoch will run (training may stop inside
     one, at `train_steps`); each epoch opens with "train: steps A to B of N (P passes over the
-    data so far)" instead of "Epoch i/n"."""
+    data so far)" instead of "Epoch i/n".
+
+    With verbose 2 (stderr is no terminal: a log file, a notebook, CI) there is no bar: a
+    progress line with the step and the ETA at least once a minute (`PLAIN_INTERVAL`), and each
+    epoch's metrics as numbers people read (`readable`) instead of Keras' four decimals."""
 
     def __init__(self, train_steps, accumulate_steps=1, batches_per_pass=None, log=print):
         super().__init__()
         self.train_steps, self.accumulate_steps = int(train_steps), int(accumulate_steps)
         self.batches_per_pass, self.log = batches_per_pass, log
+        self.progress = None
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        if self.verbose == 2:
+            self.progress = Progress("train", self.train_steps, "steps", self.log,
+                                     already=self._step(), interval=PLAIN_INTERVAL)
+
+    def _step(self) -> int:
+        return int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.progress is None:
+            return super().on_train_batch_end(batch, logs)
+        self.progress.update(self._step())
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.progress is None:
+            return super().on_epoch_end(epoch, logs)
+        self.log(f"train: step {self._step():,}: " + ", ".join(
+            f"{name} {readable(value)}" for name, value in (logs or {}).items()))
 
     def set_params(self, params):
         super().set_params(params)
@@ -69,6 +95,15 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
             self.log(f"train: steps {step:,} to {step + self.target // self.accumulate_steps:,}"
                      f" of {self.train_steps:,}{passes}")
         super().on_epoch_begin(epoch, logs)
+
+
+def readable(value) -> str:
+    """A metric as people read it: ``2450.0005 -> "2,450"``, ``42060.0 -> "42,060"``,
+    ``3.55921 -> "3.559"``, ``0.00055234 -> "0.0005523"``."""
+    value = float(value)
+    if value.is_integer() or abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
 
 
 class StepTensorBoard(keras.callbacks.TensorBoard):

@@ -312,3 +312,39 @@ def test_the_stop_rules(leaving):
     # The second sentence, searched on meanwhile, is the same under both rules.
     for out in (exact, early):
         np.testing.assert_array_equal(out.ids.numpy()[1, 0, :5], [4, 4, 4, 4, EOS])
+
+
+def _ending_model(vocab=6):
+    """A step function whose likeliest token is always the end token (log-probability about
+    -0.01), then token 4 (about -5): the empty output outscores every real one."""
+    logits = tf.constant([-10.0, -10.0, -10.0, 5.0, 0.0, -10.0][:vocab])
+
+    def step_fn(last_tokens, step, cache, sentences):
+        shape = tf.shape(last_tokens)
+        return tf.broadcast_to(logits, tf.concat([shape, [vocab]], 0)), cache
+
+    return step_fn
+
+
+@pytest.mark.quick
+@pytest.mark.parametrize("beam_size", [1, 4])
+@pytest.mark.parametrize("compacting", [False, True])
+def test_no_hypothesis_ends_before_its_first_token(beam_size, compacting):
+    """fairseq's --min-len 1: where the model would end at once (its likeliest first token is
+    the end token, and under any length penalty the empty output wins), the search returns a
+    token first; only a sentence whose limit is one token ends at once."""
+    from keras_transformer.decoding.sampling import sample
+    from keras_transformer.decoding import Sampling
+
+    batch, step_fn = 2, _ending_model()
+    lengths = tf.constant([6, 1])
+    options = SearchOptions(num_results=1, sentence_state=tf.zeros([batch, 1])
+                            if compacting else None)
+    ids, scores = beam_search(step_fn, tf.fill([batch], BOS), tf.zeros([batch, beam_size, 1]),
+                              BeamSearch(beam_size=beam_size, alpha=1.0), lengths, EOS,
+                              options)[:2]
+    assert ids.numpy()[:, 0, :2].tolist() == [[4, EOS], [EOS, 0]]
+    assert scores.numpy()[0, 0] == pytest.approx(-5.0 / ((5 + 2) / 6), abs=0.02)
+    drawn = sample(step_fn, tf.fill([batch], BOS), tf.zeros([batch, 1]),
+                   Sampling(topk=1), lengths, EOS, SearchOptions(num_results=1))
+    assert drawn.ids.numpy()[:, 0, :2].tolist() == [[4, EOS], [EOS, 0]]

@@ -141,3 +141,17 @@ def test_ctranslate2_translates_as_our_float32_search(ct2_dir, translator, corpu
         else:
             assert theirs["score"] == pytest.approx(score, rel=1e-3, abs=1e-3)  # float32 sums
     assert len(differ) <= SENTENCES // 8, differ
+
+
+def test_ctranslate2_gives_an_empty_line_for_a_blank_one(ct2_dir, corpus):
+    """A blank or whitespace-only line has no pieces: "" and score 0, as our search gives,
+    in its place among real lines, which never come back empty."""
+    from export import ct2_decoding as ct2
+
+    engine, sp, info = ct2.load(ct2_dir, intra_threads=1)
+    lines = ["", corpus["en"][0], "   ", "\t", corpus["en"][1]]
+    out = ct2.translate(engine, sp, lines, info["decoding"], info["model"]["max_length"])
+    assert [(o["translation"], o["score"]) for o in out[::2][:2]] == [("", 0.0), ("", 0.0)]
+    assert (out[3]["translation"], out[3]["score"]) == ("", 0.0)
+    assert out[1]["translation"] and out[4]["translation"]
+    assert ct2.translate(engine, sp, [" "], info["decoding"], 64)[0]["pieces"] == []

@@ -161,6 +161,34 @@ def test_a_refusal_is_one_line_and_exit_2(corpora, tmp_path, shared_data):
     assert not (tmp_path / "new").exists()
 
 
+def test_training_files_edited_after_training_are_refused(corpora, tmp_path, shared_data):
+    """A rerun after the training text was edited in place says so in one line (exit 2) and
+    writes nothing, where it used to report the old tables and "nothing to do"; files only
+    touched (the same text) resume as before."""
+    src, tgt = (shutil.copy(path, tmp_path / path.name) for path in corpora["a"])
+    model_dir = tmp_path / "model"
+    args = [f"--model_dir={model_dir}", "--mode=prepare,train", "--task=text",
+            f"--train_src={src}", f"--train_tgt={tgt}", *TINY_MODEL, "--train_steps=10",
+            "--checkpoint_every=10"]
+    ok(run_command(args, shared_data))
+    os.utime(src)  # touched, not changed
+    assert "nothing to do" in ok(run_command(args, shared_data)).stderr
+    lines = open(tgt, encoding="utf-8").readlines()
+    _write(tgt, lines[:5] + ["Ein ganz anderer Satz.\n"] + lines[6:])
+    def files():  # the lock file names its holder, whichever run that was
+        return {p: p.read_bytes() for p in model_dir.rglob("*") if p.is_file()
+                and p.name != ".lock"}
+
+    before = files()
+    result = run_command(args, shared_data)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {src}, {tgt}: changed since the model in {model_dir} was trained on them; "
+        f"train a new model dir on them (--model_dir NEW), or fine-tune this one (--init_from "
+        f"{model_dir} --model_dir NEW)")
+    assert files() == before
+
+
 def test_report_coverage_warns_for_text_the_vocabulary_lacks(source, tmp_path):
     """Text in a script the source's vocabulary never saw is spelled in byte pieces: one
     warning line with the rate."""

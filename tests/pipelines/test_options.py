@@ -172,9 +172,10 @@ def test_a_run_shorter_than_its_warm_up_says_so_in_one_line(tmp_path):
 
 def test_own_files_from_scratch_get_a_recipe_sized_to_their_corpus(tmp_path):
     """--task text without a preset: a vocabulary the corpus can fill, a small model with a
-    batch that fits, several passes, a warm-up that ends by the run's end (the paper's 4,000
-    steps at most), each with the task as its origin; a corpus as large as WMT's keeps the
-    paper's recipe."""
+    batch that fits, several passes, packed rows, a warm-up of 40% of the run (the paper's
+    4,000 steps at most) at 0.7 times Eq. 3's rate, the last 3 checkpoints averaged, each with
+    the task as its origin; given --train_steps, the warm-up follows them; a corpus as large as
+    WMT's keeps the paper's recipe."""
     words = [f"w{i}" for i in range(20_000)]
     lines = [" ".join(words[(7 * n + k) % len(words)] for k in range(12)) for n in range(6000)]
     (tmp_path / "a.src").write_text("\n".join(lines) + "\n")
@@ -185,18 +186,26 @@ def test_own_files_from_scratch_get_a_recipe_sized_to_their_corpus(tmp_path):
     t = run.training
     assert (run.model.preset, run.data.vocab_size) == ("small", 4000)  # 20,000 words
     assert (t.batch_tokens, t.train_steps, t.warmup_steps, t.checkpoint_every) == (
-        2048, 1000, 1000, 100)  # 6,000 pairs of ~16.6 pieces: 49 batches a pass; 1,000 at least
+        2048, 1000, 400, 100)  # 6,000 pairs of ~16.6 pieces: 49 batches a pass; 1,000 at least
+    assert (t.pack, t.lr_scale, t.average_last) == (True, 0.7, 3)
     origin = "task text (sized to 6,000 pairs and 20,000 distinct words)"
     assert {run.origins[k] for k in ("config", "vocab_size", "train_steps", "warmup_steps",
-                                     "batch_tokens", "checkpoint_every")} == {origin}
+                                     "batch_tokens", "checkpoint_every", "pack", "lr_scale",
+                                     "average_last")} == {origin}
     assert describe.describe_short_run(run) is None
+    short = resolver.resolve({"model_dir": str(tmp_path / "s"), "task": "text",
+                              "train_src": str(tmp_path / "a.src"),
+                              "train_tgt": str(tmp_path / "a.tgt"), "train_steps": 300})
+    assert (short.training.train_steps, short.training.warmup_steps) == (300, 120)
+    assert short.origins["warmup_steps"] == f"{origin}, for 300 steps"
+    assert describe.describe_short_run(short) is None
     bigger = [line + " " + line for line in lines] * 10  # 60,000 pairs of 24 words
     (tmp_path / "b.tgt").write_text("\n".join(bigger) + "\n")
     (tmp_path / "b.src").write_text("\n".join(bigger) + "\n")
     t = resolver.resolve({"model_dir": str(tmp_path / "n"), "task": "text",
                           "train_src": str(tmp_path / "b.src"),
                           "train_tgt": str(tmp_path / "b.tgt")}).training
-    assert (t.train_steps, t.warmup_steps, t.checkpoint_every) == (3800, 3800, 380)
+    assert (t.train_steps, t.warmup_steps, t.checkpoint_every) == (3800, 1520, 380)
     # 60,000 x (1.3 x 24 + 1) / 2,048 x 4 passes = 3,773: ten checkpoints of 380.
     flags = {"model_dir": str(tmp_path / "o"), "task": "text", "config": "base",
              "train_src": str(tmp_path / "a.src"), "train_tgt": str(tmp_path / "a.tgt")}

@@ -1,0 +1,114 @@
+"""The dev choice: how many checkpoints to average and the length penalty, by the dev metric.
+
+A recipe with `--choose_on_dev` (the sized `--task text` recipe, the default job's) leaves these
+two to the user's own dev split: before averaging, the last `AVERAGE_COUNTS` checkpoints are
+averaged in turn and decode dev at the recipe's alpha; the best count then decodes it at each of
+`ALPHAS`. A value changes only where it scores strictly higher than the recipe's, so the dev
+score never drops. The test split is never read. The choice goes into settings.json (which every
+later stage and the export read) and `layout.DEV_CHOICE_FILE`, whose record makes the options
+block name its origin "chosen on dev".
+"""
+import dataclasses
+import json
+import pathlib
+import tempfile
+
+import keras
+
+from pipelines import Log
+from pipelines.evaluation import evaluate
+from pipelines.model_dir import checkpoints
+from pipelines.model_dir import layout as md
+from pipelines.settings import table
+from pipelines.settings.options import Recipe
+from pipelines.stages import made_from
+from pipelines.stages.evaluate import eval_inputs
+
+AVERAGE_COUNTS = (1, 3, 5, 10)
+ALPHAS = (0.6, 1.0, 1.4)
+"""The paper's alpha, the published Multi30k protocol's (fairseq's lenpen 1) and its dev choice."""
+CHOSEN = ("average_last", "alpha")
+
+
+def wanted(options: Recipe) -> tuple[str, ...]:
+    """The settings this run chooses on dev: those of `CHOSEN` no flag gives, when
+    --choose_on_dev is on and the task has a dev split."""
+    if not options.training.choose_on_dev or not options.make_task().has_split("dev"):
+        return ()
+    return tuple(name for name in CHOSEN if options.origins.get(name) != "flag")
+
+
+def choose_on_dev(options: Recipe, log: Log = print) -> dict | None:
+    """Chooses `wanted` on dev and records the choice (redone only after a new checkpoint);
+    returns {setting: value}, or None when nothing is chosen."""
+    names, state = wanted(options), md.checkpoint_dir(options.model_dir)
+    kept = len(checkpoints.checkpoint_paths(state))
+    if not names or not kept:  # without checkpoints the average stage says what to do
+        return None
+    inputs = {"checkpoints": made_from.content_identity(options, [state / "checkpoint"]),
+              "names": list(names), "candidates": [list(AVERAGE_COUNTS), list(ALPHAS)],
+              "data": json.loads(json.dumps(dataclasses.asdict(options.data), default=str))}
+    done = made_from.up_to_date(options, "dev_choice", inputs)
+    if done:
+        log(f"choose: {done['product']} is up to date (no checkpoint since)")
+        return md.load_dev_choice(options.model_dir)["chosen"]
+    grid = _search(options, names, kept, log)
+    best = max(grid, key=lambda row: row["score"])  # the first best: the recipe's on a tie
+    chosen = {name: best[name] for name in names}
+    path = md.save_dev_choice(options.model_dir, chosen, grid)
+    settings = md.load_settings(options.model_dir)
+    for name, value in chosen.items():
+        section, key = table.TABLE[name].saved
+        settings.setdefault(section, {})[key] = value
+    md.save_settings(options.model_dir, settings)
+    made_from.record(options, "dev_choice", inputs, path)
+    log(f"choose: {', '.join(f'{k}={v}' for k, v in chosen.items())} (chosen on dev: "
+        f"{best['score']:.2f} against {grid[0]['score']:.2f} with the values before)")
+    return chosen
+
+
+def _search(options: Recipe, names, kept: int, log: Log) -> list[dict]:
+    """Dev scores, the recipe's values first: each average at the recipe's alpha, then each
+    alpha at the best average; `kept`: the checkpoints on disk."""
+    count, alpha = options.training.average_last, options.decoding.beam.alpha
+    counts = [count] + [c for c in AVERAGE_COUNTS if c <= kept and c != count
+                        and "average_last" in names]
+    alphas = [a for a in ALPHAS if a != alpha and "alpha" in names]
+    task, grid, inputs = options.make_task(), [], None
+    with tempfile.TemporaryDirectory(dir=options.model_dir) as tmp:
+        for each in counts:
+            model = _averaged(options, each, pathlib.Path(tmp))
+            inputs = inputs or eval_inputs(options, task, "dev", model.config.max_length, 0,
+                                           log)
+            grid.append(_decode(options, task, model, inputs, each, alpha, log))
+        best = max(grid, key=lambda row: row["score"])["average_last"]
+        model = _averaged(options, best, pathlib.Path(tmp)) if alphas else None
+        grid += [_decode(options, task, model, inputs, best, each, log) for each in alphas]
+    return grid
+
+
+def _averaged(options: Recipe, count: int, folder: pathlib.Path):
+    """The model of the last `count` checkpoints averaged (as the average stage would), in
+    the decoding precision."""
+    weights = folder / f"last{count}{md.WEIGHTS_SUFFIX}"
+    if not weights.exists():
+        checkpoints.average_checkpoints(
+            md.build_model(md.load_config(options.model_dir)),
+            md.checkpoint_dir(options.model_dir), weights, count, options.training.keep_best_by,
+            log=lambda _: None)
+    return md.load_final_model(options.model_dir, options.decoding.precision, str(weights))
+
+
+def _decode(options: Recipe, task, model, inputs, count: int, alpha: float, log: Log) -> dict:
+    """One grid row: dev decoded by `model` (the last `count` averaged) at `alpha`, scored."""
+    data, tokenizer, constraint = inputs
+    jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
+    translate = evaluate.make_translator(
+        model, dataclasses.replace(options.decoding.beam, alpha=alpha), jit_compile=jit,
+        constraint=constraint)
+    texts, _ = evaluate.translate_batches(translate, data.batches, tokenizer, verbose=0)
+    score = task.score(data.sources, texts, data.references, split="dev",
+                       work_dir=options.model_dir)[task.metric_name]
+    log(f"choose: the last {count} averaged, alpha {alpha}: dev {task.metric_name} "
+        f"{score:.2f} ({len(texts):,} sentences)")
+    return {"average_last": count, "alpha": alpha, "score": round(float(score), 4)}

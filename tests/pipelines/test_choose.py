@@ -1,0 +1,73 @@
+"""The dev choice (`--choose_on_dev`, pipelines/stages/choose.py): the average and alpha chosen
+by dev BLEU, recorded for every later stage, without reading the test split."""
+import json
+
+import pytest
+
+from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
+
+
+@pytest.fixture(scope="module")
+def checkpointed(prepared, tmp_path_factory, shared_data):
+    """A tiny model trained for 40 steps, a checkpoint every 10, not yet averaged; its recipe
+    chooses on dev."""
+    model_dir = copy_prepared(prepared, tmp_path_factory.mktemp("choose") / "model")
+    result = run_command([f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=40",
+                          "--checkpoint_every=10", "--average_last=3", "--extra_length=8",
+                          "--choose_on_dev", "--mode=train"],
+                         shared_data)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return model_dir
+
+
+def test_the_choice_is_made_on_dev_and_recorded_for_later_stages(checkpointed, tmp_path,
+                                                                  shared_data, monkeypatch):
+    """Each average of the kept checkpoints at the recipe's alpha, then each alpha at the best
+    average, decode dev; the best (the recipe's on a tie) goes into settings.json with its
+    origin, and the test split is never read. A rerun with no new checkpoint chooses nothing
+    again; a flag's value is never chosen over."""
+    import shutil
+
+    from pipelines.model_dir import layout as md
+    from pipelines.settings import resolver
+    from pipelines.stages import average, choose
+    from pipelines.tasks.multi30k import Multi30kTask
+
+    model_dir = shutil.copytree(checkpointed, tmp_path / "model")
+    monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
+    read = []
+    split_files = Multi30kTask.split_files
+
+    def no_test(self, split, work_dir, **kw):
+        read.append(split)
+        assert split != "test", "the dev choice read the test split"
+        return split_files(self, split, work_dir, **kw)
+
+    monkeypatch.setattr(Multi30kTask, "split_files", no_test)
+    options = resolver.resolve({"model_dir": str(model_dir)})
+    logged = []
+    average.run_average(options, log=logged.append)
+    record = json.loads((model_dir / md.DEV_CHOICE_FILE).read_text())
+    grid = [(row["average_last"], row["alpha"]) for row in record["grid"]]
+    assert grid[0] == (3, 0.6) and "dev" in read and "test" not in read
+    assert {count for count, _ in grid} == {1, 3}  # 5 and 10: more than the 4 kept
+    best = max(record["grid"], key=lambda row: row["score"])
+    assert record["chosen"] == {"average_last": best["average_last"], "alpha": best["alpha"]}
+    assert sorted(alpha for count, alpha in grid if count == best["average_last"]) == [
+        0.6, 1.0, 1.4]
+    later = resolver.resolve({"model_dir": str(model_dir)})
+    assert (later.training.average_last, later.decoding.beam.alpha) == (
+        best["average_last"], best["alpha"])
+    assert json.loads((model_dir / md.SETTINGS_FILE).read_text())["decoding"]["alpha"] == (
+        best["alpha"])
+    assert later.origins["alpha"] == later.origins["average_last"] == resolver.CHOSEN_ON_DEV
+    assert "final.weights.h5" in logged[-1] and f"average: {best['average_last']} " in "".join(
+        logged)
+    logged.clear()
+    assert choose.choose_on_dev(later, log=logged.append) == record["chosen"]
+    assert "up to date" in logged[0]
+    unchosen = resolver.resolve({"model_dir": str(model_dir), "alpha": 0.6,
+                                 "average_last": 3})
+    assert choose.wanted(unchosen) == ()  # both given by flag; off without the recipe's
+    assert choose.wanted(resolver.resolve({"model_dir": str(model_dir),
+                                           "choose_on_dev": False})) == ()
