@@ -85,8 +85,10 @@ def run_stages(started: float) -> int:
     devices.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts
     import keras
 
+    from pipelines.durations import format_duration
     from pipelines.settings import describe, device_policy, resolver
     from pipelines.stages import modes as stage_modes
+    from pipelines.training import plan as planning
 
     given = cli_flags.given(RUN)
     modes = stage_modes.check_modes(FLAGS.mode, given, backend, FLAGS["mode"].present)
@@ -95,6 +97,9 @@ def run_stages(started: float) -> int:
     log(describe.describe_origins(options, every=FLAGS.verbose))
     if "train" in modes:
         log(describe.describe_device(options, device))
+    probe = (planning.check_budget(options, modes, time.monotonic() - started, log)
+             if planning.needs_plan(options, modes) else None)
+    plan = None
     keras.utils.set_random_seed(options.training.seed)
     results = sys.stdout
     # One writer per model dir (its lock). Under multi-worker training only the chief
@@ -115,6 +120,9 @@ def run_stages(started: float) -> int:
                     f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
                 continue
             log(f"== {stage} ({options.data.task}, {options.model_dir})")
+            if stage == "train" and probe is not None:  # the steps the budget buys
+                plan = planning.plan_training(options, probe, time.monotonic() - started, log)
+                options = resolver.resolve(given, device=device)
             run = stage_modes.runner(stage)
             if stage == "train":
                 strategy = devices.make_strategy(options.training.jit_compile)
@@ -135,6 +143,9 @@ def run_stages(started: float) -> int:
             f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "
             f"{options.model_dir}")
     results.flush()
+    if plan is not None:
+        log(f"plan: the run took {format_duration(time.monotonic() - started)} against its "
+            f"ETA of {format_duration(plan.eta)} (budget {format_duration(plan.budget)})")
     metric = options.make_task().metric_name if "evaluate" in done else None
     log("\n".join(summary.lines(started, options.model_dir, done, metric,
                                 options.eval_task().score_label(options.evaluation.split),

@@ -151,6 +151,9 @@ PRESETS: dict[str, Preset] = {
     "small": _model(**_SMALL, dropout=0.1),
     # The same model with Multi30k's 8,000 pieces; the multi30k_ende task's recipe trains it.
     "multi30k_small": _model(vocab_size=8000, **_SMALL, dropout=0.1, max_length=256),
+    # fairseq's `transformer_tiny` (4 layers, d_model 128, dropout 0.3), the model alone: the
+    # long recipe of `--task text --time_budget` trains it with the task's vocabulary.
+    "tiny": _model(**{k: v for k, v in _TINY.items() if k != "vocab_size"}),
     # fairseq's `transformer_tiny`, Wu et al.'s (ACL 2021) text-only Multi30k baseline (its
     # protocol: benchmarks/multi30k_published_protocol.py).
     "multi30k_tiny": _model({"train_steps": 8000}, **_TINY),

@@ -12,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYERS = ("cli", "pipelines", "export", "keras_transformer")
 """From the top down: a package may import those below it, never those above."""
 PIPELINES = ("load", "stages", "training", "settings", "evaluation", "data", "tasks",
-             "model_dir", "errors")
+             "model_dir", "errors", "durations")
 """pipelines/'s parts from the top down (a sub-package, or a module at its top; `pipelines`
 itself, the run log, is below them all): each may import those below it, never those above,
 so there is no cycle."""

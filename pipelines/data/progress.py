@@ -7,22 +7,13 @@ import time
 from typing import Callable, Iterator
 
 from pipelines import Log
+from pipelines.durations import format_duration
 
 DEFAULT_INTERVAL = 15.0
 """Seconds between progress lines: well within the 30 s a user waits before worrying."""
 PLAIN_INTERVAL = 60.0
 """Seconds between the lines of training and decoding where stderr is no terminal (a log file,
 a notebook): their Keras bars would say nothing until the end."""
-
-
-def format_duration(seconds: float) -> str:
-    """``75.2 -> "1m 15s"``, ``3725 -> "1h 02m"``, ``9.4 -> "9s"``."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
 
 
 def format_count(value: float) -> str:

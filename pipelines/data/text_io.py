@@ -27,7 +27,8 @@ import tempfile
 from typing import Iterator
 
 from pipelines import Log, report
-from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration
+from pipelines.data.progress import DEFAULT_INTERVAL, Progress
+from pipelines.durations import format_duration
 from pipelines.errors import DataError
 from pipelines.model_dir.files import atomic_files, input_identity, read_json, read_manifest
 

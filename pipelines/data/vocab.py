@@ -12,7 +12,8 @@ from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data import tokenizer
 from keras_transformer.data.tokenizer import train_sentencepiece
 from pipelines import Log, report
-from pipelines.data.progress import DEFAULT_INTERVAL, Progress, format_duration, heartbeat
+from pipelines.data.progress import DEFAULT_INTERVAL, Progress, heartbeat
+from pipelines.durations import format_duration
 from pipelines.data.text_io import PROGRESS_EVERY, iter_lines
 from pipelines.errors import DataError
 from pipelines.model_dir import layout as md

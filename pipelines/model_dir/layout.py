@@ -13,6 +13,7 @@ alone knows the layout; it reads and writes these files and builds the model).
     <model_dir>/average.ckpt-N+ckpt-M.weights.h5
                                     chosen checkpoints averaged (--average_checkpoints)
     <model_dir>/dev_choice.json     what --choose_on_dev chose, and the dev scores it chose by
+    <model_dir>/plan.json           the steps a --time_budget bought (training/plan.py)
     <model_dir>/eval/               hypotheses and scores
     <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches
     <model_dir>/.lock               held by the run writing the dir (lock.py)
@@ -44,6 +45,7 @@ EVAL_DIR = "eval"
 EXPORT_DIR = "export"
 CT2_EXPORT_DIR = "export_ct2"  # --format ctranslate2
 DEV_CHOICE_FILE = "dev_choice.json"
+PLAN_FILE = "plan.json"
 
 
 def save_config(model_dir, config: TransformerConfig) -> None:
@@ -96,6 +98,22 @@ def load_dev_choice(model_dir) -> dict[str, Any]:
     except (OSError, ValueError) as e:
         raise ModelDirError(f"{path}: unreadable ({e}); delete it, and the next average "
                             f"stage chooses again") from None
+
+
+def save_plan(model_dir, plan: dict[str, Any]) -> None:
+    path = pathlib.Path(model_dir) / PLAN_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, plan)
+
+
+def load_plan(model_dir) -> dict[str, Any]:
+    """The recorded plan of a --time_budget run ({} if none)."""
+    path = pathlib.Path(model_dir) / PLAN_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, ValueError) as e:
+        raise ModelDirError(f"{path}: unreadable ({e}); restore it, or train a new model dir "
+                            f"with --time_budget") from None
 
 
 def _upgrade(old: dict[str, Any]) -> dict[str, Any]:

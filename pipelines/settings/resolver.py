@@ -10,6 +10,7 @@ from export.quantize import QUANTIZE_MODES
 from keras_transformer import PRESETS, TransformerConfig, schedules
 from keras_transformer.config import TRAINING_FIELDS
 from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling
+from pipelines.durations import format_duration
 from pipelines.settings import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
@@ -70,8 +71,14 @@ def resolve(given: Mapping[str, Any], *,
     task_options.update({k: recipe[k] for k in task.content_options()
                          if k in recipe and k not in task_options})
     task = get_task(task.name, **task_options)
+    plan = md.load_plan(model_dir)
+    plan_layer = (f"plan for {format_duration(plan['budget'])}", plan["settings"]) if plan \
+        else ("plan", {})
+    if getattr(task, "budget", None) and given.get("train_steps") is not None:
+        raise ConfigError(f"--train_steps {given['train_steps']}: --time_budget plans the "
+                          f"steps; give one or the other")
     values, origins = merge([("default", _paper_layer()), (task.origin, _task_layer(task)),
-                             (f"preset {preset}", recipe), *upper])
+                             (f"preset {preset}", recipe), plan_layer, *upper])
     _mark_chosen(values, origins, model_dir)
     _derive(values, origins, task, device or device_policy.Device())
     training = TrainingOptions(**{f.name: values.get(f.name)

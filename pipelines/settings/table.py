@@ -106,6 +106,12 @@ SETTINGS = (
         binding=FIXED if split == "train" else FREE)
       for split in ("train", "dev", "test") for side, word in (("src", "source"),
                                                                ("tgt", "target"))],
+    _task_option("time_budget", "task=text: the time the whole run may take, e.g. 90s, 30m, "
+                 "2h: a short probe measures a step on this machine, and the plan (recorded "
+                 "in the model dir, kept on resume) sets the steps, warm-up and checkpoints "
+                 "to fit; from an hour on it trains the tiny model's long recipe, below it "
+                 "the small model's (pipelines/tasks/corpus_recipe.py).",
+                 decided_by="none: the recipe sized to the corpus", binding=FIXED),
     *[_task_option(f"{split}_trees", f"task=ptb_parsing: {split} trees, a bracketed .mrg file "
                    f"or a directory of them.", decided_by="the WSJ sections below --data_dir",
                    binding=FIXED if split == "train" else FREE)

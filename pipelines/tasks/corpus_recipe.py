@@ -14,7 +14,8 @@ import functools
 import itertools
 import os
 
-from keras_transformer.schedules import WARMUP_STEPS
+from keras_transformer.schedules import WARMUP_STEPS, scale_for_peak
+from pipelines.durations import format_duration
 
 LARGE_CORPUS_PAIRS = 1_000_000
 SAMPLE_LINES = 100_000  # of each side, for the words; the pairs are counted to the end
@@ -43,6 +44,14 @@ AVERAGE_LAST = 3
 # Then choose the average and alpha on the user's dev split (`--choose_on_dev`,
 # pipelines/stages/choose.py): the recipe's values stay unless another scores higher there.
 CHOOSE_ON_DEV = True
+# Beyond these passes over the data no run was measured: a budget that would buy more stops
+# there. Quick: the 30-minute run of docs/data.md (12 passes); long: the measured 8,000 updates
+# of 8,192 tokens on Multi30k (136 passes).
+QUICK_MAX_PASSES, LONG_MAX_PASSES, LONG_MEASURED_STEPS = 12, 136, 8000
+# From a budget of an hour on, the long recipe of the tiny model (docs/data.md: at 30 minutes
+# ...); below, the quick recipe, its steps set by the plan.
+LONG_FROM_SECONDS = 3600
+LONG_PRESET, LONG_WARMUP_FRACTION = "tiny", 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,12 +65,17 @@ class CorpusSize:
 
 @dataclasses.dataclass(frozen=True)
 class SizedRecipe:
-    """The task layer's values for a corpus: preset, vocabulary, recipe and origin note."""
+    """The task layer's values for a corpus: its family (and preset), vocabulary, recipe and
+    origin note."""
 
-    preset: str
+    family: "Family"
     vocab_size: int
     recipe: dict
     note: str
+
+    @property
+    def preset(self) -> str:
+        return self.family.preset
 
 
 def measure(source: str, target: str) -> CorpusSize | None:
@@ -93,19 +107,74 @@ def warmup_for(train_steps: int) -> int:
     return max(1, min(WARMUP_STEPS, round(WARMUP_FRACTION * train_steps)))
 
 
-def sized(size: CorpusSize) -> SizedRecipe | None:
-    """The recipe for a corpus of `size`; None for a corpus large enough for the paper's."""
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A recipe whose length the corpus or a time budget sets: what stays whatever the steps,
+    and how the warm-up, the rate and the checkpoints follow them."""
+
+    name: str
+    preset: str
+    fixed: dict
+    checkpoints: int          # the run is this many checkpoints
+    checkpoint_round: int     # checkpoint_every is a multiple of this (where it can be)
+    max_passes: float         # passes over the data beyond which no run was measured
+    peak_lr: float = 0.0      # the rate's peak (0: the fixed lr_scale times Eq. 3)
+    d_model: int = 0          # the preset's, for the peak
+
+    def warmup(self, train_steps: int) -> int:
+        if self.peak_lr:
+            return max(1, round(LONG_WARMUP_FRACTION * train_steps))
+        return warmup_for(train_steps)
+
+    def for_steps(self, train_steps: float) -> dict:
+        """The settings that follow the steps, for about `train_steps` of them."""
+        every = train_steps / self.checkpoints
+        if every >= 5 * self.checkpoint_round:
+            every = round(every / self.checkpoint_round) * self.checkpoint_round
+        every = max(1, int(round(every)))
+        steps = every * self.checkpoints
+        out = {"train_steps": steps, "warmup_steps": self.warmup(steps),
+               "checkpoint_every": every}
+        if self.peak_lr:
+            out["lr_scale"] = scale_for_peak(self.peak_lr, self.d_model, out["warmup_steps"])
+        return out
+
+
+QUICK = Family("quick", SMALL_PRESET, {
+    "batch_tokens": SMALL_BATCH_TOKENS, "pack": PACK, "lr_scale": LR_SCALE,
+    "average_last": AVERAGE_LAST, "choose_on_dev": CHOOSE_ON_DEV},
+    checkpoints=CHECKPOINTS, checkpoint_round=10, max_passes=QUICK_MAX_PASSES)
+# The long recipe: the `multi30k_quality` preset's (fairseq's transformer_tiny, 40.43 on
+# test_2016_flickr in 8,000 updates; docs/results.md#multi30k), its length set by the budget:
+# 2 x 4,096-token updates, a quarter of the run warming up to a peak of 0.005, Adam epsilon
+# 1e-8, float32 with XLA, 64 checkpoints of which the last 10 averaged, beam 5, alpha 1.0.
+LONG = Family("long", LONG_PRESET, {
+    "batch_tokens": 8192, "adam_epsilon": 1e-8, "mixed_precision": False, "jit_compile": True,
+    "average_last": 10, "beam_size": 5, "alpha": 1.0, "choose_on_dev": CHOOSE_ON_DEV},
+    checkpoints=64, checkpoint_round=1, max_passes=LONG_MAX_PASSES, peak_lr=0.005, d_model=128)
+
+
+def tokens_per_pass(size: CorpusSize) -> float:
+    """Estimated tokens of one pass over the corpus's longer side (pieces and EOS)."""
+    return size.pairs * (PIECES_PER_WORD * size.words_per_line + 1)
+
+
+def max_steps(family: Family, size: CorpusSize) -> int:
+    """The most steps of `family` a budget may buy on this corpus (`Family.max_passes`)."""
+    return int(family.max_passes * tokens_per_pass(size) / family.fixed["batch_tokens"])
+
+
+def sized(size: CorpusSize, budget: float | None = None) -> SizedRecipe | None:
+    """The recipe for a corpus of `size` (and a time `budget` in seconds, which picks the
+    family; the plan sets its steps); None for a corpus large enough for the paper's."""
     if size.pairs >= LARGE_CORPUS_PAIRS:
         return None
     vocab = min(32_000, max(1000, int(round(size.word_types / WORDS_PER_PIECE_OF_VOCAB, -3))))
-    tokens_per_pass = size.pairs * (PIECES_PER_WORD * size.words_per_line + 1)
-    steps = max(MIN_STEPS, PASSES * tokens_per_pass / SMALL_BATCH_TOKENS)
-    checkpoint_every = max(10, int(round(steps / CHECKPOINTS, -1)))
-    steps = checkpoint_every * CHECKPOINTS
+    family = LONG if budget and budget >= LONG_FROM_SECONDS else QUICK
+    steps = (LONG_MEASURED_STEPS if family is LONG else
+             max(MIN_STEPS, PASSES * tokens_per_pass(size) / SMALL_BATCH_TOKENS))
     return SizedRecipe(
-        SMALL_PRESET, vocab,
-        {"batch_tokens": SMALL_BATCH_TOKENS, "train_steps": steps, "pack": PACK,
-         "warmup_steps": warmup_for(steps), "lr_scale": LR_SCALE,
-         "checkpoint_every": checkpoint_every, "average_last": AVERAGE_LAST,
-         "choose_on_dev": CHOOSE_ON_DEV},
-        f"sized to {size.pairs:,} pairs and {size.word_types:,} distinct words")
+        family, vocab, {**family.fixed, **family.for_steps(steps)},
+        f"sized to {size.pairs:,} pairs and {size.word_types:,} distinct words"
+        + (f", the {family.name} recipe for a budget of {format_duration(budget)}"
+           if budget else ""))

@@ -3,7 +3,8 @@
 import dataclasses
 import pathlib
 
-from pipelines.errors import DataError
+from pipelines.durations import parse_duration
+from pipelines.errors import ConfigError, DataError
 from pipelines.tasks import corpus_recipe
 from pipelines.tasks.base import Task, check_split
 
@@ -13,6 +14,14 @@ class TextFilesTask(Task):
     """Any parallel text files, one sentence a line, given per split by path."""
 
     files: tuple[tuple[str, str | None, str | None], ...] = ()
+    family: corpus_recipe.Family | None = None
+    """The sized recipe's family (None: the paper's recipe, for a large corpus)."""
+    budget: float | None = None
+    """--time_budget in seconds: the plan sets the family's steps to fit it."""
+    max_steps: int = 0
+    """The most steps the family may take on this corpus (`corpus_recipe.max_steps`)."""
+    size: corpus_recipe.CorpusSize | None = None
+    """What sizing read from the training files."""
 
     def has_split(self, split):
         return any(name == split and src and tgt for name, src, tgt in self.files)
@@ -24,7 +33,7 @@ class TextFilesTask(Task):
                     split)
 
     def warmup_for(self, train_steps):
-        return corpus_recipe.warmup_for(train_steps) if self.recipe else None
+        return self.family.warmup(train_steps) if self.family else None
 
     def split_files(self, split, work_dir, *, log=print):
         check_split(split)
@@ -38,11 +47,25 @@ class TextFilesTask(Task):
 
 def text(train_src: str | None = None, train_tgt: str | None = None,
          dev_src: str | None = None, dev_tgt: str | None = None, test_src: str | None = None,
-         test_tgt: str | None = None, **options) -> TextFilesTask:
-    """Parallel text files by path: the paper's base recipe, or one sized to a small corpus."""
+         test_tgt: str | None = None, time_budget: str | None = None,
+         **options) -> TextFilesTask:
+    """Parallel text files by path: the paper's base recipe, or one sized to a small corpus
+    (and to `time_budget`, a duration such as "30m")."""
+    budget = None
+    if time_budget is not None:
+        budget = parse_duration(time_budget)
+        if budget is None:
+            raise ConfigError(f"--time_budget {time_budget}: give a duration such as 90s, 30m, "
+                              f"2h or 1h30m")
     size = corpus_recipe.measure(train_src, train_tgt) if train_src and train_tgt else None
-    recipe = corpus_recipe.sized(size) if size else None
+    recipe = corpus_recipe.sized(size, budget) if size else None
+    if budget and recipe is None:
+        raise ConfigError(f"--time_budget {time_budget}: only a corpus below "
+                          f"{corpus_recipe.LARGE_CORPUS_PAIRS:,} pairs gets a sized recipe to "
+                          f"plan; give --train_steps for the paper's recipe")
     return TextFilesTask(
+        family=recipe.family if recipe else None, budget=budget, size=size,
+        max_steps=corpus_recipe.max_steps(recipe.family, size) if recipe else 0,
         name="text", source_lang="src", target_lang="tgt",
         vocab_size=recipe.vocab_size if recipe else 32_000,
         preset=recipe.preset if recipe else "base", recipe=recipe.recipe if recipe else {},
