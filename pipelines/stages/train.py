@@ -42,9 +42,9 @@ def run_train(options: Recipe, strategy, log: Log = print):
     training = options.training
     keras.mixed_precision.set_global_policy(training.precision_policy)
     log(describe.describe_model(options, config))
-    short = describe.describe_short_run(options)
-    if short:
-        log(short)
+    for warning in (describe.describe_short_run(options), task.corpus_warning()):
+        if warning:
+            log(warning)
     dev_metric = (dev_metric_evaluator(options, task, config.max_length, log)
                   if training.dev_metric_every else None)
     try:

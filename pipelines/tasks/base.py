@@ -82,6 +82,10 @@ class Task(abc.ABC):
         file that stands for it."""
         return self.test_files[1] if split == "test" and self.test_files else split
 
+    def corpus_warning(self) -> str | None:
+        """A warning about the training corpus (too small to expect much), or None."""
+        return None
+
     def warmup_for(self, train_steps: int) -> int | None:
         """The task's warm-up for a run of `train_steps` that a flag gives; None: its recipe's
         `warmup_steps` stays."""

@@ -18,6 +18,8 @@ from keras_transformer.schedules import WARMUP_STEPS, scale_for_peak
 from pipelines.durations import format_duration
 
 LARGE_CORPUS_PAIRS = 1_000_000
+SMALL_CORPUS_PAIRS = 1_000  # below: a warning says what to expect
+SMALL_CORPUS_NOTE = "the first 1,000 pairs of Multi30k scored ... BLEU on its test set"
 SAMPLE_LINES = 100_000  # of each side, for the words; the pairs are counted to the end
 
 # The vocabulary: one piece per five distinct words, 1,000 to 32,000 (Multi30k: 8,000 for its
@@ -100,6 +102,15 @@ def _measure(source: str, target: str, *_mtimes: int) -> CorpusSize:
     with open(target, "rb") as f:
         pairs = sum(1 for _ in f)
     return CorpusSize(pairs, len(types), max(means))
+
+
+def small_corpus_warning(size: CorpusSize) -> str | None:
+    """What to expect from a corpus under `SMALL_CORPUS_PAIRS` pairs; None for a larger one."""
+    if size.pairs >= SMALL_CORPUS_PAIRS:
+        return None
+    return (f"train: warning: {size.pairs:,} pairs is a very small corpus: expect a model that "
+            f"repeats phrases of its training text rather than translating ({SMALL_CORPUS_NOTE}"
+            f"); add parallel text, or fine-tune a trained model on it (--init_from DIR)")
 
 
 def warmup_for(train_steps: int) -> int:

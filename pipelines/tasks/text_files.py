@@ -32,6 +32,9 @@ class TextFilesTask(Task):
         return next((tgt for name, src, tgt in self.files if name == split and src and tgt),
                     split)
 
+    def corpus_warning(self):
+        return corpus_recipe.small_corpus_warning(self.size) if self.size else None
+
     def warmup_for(self, train_steps):
         return self.family.warmup(train_steps) if self.family else None
 

@@ -279,13 +279,13 @@ def test_candidates_equal_ranking_the_whole_vocabulary():
 
 
 def scripted_step(ids, step, cache, sentences):
-    """A model of two sentences. The first ends at once slightly more readily than it says
-    "4" (step 0), then surely says "4" (step 1) and surely ends (later): ending at once
-    scores -0.64, "4 4 EOS" -0.74 / lp(3) = -0.63 with alpha 0.6, the better one, found
-    only by searching on after the first hypothesis finished. The second surely says "4"
-    four times, then ends: the search goes on for it."""
+    """A model of two sentences. The first surely says "4" (step 0), then ends slightly more
+    readily than it says "4" again (step 1), then surely says "4" (step 2) and surely ends
+    (later): "4 EOS" scores -0.644 / lp(2) = -0.587, "4 4 4 EOS" -0.744 / lp(4) = -0.583 with
+    alpha 0.6, the better one, found only by searching on after the first hypothesis
+    finished. The second surely says "4" four times, then ends: the search goes on for it."""
     low, four, end = -30.0, [-30.0] * 4 + [10.0], [-30.0] * 3 + [10.0, -30.0]
-    tables = tf.constant([[[low, low, low, 0.1, 0.0], four, end, end, end],
+    tables = tf.constant([[four, [low, low, low, 0.1, 0.0], four, end, end],
                           [four, four, four, four, end]])
     logits = tf.gather(tf.gather(tables, sentences["index"]), tf.minimum(step, 4), axis=1)
     return tf.broadcast_to(logits[:, None], tf.concat([tf.shape(ids), [5]], 0)), cache
@@ -294,8 +294,8 @@ def scripted_step(ids, step, cache, sentences):
 @pytest.mark.quick
 @pytest.mark.parametrize("leaving", [False, True], ids=["fixed_rows", "sentences_leave"])
 def test_the_stop_rules(leaving):
-    """"exact" searches on while a live hypothesis could still win and finds "4 4 EOS";
-    "best_finished" stops as soon as the finished "EOS" beats every live hypothesis as it
+    """"exact" searches on while a live hypothesis could still win and finds "4 4 4 EOS";
+    "best_finished" stops as soon as the finished "4 EOS" beats every live hypothesis as it
     stands, in both drivers (sentences leaving the batch, or staying to the end)."""
     def search(stop_rule):
         return tf.function(lambda: beam_search(
@@ -304,10 +304,10 @@ def test_the_stop_rules(leaving):
             SearchOptions(sentence_state={"unused": tf.zeros([2])} if leaving else None)))()
 
     exact, early = search("exact"), search("best_finished")
-    np.testing.assert_array_equal(exact.ids.numpy()[0, 0, :3], [4, 4, EOS])
-    np.testing.assert_array_equal(early.ids.numpy()[0, 0, :2], [EOS, 0])
-    np.testing.assert_allclose(early.scores.numpy()[0, 0], np.log(1 / (1 + np.exp(-0.1))),
-                               rtol=1e-5)
+    np.testing.assert_array_equal(exact.ids.numpy()[0, 0, :4], [4, 4, 4, EOS])
+    np.testing.assert_array_equal(early.ids.numpy()[0, 0, :3], [4, EOS, 0])
+    np.testing.assert_allclose(early.scores.numpy()[0, 0],
+                               np.log(1 / (1 + np.exp(-0.1))) / (7 / 6) ** 0.6, rtol=1e-5)
     assert exact.scores.numpy()[0, 0] > early.scores.numpy()[0, 0]
     # The second sentence, searched on meanwhile, is the same under both rules.
     for out in (exact, early):

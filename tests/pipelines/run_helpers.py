@@ -20,7 +20,8 @@ ROOT = HERE.parents[1]
 RUN = ROOT / "pipelines" / "run.py"
 TINY_MODEL = ["--config_override=num_layers=1", "--config_override=d_model=32",
               "--config_override=d_ff=64", "--config_override=num_heads=2",
-              "--vocab_size=1000", "--batch_tokens=1024", "--warmup_steps=50"]
+              "--vocab_size=1000", "--batch_tokens=1024", "--warmup_steps=50",
+              "--nochoose_on_dev"]  # the dev choice decodes dev 6 times: tests/.../test_choose.py
 
 
 def run_command(args, data_dir=None, timeout=600, wait=True, env_data_dir=True, env=None,

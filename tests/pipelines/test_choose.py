@@ -75,15 +75,15 @@ def test_the_choice_is_made_on_dev_and_recorded_for_later_stages(checkpointed, t
 
 @pytest.mark.quick
 def test_what_is_chosen(tmp_path):
-    """Only with --choose_on_dev, only where the task has a dev split, never what a flag
-    gives."""
+    """Only with --choose_on_dev (the default job's recipe), only where the task has a dev
+    split, never what a flag gives."""
     from pipelines.settings import resolver
     from pipelines.stages import choose
 
     def wanted(**flags):
         return choose.wanted(resolver.resolve({"model_dir": str(tmp_path / "m"), **flags}))
 
-    assert wanted(choose_on_dev=True) == ("average_last", "alpha")
-    assert wanted(choose_on_dev=True, alpha=1.0) == ("average_last",)
-    assert wanted() == wanted(choose_on_dev=False) == ()
+    assert wanted() == wanted(choose_on_dev=True) == ("average_last", "alpha")  # the recipe's
+    assert wanted(alpha=1.0) == ("average_last",)
+    assert wanted(choose_on_dev=False) == ()
     assert wanted(choose_on_dev=True, task="text", train_src="a", train_tgt="b") == ()

@@ -230,8 +230,8 @@ def test_corrupt_settings_and_bad_numbers_are_user_errors(tmp_path):
     for name in ("beam_size", "average_last", "checkpoint_every", "accumulate_steps"):
         with pytest.raises(ConfigError, match=f"--{name} 0: must be >= 1"):
             resolver.resolve({"model_dir": str(tmp_path / "new"), name: 0})
-    with pytest.raises(ConfigError, match="--config: Unknown preset 'tiny'"):
-        resolver.resolve({"model_dir": str(tmp_path / "new"), "config": "tiny"})
+    with pytest.raises(ConfigError, match="--config: Unknown preset 'huge'"):
+        resolver.resolve({"model_dir": str(tmp_path / "new"), "config": "huge"})
 
 
 @pytest.mark.parametrize("given, message", [
