@@ -363,6 +363,8 @@ def test_evaluate_never_replaces_a_recorded_result(finished, shared_data, tmp_pa
             assert (eval_dir / file).read_bytes() == data, (flags, file)
         index = json.loads((eval_dir / "index.json").read_text())
         assert index[name]["file"] == f"{name}.json"
+    # The last run scored the user's own files: printed under their reference file's name.
+    assert result.stdout.splitlines()[0].startswith(f"{own['de']} sacrebleu: ")
     scores = json.loads((eval_dir / f"test.files-{digest}.json").read_text())
     hypotheses = (eval_dir / f"test.files-{digest}.hyp").read_text(encoding="utf-8")
     references = own["de"].read_text(encoding="utf-8").splitlines()

@@ -71,14 +71,9 @@ def resolve(given: Mapping[str, Any], *,
     task_options.update({k: recipe[k] for k in task.content_options()
                          if k in recipe and k not in task_options})
     task = get_task(task.name, **task_options)
-    plan = md.load_plan(model_dir)
-    plan_layer = (f"plan for {format_duration(plan['budget'])}", plan["settings"]) if plan \
-        else ("plan", {})
-    if getattr(task, "budget", None) and given.get("train_steps") is not None:
-        raise ConfigError(f"--train_steps {given['train_steps']}: --time_budget plans the "
-                          f"steps; give one or the other")
     values, origins = merge([("default", _paper_layer()), (task.origin, _task_layer(task)),
-                             (f"preset {preset}", recipe), plan_layer, *upper])
+                             (f"preset {preset}", recipe), _plan_layer(given, model_dir),
+                             *upper])
     _mark_chosen(values, origins, model_dir)
     _derive(values, origins, task, device or device_policy.Device())
     training = TrainingOptions(**{f.name: values.get(f.name)
@@ -136,6 +131,17 @@ def _task_layer(task: Task) -> dict[str, Any]:
     return {"config": task.preset, "vocab_size": task.vocab_size,
             **dataclasses.asdict(task.decoding), "max_input_length": task.max_source_length,
             **task.recipe}
+
+
+def _plan_layer(given: Mapping[str, Any], model_dir: str) -> Layer:
+    """The steps a --time_budget run planned (pipelines/training/plan.py): above the recipes,
+    below the model dir's settings and the flags."""
+    if given.get("time_budget") and given.get("train_steps") is not None:
+        raise ConfigError(f"--train_steps {given['train_steps']}: --time_budget plans the "
+                          f"steps; give one or the other")
+    plan = md.load_plan(model_dir)
+    return (f"plan for {format_duration(plan['budget'])}", plan["settings"]) if plan \
+        else ("plan", {})
 
 
 def _preset_layer(name: str) -> dict[str, Any]:

@@ -124,7 +124,7 @@ SETTINGS = (
             saved=("task_options", "target_form"), binding=FIXED),
     # The model.
     _s("config", "string", "Preset name (keras_transformer/config.py): base, big, the "
-       "paper's Table 3 rows A1-A4, B1-B2, C1-C7, D1-D4, E; small, multi30k_small, "
+       "paper's Table 3 rows A1-A4, B1-B2, C1-C7, D1-D4, E; small, tiny, multi30k_small, "
        "multi30k_quality, multi30k_tiny, parsing_wsj, parsing_wsj_sample.",
        decided_by="the task's", saved=("model", "preset"), binding=FIXED),
     _s("config_override", "multi_string", "key=value overriding a config field; repeatable, "

@@ -69,43 +69,51 @@ def choose_on_dev(options: Recipe, log: Log = print) -> dict | None:
 
 def _search(options: Recipe, names, kept: int, log: Log) -> list[dict]:
     """Dev scores, the recipe's values first: each average at the recipe's alpha, then each
-    alpha at the best average; `kept`: the checkpoints on disk."""
+    alpha at the best average; `kept`: the checkpoints on disk. One model takes each average's
+    weights in turn, so that a compiled search serves every average."""
     count, alpha = options.training.average_last, options.decoding.beam.alpha
     counts = [count] + [c for c in AVERAGE_COUNTS if c <= kept and c != count
                         and "average_last" in names]
     alphas = [a for a in ALPHAS if a != alpha and "alpha" in names]
-    task, grid, inputs = options.make_task(), [], None
+    task, grid = options.make_task(), []
     with tempfile.TemporaryDirectory(dir=options.model_dir) as tmp:
+        averages = {each: _average(options, each, pathlib.Path(tmp)) for each in counts}
+        model = md.load_final_model(options.model_dir, options.decoding.precision,
+                                    str(averages[count]))
+        inputs = eval_inputs(options, task, "dev", model.config.max_length, 0, log)
+        translate = _translator(options, model, alpha, inputs)
         for each in counts:
-            model = _averaged(options, each, pathlib.Path(tmp))
-            inputs = inputs or eval_inputs(options, task, "dev", model.config.max_length, 0,
-                                           log)
-            grid.append(_decode(options, task, model, inputs, each, alpha, log))
+            model.load_weights(averages[each])
+            grid.append(_score(options, task, translate, inputs, each, alpha, log))
         best = max(grid, key=lambda row: row["score"])["average_last"]
-        model = _averaged(options, best, pathlib.Path(tmp)) if alphas else None
-        grid += [_decode(options, task, model, inputs, best, each, log) for each in alphas]
+        model.load_weights(averages[best])
+        grid += [_score(options, task, _translator(options, model, each, inputs), inputs, best,
+                        each, log) for each in alphas]
     return grid
 
 
-def _averaged(options: Recipe, count: int, folder: pathlib.Path):
-    """The model of the last `count` checkpoints averaged (as the average stage would), in
-    the decoding precision."""
+def _average(options: Recipe, count: int, folder: pathlib.Path) -> pathlib.Path:
+    """The last `count` checkpoints averaged into a weights file in `folder`, as the average
+    stage would average them."""
     weights = folder / f"last{count}{md.WEIGHTS_SUFFIX}"
-    if not weights.exists():
-        checkpoints.average_checkpoints(
-            md.build_model(md.load_config(options.model_dir)),
-            md.checkpoint_dir(options.model_dir), weights, count, options.training.keep_best_by,
-            log=lambda _: None)
-    return md.load_final_model(options.model_dir, options.decoding.precision, str(weights))
+    checkpoints.average_checkpoints(
+        md.build_model(md.load_config(options.model_dir)), md.checkpoint_dir(options.model_dir),
+        weights, count, options.training.keep_best_by, log=lambda _: None)
+    return weights
 
 
-def _decode(options: Recipe, task, model, inputs, count: int, alpha: float, log: Log) -> dict:
-    """One grid row: dev decoded by `model` (the last `count` averaged) at `alpha`, scored."""
-    data, tokenizer, constraint = inputs
+def _translator(options: Recipe, model, alpha: float, inputs):
+    """Evaluate's search of `model` at `alpha`."""
     jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
-    translate = evaluate.make_translator(
+    return evaluate.make_translator(
         model, dataclasses.replace(options.decoding.beam, alpha=alpha), jit_compile=jit,
-        constraint=constraint)
+        constraint=inputs[2])
+
+
+def _score(options: Recipe, task, translate, inputs, count: int, alpha: float,
+           log: Log) -> dict:
+    """One grid row: dev decoded by `translate` (the last `count` averaged, at `alpha`)."""
+    data, tokenizer, _ = inputs
     texts, _ = evaluate.translate_batches(translate, data.batches, tokenizer, verbose=0)
     score = task.score(data.sources, texts, data.references, split="dev",
                        work_dir=options.model_dir)[task.metric_name]

@@ -11,6 +11,7 @@ with the time actually spent and recorded in the model dir (`layout.PLAN_FILE`);
 reads it back as a layer, so a resumed run and a copied dir train the same steps.
 """
 import dataclasses
+import pathlib
 import statistics
 import time
 
@@ -33,9 +34,11 @@ MIN_CHECKPOINT_STEPS = 10
 DEV_DECODES = 6
 """The dev choice's decodes (pipelines/stages/choose.py: 4 averages, then 2 more alphas)."""
 FIXED_SECONDS = 30.0
-"""Start-up of the later stages, averaging, the export and its op check (measured: 25-30 s)."""
+"""Averaging, the export and its op check (the default job's average, evaluate and export
+took 32.6 s with a 10 s decode and the start-up of a process)."""
 PREPARE_SECONDS_PER_PAIR = 1e-3
-"""The prepare stage's time before it has run (measured: 30 s for Multi30k's 29,000 pairs)."""
+"""The prepare stage's time for the refusal, before it has run: generous (29 s for Multi30k's
+29,000 pairs); the plan itself is made after prepare, with the time it took."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +189,7 @@ def dev_and_test_sentences(task) -> tuple[int, int]:
 
 def prepare_estimate(options: Recipe, task) -> float:
     """Seconds the prepare stage will take: little once prepared."""
-    prepared = (md.checkpoint_dir(options.model_dir).parent / md.VOCAB_FILE).is_file()
+    prepared = (pathlib.Path(options.model_dir) / md.VOCAB_FILE).is_file()
     return 5.0 if prepared else PREPARE_SECONDS_PER_PAIR * task.size.pairs
 
 
@@ -199,8 +202,7 @@ def record(model_dir, plan: Plan, elapsed: float) -> None:
 
 def needs_plan(options: Recipe, modes) -> bool:
     """Whether this run trains a --time_budget model dir that has no plan (and no weights) yet."""
-    task = options.make_task()
-    return bool(getattr(task, "budget", None) and "train" in modes
+    return bool(options.data.task_options.get("time_budget") and "train" in modes
                 and not md.load_plan(options.model_dir) and not md.has_weights(options.model_dir))
 
 

@@ -89,7 +89,7 @@ def test_jax_trains_checkpoints_scores_averages_and_evaluates(jax_trained):
     assert all(f'"step": {step}' in dev for step in (20, 40, 60))
     assert "average: 2 checkpoint(s) (ckpt-40, ckpt-60)" in log
     # The model learns: each validation pass has a lower loss than the one before.
-    val_losses = [float(v) for v in re.findall(r"val_loss: ([0-9.]+)", log)]
+    val_losses = [float(v) for v in re.findall(r"\bval_loss ([0-9.]+)", log)]
     assert len(val_losses) == 3 and val_losses[0] > val_losses[1] > val_losses[2], val_losses
     assert re.search(r"^test sacrebleu: \d+\.\d\d ", result.stdout, re.M), result.stdout
     assert "export under TensorFlow: python pipelines/run.py --mode export --model_dir" in log

@@ -43,6 +43,14 @@ def test_the_budget_picks_the_recipe_and_its_steps_follow():
     assert corpus_recipe.max_steps(corpus_recipe.LONG, MULTI30K) == 8617
 
 
+@pytest.mark.quick
+def test_a_corpus_under_a_thousand_pairs_gets_a_warning_of_what_to_expect():
+    warning = corpus_recipe.small_corpus_warning(corpus_recipe.CorpusSize(600, 2000, 12.0))
+    assert warning.startswith("train: warning: 600 pairs is a very small corpus")
+    assert "13.0 BLEU" in warning and "--init_from" in warning
+    assert corpus_recipe.small_corpus_warning(corpus_recipe.CorpusSize(1000, 2000, 12.0)) is None
+
+
 class _Task:
     """What `make_plan` reads of a text task."""
 
