@@ -92,12 +92,16 @@ def save_dev_choice(model_dir, chosen: dict[str, Any], grid: list[dict]) -> path
 
 def load_dev_choice(model_dir) -> dict[str, Any]:
     """The recorded dev choice ({"chosen": {setting: value}, "grid": [...]}), {} if none."""
-    path = pathlib.Path(model_dir) / DEV_CHOICE_FILE
+    return _read_record(pathlib.Path(model_dir) / DEV_CHOICE_FILE,
+                        "delete it, and the next average stage chooses again")
+
+
+def _read_record(path: pathlib.Path, remedy: str) -> dict[str, Any]:
+    """A JSON record of the model dir ({} if absent); `ModelDirError` with `remedy` if damaged."""
     try:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     except (OSError, ValueError) as e:
-        raise ModelDirError(f"{path}: unreadable ({e}); delete it, and the next average "
-                            f"stage chooses again") from None
+        raise ModelDirError(f"{path}: unreadable ({e}); {remedy}") from None
 
 
 def save_plan(model_dir, plan: dict[str, Any]) -> None:
@@ -108,12 +112,8 @@ def save_plan(model_dir, plan: dict[str, Any]) -> None:
 
 def load_plan(model_dir) -> dict[str, Any]:
     """The recorded plan of a --time_budget run ({} if none)."""
-    path = pathlib.Path(model_dir) / PLAN_FILE
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, ValueError) as e:
-        raise ModelDirError(f"{path}: unreadable ({e}); restore it, or train a new model dir "
-                            f"with --time_budget") from None
+    return _read_record(pathlib.Path(model_dir) / PLAN_FILE,
+                        "restore it, or train a new model dir with --time_budget")
 
 
 def _upgrade(old: dict[str, Any]) -> dict[str, Any]:

@@ -65,19 +65,24 @@ def test_the_plan_fits_the_budget_and_says_the_shortest_that_works():
 
     probe = planning.Probe(step=0.5, first_step=10.0, sentence=0.01)
     plan = planning.make_plan(_Task(1800), probe, elapsed=40.0, sentences=(1014, 1000))
+    step = 0.5 * planning.STEP_OVERHEAD  # the loop's step against the probe's
     after = planning.FIXED_SECONDS + 0.01 * (1014 * planning.DEV_DECODES + 1000)
-    checkpoint = 1.0 + 0.5 * 1014 * 18 / 2048 / 3
+    checkpoint = 1.0 + step * 1014 * 18 / 2048 / 3
     rest = 40.0 + 10.0 + after + 10 * checkpoint
-    assert plan.settings == corpus_recipe.QUICK.for_steps((1800 - rest) / 0.5)
-    assert plan.eta == pytest.approx(rest + 0.5 * plan.settings["train_steps"])
-    assert 1800 - 0.5 * 10 * 10 < plan.eta <= 1800 and not plan.capped
+    fits = (1800 - rest) / step
+    want = corpus_recipe.QUICK.for_steps(fits)
+    if want["train_steps"] > fits:  # whole checkpoints, never past the budget
+        want = corpus_recipe.QUICK.for_steps(fits - 10 * 10)
+    assert plan.settings == want and want["train_steps"] <= fits
+    assert plan.eta == pytest.approx(rest + step * plan.settings["train_steps"])
+    assert 1800 - step * 10 * 10 < plan.eta <= 1800 and not plan.capped
     capped = planning.make_plan(_Task(1800, max_steps=1000), probe, 40.0, (1014, 1000))
     assert capped.capped and capped.settings["train_steps"] == 1000
-    assert capped.eta == pytest.approx(rest + 500)  # the ETA of the shorter run
+    assert capped.eta == pytest.approx(rest + 1000 * step)  # the ETA of the shorter run
     with pytest.raises(ConfigError) as refused:
         planning.make_plan(_Task(120), probe, 40.0, (1014, 1000))
     shortest = parse_duration(str(refused.value).rsplit("about ", 1)[1].replace(" ", ""))
-    assert rest + 100 * 0.5 < shortest < (rest + 100 * 0.5) * 1.1 + 60
+    assert rest + 100 * step < shortest < (rest + 100 * step) * 1.1 + 60
     assert "--time_budget 2m 00s: too short for the quick recipe" in str(refused.value)
 
 
