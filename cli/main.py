@@ -85,7 +85,6 @@ def run_stages(started: float) -> int:
     devices.configure_devices(FLAGS.num_cpu_devices, backend)  # before TensorFlow starts
     import keras
 
-    from pipelines.durations import format_duration
     from pipelines.settings import describe, device_policy, resolver
     from pipelines.stages import modes as stage_modes
     from pipelines.training import plan as planning
@@ -110,14 +109,7 @@ def run_stages(started: float) -> int:
     stage_log = RunLog(log)  # what several stages read is reported once
     with stage_modes.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
         for stage in modes:
-            if not chief and stage != "train":
-                log(f"== {stage}: skipped, a worker other than the chief only trains")
-                continue
-            split = options.evaluation.split
-            if (stage == "evaluate" and not FLAGS["mode"].present
-                    and not options.make_task().has_split(split)):
-                log(f"== evaluate: skipped, task {options.data.task} has no {split} data "
-                    f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
+            if _skipped(stage, options, chief):
                 continue
             log(f"== {stage} ({options.data.task}, {options.model_dir})")
             if stage == "train" and probe is not None:  # the steps the budget buys
@@ -138,11 +130,35 @@ def run_stages(started: float) -> int:
                 done[stage] = run(options, log=stage_log)
             if stage == "average":  # later stages decode as --choose_on_dev chose
                 options = resolver.resolve(given, device=device)
+    results.flush()
+    _finish(started, modes, options, done, plan)
+    return 0
+
+
+def _skipped(stage: str, options, chief: bool) -> bool:
+    """Whether `stage` is skipped (logged): a worker only trains; the default job's evaluate
+    skips a task without the split."""
+    if not chief and stage != "train":
+        log(f"== {stage}: skipped, a worker other than the chief only trains")
+        return True
+    split = options.evaluation.split
+    if (stage == "evaluate" and not FLAGS["mode"].present
+            and not options.make_task().has_split(split)):
+        log(f"== evaluate: skipped, task {options.data.task} has no {split} data "
+            f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
+        return True
+    return False
+
+
+def _finish(started: float, modes, options, done: dict, plan) -> None:
+    """The run's last lines: stages left to TensorFlow, the plan's ETA beside the time taken,
+    the summary."""
+    from pipelines.durations import format_duration
+
     if modes != FLAGS.mode:
         log(f"export under TensorFlow: python pipelines/run.py --mode "
             f"{','.join(m for m in FLAGS.mode if m not in modes)} --model_dir "
             f"{options.model_dir}")
-    results.flush()
     if plan is not None:
         log(f"plan: the run took {format_duration(time.monotonic() - started)} against its "
             f"ETA of {format_duration(plan.eta)} (budget {format_duration(plan.budget)})")
@@ -150,4 +166,3 @@ def run_stages(started: float) -> int:
     log("\n".join(summary.lines(started, options.model_dir, done, metric,
                                 options.eval_task().score_label(options.evaluation.split),
                                 output=options.io.output)))
-    return 0
