@@ -40,10 +40,13 @@ setup(
         # ctranslate2: `--mode export --format ctranslate2` (export/ctranslate2.py), a model
         # for the CTranslate2 engine; its wheel installs beside tensorflow (numpy, pyyaml), so
         # the tests install it and its tests run (they skip where it is missing).
-        # pytest-xdist: a plain `pytest` runs on every core (pytest.ini's addopts).
+        # pytest-xdist: a plain `pytest` runs on every core (pytest.ini's addopts). pdoc: the
+        # API reference, whose build is tested.
         "bench": ["sacremoses"],
         "jax": ["jax[cpu]"],  # pipelines/run.py --backend jax
         "ctranslate2": ["ctranslate2>=4.5,<5"],
-        "test": ["pytest", "pytest-xdist>=3.5", "sacremoses", "jax[cpu]", "ctranslate2>=4.5,<5"],
+        "docs": ["pdoc>=14"],  # the API reference (docs/library.md)
+        "test": ["pytest", "pytest-xdist>=3.5", "sacremoses", "jax[cpu]", "ctranslate2>=4.5,<5",
+                 "pdoc>=14"],
     },
 )

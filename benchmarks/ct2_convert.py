@@ -62,10 +62,11 @@ from export import ctranslate2 as ct2  # noqa: E402  (numpy only until used)
 # --------------------------------------------------------------------------- TensorFlow side
 def load_model(model_dir):
     """The model directory's final model in float32, and its SentencePiece model's bytes."""
+    from keras_transformer.model_dir import VOCAB_FILE
     from pipelines.model_dir import layout as md
 
     model = md.load_final_model(model_dir, "float32", log=lambda m: print(m, file=sys.stderr))
-    return model, (pathlib.Path(model_dir) / md.VOCAB_FILE).read_bytes()
+    return model, (pathlib.Path(model_dir) / VOCAB_FILE).read_bytes()
 
 
 def dump(model_dir, npz_path):

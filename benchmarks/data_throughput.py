@@ -61,7 +61,7 @@ def main(argv):
     import tensorflow as tf
 
     from pipelines import tasks
-    from pipelines.data import dataset as ds_lib
+    from keras_transformer.data import batches as batching
     from pipelines.data import prepare, vocab
 
     work_dir = pathlib.Path(FLAGS.work_dir or tempfile.mkdtemp(prefix="kt_bench_"))
@@ -82,7 +82,7 @@ def main(argv):
             _tokenized(clean.source_path, clean.target_path, tokenizer).unbatch(), one
         ),
         "cached_batches": _timed(
-            ds_lib.training_batches(
+            batching.training_batches(
                 prepared.cache.dataset(),
                 max_source_length=task.max_source_length,
                 max_target_length=task.max_target_length,

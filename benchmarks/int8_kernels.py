@@ -16,7 +16,7 @@ projection). For each N it times, as `tf.function`s, CPU microseconds per call (
 * `onednn_int8`: `QuantizedMatMulWithBiasAndDequantize` (TensorFlow's oneDNN int8 kernel:
   quint8 activations, qint8 weights, float output), activations quantized per call.
 
-`export --quantize int8` (export/quantize.py) stores int8 and dequantizes once per request,
+`export --quantize int8` (keras_transformer/serving/quantize.py) stores int8 and dequantizes once per request,
 so each step runs the bfloat16 (or float32) row. Prints one JSON line per N.
 """
 import argparse

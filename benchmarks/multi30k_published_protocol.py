@@ -59,7 +59,7 @@ What this script does, and how the product does each part:
   scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); both terms are equal at
   step = warmup, where it peaks at scale * (d_model * warmup)^-0.5. So `--warmup_steps 2000`
   and `--lr_scale 0.005 * sqrt(128 * 2000)` (about 2.5298,
-  `keras_transformer.schedules.scale_for_peak`, as the preset's recipe writes it) give the
+  `keras_transformer.learning_rate.scale_for_peak`, as the preset's recipe writes it) give the
   same curve: the same linear rise (fairseq starts it at 1e-7, Eq. 3 at 0.005/2000) and,
   after the peak, 0.005 * sqrt(2000 / step).
 * Training, as the preset's recipe: 2 x 4,096-token updates (`batch_tokens` 8192), 8,000
@@ -202,7 +202,8 @@ def write_data(raw: dict, model_dir: pathlib.Path) -> dict:
     """Writes the preprocessed files (atomically, with a manifest last); reuses them while the
     raw files, this script's preprocessing and sacremoses' version are unchanged."""
     from pipelines.data.text_io import iter_lines
-    from pipelines.model_dir.files import atomic_files, input_identity, read_manifest
+    from keras_transformer.atomic_files import atomic_files
+    from pipelines.model_dir.files import input_identity, read_manifest
 
     out = data_paths(model_dir)
     keys = list(out)

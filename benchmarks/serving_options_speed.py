@@ -4,7 +4,7 @@
 
 Builds the export fixtures' vocabulary and model (600 SentencePiece pieces from 2,000 lines
 of Multi30k train; a Transformer trained for 2 epochs, 124 steps, as tests/export/conftest.py
-does, optionally wider/deeper), makes one `Translator` with beam 4, alpha 0.6, extra length
+does, optionally wider/deeper), makes one `ServingFunctions` with beam 4, alpha 0.6, extra length
 50 (the paper's settings) and times, on batches of real Multi30k validation sentences, the
 in-process functions the SavedModel serves: `translate` (serving_default) and
 `translate_with_options` with the same settings and one result. Each batch is timed
@@ -37,7 +37,7 @@ def main():
     import keras
     import tensorflow as tf
 
-    from export.translator import Translator
+    from keras_transformer.serving.functions import ServingFunctions
     from keras_transformer import BeamSearch, Transformer, TransformerConfig
     from pipelines.data import vocab
     from tests.conftest import data_dir
@@ -62,7 +62,7 @@ def main():
     model = Transformer(config)
     fx.train_briefly(model, spm_proto, corpus)
 
-    translator = Translator(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6,
+    translator = ServingFunctions(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6,
                                                          extra_length=50))
     lines = (data / "val.en").read_text(encoding="utf-8").splitlines()
     batches = [tf.constant(lines[i * args.batch_size:(i + 1) * args.batch_size])

@@ -62,7 +62,7 @@ def run_export(started: float) -> int:
     """export/run.py: the export stage of a trained model dir; prints the version's path."""
     from pipelines.errors import ModelDirError
     from pipelines.settings import resolver
-    from pipelines.stages import export, modes
+    from pipelines.stages import modes
 
     if not FLAGS.model_dir:
         raise ModelDirError("--model_dir is required (the trained model's directory)")
@@ -70,8 +70,9 @@ def run_export(started: float) -> int:
         raise ModelDirError(f"{FLAGS.model_dir}: no such model directory (train one with "
                             f"pipelines/run.py, or check the path)")
     options = resolver.resolve(cli_flags.given(EXPORT))
-    with modes.model_dir_lock(["export"], options), contextlib.redirect_stdout(sys.stderr):
-        path = export.run_export(options, log=log, ops_table=FLAGS.verbose)
+    stage = modes.STAGES["export"]
+    with modes.model_dir_lock([stage], options), contextlib.redirect_stdout(sys.stderr):
+        path = stage.run(options, modes.Context(log=log, verbose=FLAGS.verbose))
     print(path, flush=True)
     log("\n".join(summary.lines(started, options.model_dir, {"export": path})))
     return 0
@@ -98,56 +99,48 @@ def run_stages(started: float) -> int:
         log(describe.describe_device(options, device))
     probe = (planning.check_budget(options, modes, time.monotonic() - started, log)
              if planning.needs_plan(options, modes) else None)
-    plan = None
     keras.utils.set_random_seed(options.training.seed)
-    results = sys.stdout
     # One writer per model dir (its lock). Under multi-worker training only the chief
     # writes it; the other workers only train, into <model_dir>/workers/.
     chief = devices.is_chief()
-    # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
+    stages = [stage_modes.STAGES[name] for name in modes]
+    if not chief and "train" in modes:  # a worker only trains; the chief runs the rest
+        stages = stages[:modes.index("train") + 1]
+    if probe is not None:  # the steps the budget buys, planned just before training
+        stages.insert(modes.index("train"), stage_modes.PLAN)
+    context = stage_modes.Context(log=RunLog(log), out=sys.stdout, verbose=FLAGS.verbose,
+                                  started=started, probe=probe)
     done = {}  # stage -> what it returned, for the summary
-    stage_log = RunLog(log)  # what several stages read is reported once
-    with stage_modes.model_dir_lock(modes, options), contextlib.redirect_stdout(sys.stderr):
-        for stage in modes:
-            if _skipped(stage, options, chief):
+    # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
+    with stage_modes.model_dir_lock(stages, options), contextlib.redirect_stdout(sys.stderr):
+        for stage in stages:
+            if not _runs(stage.name, options, chief):
                 continue
-            log(f"== {stage} ({options.data.task}, {options.model_dir})")
-            if stage == "train" and probe is not None:  # the steps the budget buys
-                plan = planning.plan_training(options, probe, time.monotonic() - started, log)
+            log(f"== {stage.name} ({options.data.task}, {options.model_dir})")
+            done[stage.name] = stage.run(options, context)
+            if stage.changes_settings:  # later stages run with what it chose
                 options = resolver.resolve(given, device=device)
-            run = stage_modes.runner(stage)
-            if stage == "train":
-                strategy = devices.make_strategy(options.training.jit_compile)
-                done[stage] = run(options, strategy, log=stage_log)
-                if not devices.is_chief(strategy):
-                    log("train: done; the chief runs the later stages")
-                    return 0
-            elif stage == "export":
-                done[stage] = run(options, log=stage_log, ops_table=FLAGS.verbose)
-            elif stage in ("evaluate", "translate", "score"):
-                done[stage] = run(options, log=stage_log, out=results)
-            else:
-                done[stage] = run(options, log=stage_log)
-            if stage == "average":  # later stages decode as --choose_on_dev chose
-                options = resolver.resolve(given, device=device)
-    results.flush()
-    _finish(started, modes, options, done, plan)
+    context.out.flush()
+    if not chief:
+        log("train: done; the chief runs the later stages")
+        return 0
+    _finish(started, modes, options, done, done.get("plan"))
     return 0
 
 
-def _skipped(stage: str, options, chief: bool) -> bool:
-    """Whether `stage` is skipped (logged): a worker only trains; the default job's evaluate
-    skips a task without the split."""
-    if not chief and stage != "train":
+def _runs(stage: str, options, chief: bool) -> bool:
+    """Whether `stage` runs (else skipped, logged): a worker other than the chief only trains;
+    the default job's evaluate skips a task without the split."""
+    if not chief and stage not in ("train", "plan"):
         log(f"== {stage}: skipped, a worker other than the chief only trains")
-        return True
+        return False
     split = options.evaluation.split
     if (stage == "evaluate" and not FLAGS["mode"].present
             and not options.make_task().has_split(split)):
         log(f"== evaluate: skipped, task {options.data.task} has no {split} data "
             f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
-        return True
-    return False
+        return False
+    return True
 
 
 def _finish(started: float, modes, options, done: dict, plan) -> None:

@@ -15,7 +15,6 @@ and cos from position 0 (CTranslate2's concatenate them from 1), so our layer's 
 pre-norm adds the stacks' final norms. Sources end with EOS, targets start with "<s>" (BOS id 2).
 """
 
-import importlib.util
 import json
 import os
 import pathlib
@@ -27,18 +26,7 @@ import numpy as np
 
 from export.ct2_decoding import SETTINGS_FILE, VOCAB_FILE, ConversionError, check_stop_rule
 
-EXTRA = "ctranslate2"
-INSTALL = f'pip install -e ".[{EXTRA}]"'
 SPECIAL_PIECES = {0: "<pad>", 1: "<unk>", 2: "<s>", 3: "</s>"}  # what CT2's config names
-
-
-def available() -> bool:
-    """Whether the `ctranslate2` package can be imported (the optional extra)."""
-    return importlib.util.find_spec("ctranslate2") is not None
-
-
-def missing_message() -> str:
-    return f"--format ctranslate2 needs the ctranslate2 package: {INSTALL}"
 
 
 # --------------------------------------------------------------------------- Keras side

@@ -1,12 +1,13 @@
 """`TransformerConfig`, every hyper-parameter of the model, and `PRESETS`: Table 2's "base" and
 "big", Table 3's rows (each changes only what the paper lists), Section 6.3's parser, and
-CPU-sized models for Multi30k and the 10% WSJ sample; each a `Preset`, architecture and recipe."""
+CPU-sized models for Multi30k and the 10% WSJ sample: each the `TransformerConfig` fields it
+sets (else base's). Presets describe the model only; what a run trains them with is the
+application's (`pipelines/settings/recipes.py`)."""
 
 import dataclasses
 import json
 from typing import Any
 
-from keras_transformer.schedules import scale_for_peak
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +70,7 @@ class TransformerConfig:
         """The configuration named by a key of `PRESETS`, with `overrides` applied."""
         if name not in PRESETS:
             raise ValueError(f"Unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
-        return cls.from_dict({**PRESETS[name].model, **overrides})
+        return cls.from_dict({**PRESETS[name], **overrides})
 
     def replace(self, **changes: Any) -> "TransformerConfig":
         """A copy with `changes` applied (d_k/d_v recomputed unless given)."""
@@ -104,19 +105,6 @@ class TransformerConfig:
 TRAINING_FIELDS = ("label_smoothing", "train_steps")  # older config.json files' training fields
 
 
-@dataclasses.dataclass(frozen=True)
-class Preset:
-    """A named model: `model`, the `TransformerConfig` fields it sets (else base's); `recipe`, its
-    `pipelines/run.py` flag values (over the task's and the paper's; under model dir and flags)."""
-
-    model: dict = dataclasses.field(default_factory=dict)
-    recipe: dict = dataclasses.field(default_factory=dict)
-
-
-def _model(recipe: dict | None = None, **model: Any) -> Preset:
-    return Preset(model, recipe or {})
-
-
 _SMALL = dict(num_layers=3, d_model=256, d_ff=1024, num_heads=4)
 _TINY = dict(vocab_size=10000, num_layers=4, d_model=128, d_ff=256, num_heads=4, dropout=0.3,
              max_length=256)
@@ -124,58 +112,46 @@ _TINY = dict(vocab_size=10000, num_layers=4, d_model=128, d_ff=256, num_heads=4,
 # Table 3, in the paper's order: A vary heads (d_k = d_v = d_model / h), B shrink d_k, C vary size,
 # D regularisation, E learns positions; 100K steps each, big 300K. A `vocab_size` or `max_length`
 # written here wins over a task's; presets without them take the task's.
-PRESETS: dict[str, Preset] = {
-    "base": _model(),
-    "big": _model({"train_steps": 300_000}, d_model=1024, d_ff=4096, num_heads=16,
-                  dropout=0.3),
-    "A1": _model(num_heads=1, d_k=512, d_v=512),
-    "A2": _model(num_heads=4, d_k=128, d_v=128),
-    "A3": _model(num_heads=16, d_k=32, d_v=32),
-    "A4": _model(num_heads=32, d_k=16, d_v=16),
-    "B1": _model(d_k=16),
-    "B2": _model(d_k=32),
-    "C1": _model(num_layers=2),
-    "C2": _model(num_layers=4),
-    "C3": _model(num_layers=8),
-    "C4": _model(d_model=256, d_k=32, d_v=32),
-    "C5": _model(d_model=1024, d_k=128, d_v=128),
-    "C6": _model(d_ff=1024),
-    "C7": _model(d_ff=4096),
-    "D1": _model(dropout=0.0),
-    "D2": _model(dropout=0.2),
-    "D3": _model({"label_smoothing": 0.0}),
-    "D4": _model({"label_smoothing": 0.2}),
-    "E": _model(positional="learned"),
+PRESETS: dict[str, dict] = {
+    "base": {},
+    "big": dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
+    "A1": dict(num_heads=1, d_k=512, d_v=512),
+    "A2": dict(num_heads=4, d_k=128, d_v=128),
+    "A3": dict(num_heads=16, d_k=32, d_v=32),
+    "A4": dict(num_heads=32, d_k=16, d_v=16),
+    "B1": dict(d_k=16),
+    "B2": dict(d_k=32),
+    "C1": dict(num_layers=2),
+    "C2": dict(num_layers=4),
+    "C3": dict(num_layers=8),
+    "C4": dict(d_model=256, d_k=32, d_v=32),
+    "C5": dict(d_model=1024, d_k=128, d_v=128),
+    "C6": dict(d_ff=1024),
+    "C7": dict(d_ff=4096),
+    "D1": dict(dropout=0.0),
+    "D2": dict(dropout=0.2),
+    "D3": {},  # label smoothing 0: a training setting (the recipe's)
+    "D4": {},  # label smoothing 0.2
+    "E": dict(positional="learned"),
     # Not from Table 3: trains in minutes on a 2-core CPU, for tens of thousands of pairs;
     # `--task text` picks it for a corpus below a million pairs.
-    "small": _model(**_SMALL, dropout=0.1),
-    # The same model with Multi30k's 8,000 pieces; the multi30k_ende task's recipe trains it.
-    "multi30k_small": _model(vocab_size=8000, **_SMALL, dropout=0.1, max_length=256),
-    # fairseq's `transformer_tiny` (4 layers, d_model 128, dropout 0.3), the model alone: the
-    # long recipe of `--task text --time_budget` trains it with the task's vocabulary.
-    "tiny": _model(**{k: v for k, v in _TINY.items() if k != "vocab_size"}),
+    "small": dict(**_SMALL, dropout=0.1),
+    # The same model with Multi30k's 8,000 pieces.
+    "multi30k_small": dict(vocab_size=8000, **_SMALL, dropout=0.1, max_length=256),
+    # fairseq's `transformer_tiny` (4 layers, d_model 128, dropout 0.3) with the task's
+    # vocabulary.
+    "tiny": {k: v for k, v in _TINY.items() if k != "vocab_size"},
     # fairseq's `transformer_tiny`, Wu et al.'s (ACL 2021) text-only Multi30k baseline (its
     # protocol: benchmarks/multi30k_published_protocol.py).
-    "multi30k_tiny": _model({"train_steps": 8000}, **_TINY),
-    # The same model with the recipe that reproduced the published figure on the raw, cased
-    # text: 2 x 4,096-token updates, fairseq's inverse-sqrt peak of 0.005 at update 2,000 as
-    # Eq. 3's lr_scale, Adam epsilon 1e-8, float32 and XLA, the last 10 of 64 checkpoints
-    # averaged, beam 5, alpha 1.0 (docs/results.md).
-    "multi30k_quality": _model(
-        {"train_steps": 8000, "batch_tokens": 8192, "warmup_steps": 2000,
-         "lr_scale": scale_for_peak(0.005, _TINY["d_model"], 2000), "adam_epsilon": 1e-8,
-         "mixed_precision": False, "jit_compile": True, "checkpoint_every": 125,
-         "average_last": 10, "beam_size": 5, "alpha": 1.0}, **_TINY),
+    "multi30k_tiny": dict(_TINY),
+    # The same model, trained with the recipe that reproduced the published figure.
+    "multi30k_quality": dict(_TINY),
     # Section 6.3: 4 layers, d_model 1024, the base model's other settings, 16K vocabulary.
-    "parsing_wsj": _model(vocab_size=16000, num_layers=4, d_model=1024, d_k=128, d_v=128,
-                          max_length=1024),
-    # Not from the paper: a parser for the 10% WSJ sample on a 2-core CPU (docs/parsing.md);
-    # dev stands in for its missing test split; only the target form was tuned (on dev F1).
-    "parsing_wsj_sample": _model(
-        {"target_form": "read_xx", "batch_tokens": 2048, "warmup_steps": 800,
-         "train_steps": 6400, "checkpoint_every": 400, "dev_metric_every": 800,
-         "dev_metric_sentences": 0, "keep_best_by": "dev_metric", "beam_size": 4,
-         "eval_split": "dev"},
-        vocab_size=4000, num_layers=4, d_model=256, d_ff=1024, num_heads=4, dropout=0.3,
-        max_length=1024),
+    "parsing_wsj": dict(vocab_size=16000, num_layers=4, d_model=1024, d_k=128, d_v=128,
+                        max_length=1024),
+    # Not from the paper: a parser for the 10% WSJ sample on a 2-core CPU (docs/parsing.md).
+    "parsing_wsj_sample": dict(vocab_size=4000, num_layers=4, d_model=256, d_ff=1024,
+                               num_heads=4, dropout=0.3, max_length=1024),
 }
+"""Every named model, `TransformerConfig.preset(name)`: the paper's, Table 3's rows, and
+the CPU-sized presets of this project."""

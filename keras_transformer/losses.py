@@ -5,6 +5,7 @@ import keras
 from keras import ops
 
 from keras_transformer.constants import PAD_ID
+from keras_transformer.learning_rate import LABEL_SMOOTHING
 
 
 def _tensorflow():
@@ -117,7 +118,8 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         label_smoothing: eps_ls (0.1 in the paper).
     """
 
-    def __init__(self, label_smoothing=0.1, name="label_smoothed_cross_entropy", **kwargs):
+    def __init__(self, label_smoothing=LABEL_SMOOTHING, name="label_smoothed_cross_entropy",
+                 **kwargs):
         super().__init__(name=name, reduction=None, **kwargs)
         self.label_smoothing = float(label_smoothing)
 

@@ -1,12 +1,8 @@
-"""The paper's learning-rate schedule (Section 5.3, Eq. 3)."""
+"""The paper's learning-rate schedule (Section 5.3, Eq. 3) and optimizer, in Keras."""
 import keras
 from keras import ops
 
-
-WARMUP_STEPS = 4000
-"""Eq. 3's warm-up in the paper (Section 5.3): every default of it reads this one value."""
-ADAM_EPSILON = 1e-9
-"""Adam's epsilon in the paper (Section 5.3)."""
+from keras_transformer.learning_rate import ADAM_EPSILON, WARMUP_STEPS
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -43,18 +39,6 @@ class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         return {"d_model": self.d_model, "warmup_steps": self.warmup_steps, "scale": self.scale,
                 "accumulation_steps": self.accumulation_steps}
-
-
-def scale_for_peak(peak_lr: float, d_model: int, warmup_steps: int) -> float:
-    """The `NoamSchedule` scale whose peak, at step `warmup_steps`, is `peak_lr`.
-
-    Eq. 3's rising term meets its falling one at step = warmup, where the rate is
-    scale * (d_model * warmup)^-0.5; setting that to `peak_lr` gives scale = peak_lr *
-    sqrt(d_model * warmup). After the peak the rate is then peak_lr * sqrt(warmup / step),
-    fairseq's inverse_sqrt schedule (whose linear rise starts at 1e-7 instead of
-    peak_lr / warmup).
-    """
-    return peak_lr * (d_model * warmup_steps) ** 0.5
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -1,17 +1,13 @@
 """The errors a user can fix: `cli.main` catches `UserError`, prints one line, exits 2.
 
 Messages name the file, line or flag at fault and the fix (`UserError`: `keras_transformer`)."""
-from keras_transformer.errors import UserError
+from keras_transformer.errors import ModelDirError, UserError
 
 __all__ = ["UserError", "DataError", "ModelDirError", "ConfigError"]
 
 
 class DataError(UserError):
     """Input data the pipeline cannot use; the message names the file, the line and the fix."""
-
-
-class ModelDirError(UserError):
-    """A model directory is missing something a stage needs, or holds something broken."""
 
 
 class ConfigError(UserError):

@@ -39,7 +39,7 @@ def fetch_multi30k(root: pathlib.Path) -> bool:
     Raises:
         DataError: a download failed or its checksum differs (nothing half-written is kept).
     """
-    from pipelines.model_dir.files import write_atomic
+    from keras_transformer.atomic_files import write_atomic
     from pipelines.tasks import downloads
 
     files = _multi30k_files()
@@ -134,3 +134,13 @@ def reversal_model(seed=5, n=2048, width=6, vocab_size=12, bos=2, eos=3):
     model.fit((source, target_in), target, batch_size=64, epochs=2, verbose=0)
     return model
 
+
+
+def training_options(**changes):
+    """The default run's `TrainingOptions` (the table's and the paper's values), with
+    `changes` (for `train.compile_model`)."""
+    import dataclasses
+
+    from pipelines.settings import resolver
+
+    return dataclasses.replace(resolver.resolve({"model_dir": "unused"}).training, **changes)

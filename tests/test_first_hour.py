@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from cli.quiet import LIBRARY_LINE
+from keras_transformer.native_logs import LIBRARY_LINE
 from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL, options_block, run_command
 
 EXPORT = ROOT / "export" / "run.py"
@@ -407,9 +407,9 @@ def test_chosen_checkpoints_average_into_a_file_of_their_own(finished, shared_da
 
 def test_one_call_from_python_translates_as_the_translate_stage(finished, shared_data,
                                                                  tmp_path):
-    """`pipelines.load.load(model_dir)`: the translate stage's translations of
+    """`keras_transformer.load(model_dir)`: the translate stage's translations of
     test_2016_flickr, line for line; per-call overrides and n-best with scores."""
-    from pipelines.load import load
+    from keras_transformer import load
 
     model_dir, _ = finished
     source = shared_data / "multi30k" / "test_2016_flickr.en"

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_transformer import BOS_ID, EOS_ID, LabelSmoothedCrossEntropy, TokenAccuracy, Transformer
+from keras_transformer import tf_internals
 from keras_transformer.model import PACKED_INPUTS
 from keras_transformer.schedules import paper_optimizer
 from tests.helpers import gradients, random_ids, tiny_config
@@ -93,7 +94,7 @@ def test_a_model_made_from_its_config_loads_weights_and_summarises(tmp_path):
 def test_every_layer_config_round_trips():
     model = Transformer(tiny_config())
     seen = 0
-    for layer in model._flatten_layers(include_self=True, recursive=True):
+    for layer in tf_internals.sublayers(model):
         config = layer.get_config()
         clone = type(layer).from_config(config)
         assert clone.get_config() == config, type(layer).__name__

@@ -3,9 +3,10 @@ import importlib.util
 
 import pytest
 
-from keras_transformer import PRESETS, NoamSchedule, TransformerConfig
-from keras_transformer.schedules import scale_for_peak
+from keras_transformer import NoamSchedule, TransformerConfig
+from keras_transformer.learning_rate import scale_for_peak
 from pipelines.settings import table
+from pipelines.settings.recipes import PRESET_RECIPES
 from tests.conftest import ROOT
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -65,7 +66,7 @@ def test_bpe_pieces_never_cross_moses_tokens(shared_data):
 @pytest.mark.quick
 def test_the_quality_presets_rate_peaks_at_0005_on_step_2000():
     """fairseq's inverse_sqrt (peak 0.005 at update 2,000) as the preset's Eq. 3 scale."""
-    recipe = PRESETS[protocol.PRESET].recipe
+    recipe = PRESET_RECIPES[protocol.PRESET]
     d_model = TransformerConfig.preset(protocol.PRESET).d_model
     assert recipe["lr_scale"] == scale_for_peak(0.005, d_model, 2000) == pytest.approx(
         0.005 * (128 * 2000) ** 0.5)
@@ -87,7 +88,7 @@ def test_run_flags_carry_the_protocol(tmp_path):
                      "--eval_split": "test"}
     assert f"--test_tgt={tmp_path / 'data' / 'test_2016_flickr.de'}" in flags
     assert not [flag for flag in flags if flag.startswith("--train_steps")]
-    recipe = PRESETS["multi30k_quality"].recipe
+    recipe = PRESET_RECIPES["multi30k_quality"]
     assert recipe == {**recipe, "batch_tokens": 8192, "adam_epsilon": 1e-8, "warmup_steps": 2000,
                       "train_steps": 8000, "checkpoint_every": 125, "average_last": 10,
                       "beam_size": 5, "alpha": 1.0,
@@ -104,7 +105,7 @@ def test_multi30k_tiny_has_the_published_shape():
     assert (config.dropout, config.share_embeddings) == (0.3, True)
     assert (config.attention_dropout, config.relu_dropout, config.norm, config.positional) == (
         0.0, 0.0, "post", "sinusoidal")
-    assert config.vocab_size == 10_000 and PRESETS["multi30k_tiny"].recipe == {"train_steps": 8000}
+    assert config.vocab_size == 10_000 and PRESET_RECIPES["multi30k_tiny"] == {"train_steps": 8000}
     assert TransformerConfig.preset(protocol.PRESET) == config
     assert table.default("label_smoothing") == 0.1  # the preset's recipe leaves it to the paper
 

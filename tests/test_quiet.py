@@ -1,6 +1,7 @@
 """cli/quiet.py: the libraries' informational and warning lines leave stderr; their error
 and fatal lines and the project's stay, in order, from the process and its children, all of
-them written before it exits or dies."""
+them written before it exits or dies. The library's own calls do the same while they run
+(`keras_transformer.native_logs.quiet`)."""
 import subprocess
 import sys
 
@@ -52,3 +53,28 @@ def test_error_and_fatal_lines_reach_the_user_even_when_the_process_dies():
     assert result.stderr.decode().splitlines() == [
         "project line", "E0000 00:00:1795812586.941546    8987 kernel.cc:52] an error line",
         "F0000 00:00:1795812586.941546    8987 tensor.cc:7] Check failed: dims 2 vs. 3"]
+
+
+LIBRARY_CALL = r"""
+import os, sys
+from keras_transformer import native_logs
+
+os.write(2, b"before\n")
+with native_logs.quiet():
+    os.write(2, b"I0000 00:00:1795677112.494882    5020 port.cc:153] oneDNN custom operations\n")
+    os.write(2, b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty.\n")
+    with native_logs.quiet():  # re-entrant: the outer block filters
+        print("project line", file=sys.stderr)
+    os.write(2, b"E0000 00:00:1795812586.941546    8987 kernel.cc:52] an error line\n")
+os.write(2, b"I0000 00:00:1795677112.494882    5020 port.cc:153] after the block: kept\n")
+"""
+
+
+def test_a_library_call_drops_library_lines_for_its_duration_only():
+    """`keras_transformer.native_logs.quiet`, which `load` and the `Translator` run under."""
+    result = subprocess.run([sys.executable, "-c", LIBRARY_CALL], cwd=ROOT, capture_output=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.decode().splitlines() == [
+        "before", "project line", "E0000 00:00:1795812586.941546    8987 kernel.cc:52] an error "
+        "line", "I0000 00:00:1795677112.494882    5020 port.cc:153] after the block: kept"]

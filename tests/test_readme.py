@@ -17,10 +17,10 @@ LIBRARY_DOC = ROOT / "docs" / "library.md"
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
-def readme_script():
+def readme_script(name="keras-script"):
     text = LIBRARY_DOC.read_text(encoding="utf-8")
-    match = re.search(r"<!-- keras-script -->\s*```python\n(.*?)```", text, re.S)
-    assert match, "docs/library.md lost its <!-- keras-script --> block"
+    match = re.search(rf"<!-- {name} -->\s*```python\n(.*?)```", text, re.S)
+    assert match, f"docs/library.md lost its <!-- {name} --> block"
     return match.group(1)
 
 
@@ -63,6 +63,8 @@ def test_readme_test_command_is_the_one_ci_runs():
 @pytest.mark.parametrize("backend", ["tensorflow", "jax"])
 def test_readme_keras_script_runs(tmp_path, shared_data, backend):
     script = readme_script()
+    if backend == "tensorflow":  # the SavedModel's backend: save, load, translate, export
+        script += readme_script("keras-script-export")
     # Only sizes change: a tiny vocabulary and model, a few steps, a temporary work dir.
     replacements = {
         "vocab_size=8000": "vocab_size=1000",
@@ -90,3 +92,12 @@ def test_readme_keras_script_runs(tmp_path, shared_data, backend):
     assert result.returncode == 0, result.stderr[-3000:]
     translation = result.stdout.strip().splitlines()[-1]
     assert translation and "<" not in translation  # a real (if poor) German string
+    if backend == "tensorflow":
+        from export.op_check import check_ops
+
+        export = tmp_path / result.stdout.strip().splitlines()[-2]
+        assert export == tmp_path / "ende_export" / "1"
+        best = eval(result.stdout.strip().splitlines()[-3])  # the 2-best list, printed
+        assert len(best[0]) == 2 and best[0][0][0] == translation, best
+        report = check_ops(export)
+        assert report.ok, report.format()

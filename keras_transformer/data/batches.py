@@ -8,8 +8,9 @@ from typing import Sequence
 import tensorflow as tf
 
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
-from keras_transformer.data.buckets import (DEFAULT_BATCH_TOKENS, bucket_batch_sizes,
-                                            check_boundaries, default_boundaries)
+from keras_transformer.data.buckets import (bucket_batch_sizes, check_boundaries,
+                                            default_boundaries)
+from keras_transformer.learning_rate import BATCH_TOKENS
 
 
 def text_pairs(source_path, target_path, tokenizer) -> tf.data.Dataset:
@@ -75,7 +76,7 @@ def training_examples(pairs: tf.data.Dataset, *, max_source_length: int, max_tar
 
 
 def training_batches(pairs: tf.data.Dataset, *, max_source_length: int, max_target_length: int,
-                     batch_tokens: int = DEFAULT_BATCH_TOKENS,
+                     batch_tokens: int = BATCH_TOKENS,
                      boundaries: Sequence[int] | None = None, batch_multiple: int = 1,
                      shuffle: bool = True, shuffle_buffer: int = 100_000, seed: int = 0,
                      repeat: bool = True, drop_remainder: bool | None = None,

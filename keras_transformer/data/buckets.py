@@ -9,8 +9,6 @@ from typing import Sequence
 
 from keras_transformer.errors import UserError
 
-DEFAULT_BATCH_TOKENS = 25_000
-
 
 def default_boundaries(max_length: int, *, min_length: int = 8, step: int = 4,
                        growth: float = 1.1) -> list[int]:

@@ -1,9 +1,11 @@
-"""Beam search: `BeamSearchLoop`, its state under named keys, its loop of named steps (`extend`,
-`grow`, `pick_alive`, `pick_finished`, `advance`; `continues`), its rules from `core`.
+"""Beam search: `BeamSearchLoop` (a search's settings) runs each batch with a run-scoped
+driver: its state under named keys, its loop of named steps (`extend`, `grow`, `pick_alive`,
+`pick_finished`, `advance`; `continues`), its rules from `core`.
 
-Two drivers: with fixed slots (every backend; TensorFlow under XLA) every sentence stays in the
-batch until all are done; in TensorFlow's graph outside XLA the cache grows a position a step and a
-sentence that cannot improve leaves the batch (`advance` compacts it), with the same results."""
+Two drivers: `BeamRun`, with fixed slots (every backend; TensorFlow under XLA), keeps every
+sentence in the batch until all are done; `CompactingRun`, in TensorFlow's graph outside XLA,
+grows the cache a position a step and lets a sentence that cannot improve leave the batch (its
+`advance`), with the same results."""
 import dataclasses
 from typing import Any, NamedTuple
 
@@ -86,7 +88,8 @@ def _is_static(value):
 
 
 class BeamSearchLoop:
-    """One beam search, built from its settings; `run` decodes a batch (see `beam_search`)."""
+    """One beam search's settings; `run` decodes a batch (see `beam_search`) with a driver made
+    for that run (`BeamRun`, or `CompactingRun` where sentences may leave the batch)."""
 
     def __init__(self, step_fn, search, eos_id, options=SearchOptions()):
         k, n = search.beam_size, options.num_results
@@ -96,26 +99,45 @@ class BeamSearchLoop:
         self.k, self.alpha, self.stop_rule = k, search.alpha, search.stop_rule
         self.on_tf = core.on_tensorflow()
 
-    # ------------------------------------------------------------------ the run
     def run(self, initial_ids, initial_cache, max_lengths):
-        initial = self.initial_state(initial_ids, initial_cache, max_lengths)
-        return self.results(initial, self.loop(initial))
-
-    def initial_state(self, initial_ids, initial_cache, max_lengths):
-        """The state before the first step; fixes the run's batch, bound and driver."""
-        o = self.options
         initial_ids = ops.cast(ops.convert_to_tensor(initial_ids), "int32")
-        self.batch = ops.shape(initial_ids)[0]
-        max_lengths = ops.broadcast_to(ops.cast(max_lengths, "int32"), (self.batch,))
-        self.steps = ops.max(max_lengths) if o.max_steps is None else o.max_steps
-        self.positions = ops.arange(self.steps + 1, dtype="int32")
-        if self.on_tf:
-            from keras_transformer.decoding import tf_graph
+        batch = ops.shape(initial_ids)[0]
+        max_lengths = ops.broadcast_to(ops.cast(max_lengths, "int32"), (batch,))
+        steps = ops.max(max_lengths) if self.options.max_steps is None else self.options.max_steps
+        driver = CompactingRun if self._compacts() else BeamRun
+        search = driver(self, batch, steps)
+        initial = search.initial_state(initial_ids, initial_cache, max_lengths)
+        return search.results(initial, search.loop(initial))
 
-            self.compact = (o.sentence_state is not None and o.early_finish
-                            and not tf_graph.compiling_with_xla())
-        else:
-            self.compact = False
+    def _compacts(self) -> bool:
+        """Whether sentences leave the batch: in TensorFlow's graph outside XLA, given their
+        state, when the search stops early."""
+        if not (self.on_tf and self.options.sentence_state is not None
+                and self.options.early_finish):
+            return False
+        from keras_transformer.decoding import tf_graph
+
+        return not tf_graph.compiling_with_xla()
+
+
+class BeamRun:
+    """One run of a `BeamSearchLoop` over one batch, with fixed slots (every backend; TensorFlow
+    under XLA): its named steps, over the loop's settings and this run's batch size and bound."""
+
+    SHRINKING = ()
+    """Loop state entries whose first axis shrinks (`CompactingRun`'s)."""
+
+    def __init__(self, loop: BeamSearchLoop, batch, steps):
+        self.step_fn, self.eos_id, self.options = loop.step_fn, loop.eos_id, loop.options
+        self.k, self.alpha, self.stop_rule = loop.k, loop.alpha, loop.stop_rule
+        self.on_tf = loop.on_tf
+        self.batch, self.steps = batch, steps
+        self.positions = ops.arange(steps + 1, dtype="int32")
+
+    # ------------------------------------------------------------------ the run
+    def initial_state(self, initial_ids, initial_cache, max_lengths):
+        """The state before the first step."""
+        o = self.options
         alive = {"ids": self._storage(initial_ids, "int32")}
         if o.track_details:
             alive["token_log_probs"] = self._storage(ops.zeros((self.batch,)), "float32")
@@ -173,7 +195,7 @@ class BeamSearchLoop:
         out = tf_graph.while_loop(
             lambda *values: self.continues(named(values)), body,
             tuple(state[name] for name in STATE), maximum_iterations=self.steps,
-            shrinking=tuple(STATE.index(name) for name in LEAVING) if self.compact else ())
+            shrinking=tuple(STATE.index(name) for name in self.SHRINKING))
         return named(out)
 
     # ------------------------------------------------------------------ the steps
@@ -184,8 +206,6 @@ class BeamSearchLoop:
     def continues(self, state):
         """Whether any sentence is still searched (and the bound is not reached)."""
         going = state["step"] < self.steps
-        if self.compact:  # the sentences that could not improve have left
-            return going & (ops.size(state["sentences"]["index"]) > 0)
         if not self.options.early_finish:
             return going
         return going & ops.any(self.can_improve(state["step"], state["alive_log_probs"],
@@ -230,8 +250,8 @@ class BeamSearchLoop:
 
         return Candidates(*terms_lib.candidates(
             logits, state["alive_log_probs"], self.k, self.eos_id, forced,
-            sentences["max_lengths"] - 1 - step, term_state,
-            (sentences["terms"], sentences["term_lengths"]), ops.equal(step, 0)))
+            sentences["max_lengths"] - 1 - step,
+            (sentences["terms"], sentences["term_lengths"], term_state), ops.equal(step, 0)))
 
     def write(self, state, candidates, alignment):
         """The candidates' storage: their beams' tokens (and details), the new one at step + 1."""
@@ -253,13 +273,7 @@ class BeamSearchLoop:
         """(storage, scores): the k best of the sentences' finished hypotheses and those ending
         now; as in fairseq, an ending counts only among the k best candidates, so beam 1 is greedy
         (with phrases, every allowed ending counts)."""
-        kept, kept_scores = state["finished"], state["finished_scores"]
-        if self.compact:
-            import tensorflow as tf
-
-            index = state["sentences"]["index"]
-            kept, kept_scores = tf.nest.map_structure(lambda x: tf.gather(x, index),
-                                                      (kept, kept_scores))
+        kept, kept_scores = self._finished_of_searched(state)
         ended = ops.equal(candidates.tokens, self.eos_id) & (candidates.log_probs > NEG / 2)
         if self.options.terms is None:
             ended = ended & (ops.arange(2 * self.k) < self.k)[None, :]
@@ -271,52 +285,31 @@ class BeamSearchLoop:
         kept_scores, pick = core.top_k(pool_scores, self.k)
         return gather_beams(pool, pick), kept_scores
 
-    def advance(self, state, alive, alive_log_probs, cache, parents, kept, kept_scores):
-        """The next state: the cache reordered to the live hypotheses' parents; compacting,
-        finished hypotheses back in their rows, sentences that cannot improve out of the batch."""
-        step, lengths = state["step"] + 1, state["sentences"]["max_lengths"]
-        if not self.compact:
-            if self.options.early_finish and self.stop_rule != "exact":
-                # A stopped sentence stays as it is.
-                alive_log_probs = ops.where(
-                    self.can_improve(step, alive_log_probs, kept_scores, lengths)[:, None],
-                    alive_log_probs, NEG)
-            return {"step": step, "sentences": state["sentences"], "alive": alive,
-                    "alive_log_probs": alive_log_probs, "cache": gather_beams(cache, parents),
-                    "finished": kept, "finished_scores": kept_scores}
-        import tensorflow as tf
+    def _finished_of_searched(self, state):
+        """(finished storage, scores) of the sentences still in the batch: all of them here."""
+        return state["finished"], state["finished_scores"]
 
-        sentences = state["sentences"]
-        rows = sentences["index"][:, None]
-        finished, finished_scores = tf.nest.map_structure(
-            lambda whole, part: tf.tensor_scatter_nd_update(whole, rows, part),
-            (state["finished"], state["finished_scores"]), (kept, kept_scores))
-        still = tf.where(self.can_improve(step, alive_log_probs, kept_scores, lengths))[:, 0]
-        still = tf.cast(still, tf.int32)
-        cache = gather_beams(cache, tf.gather(parents, still), sentences=still)
-        alive, alive_log_probs = tf.nest.map_structure(lambda x: tf.gather(x, still),
-                                                       (alive, alive_log_probs))
-        sentences = tf.cond(tf.size(still) < tf.size(sentences["index"]),
-                            lambda: tf.nest.map_structure(lambda x: tf.gather(x, still),
-                                                          sentences),
-                            lambda: sentences)
-        return {"step": step, "sentences": sentences, "alive": alive,
-                "alive_log_probs": alive_log_probs, "cache": cache, "finished": finished,
-                "finished_scores": finished_scores}
+    def advance(self, state, alive, alive_log_probs, cache, parents, kept, kept_scores):
+        """The next state: the cache reordered to the live hypotheses' parents; with a stop rule
+        other than exact, a sentence that cannot improve stays as it is."""
+        step, lengths = state["step"] + 1, state["sentences"]["max_lengths"]
+        if self.options.early_finish and self.stop_rule != "exact":
+            alive_log_probs = ops.where(
+                self.can_improve(step, alive_log_probs, kept_scores, lengths)[:, None],
+                alive_log_probs, NEG)
+        return {"step": step, "sentences": state["sentences"], "alive": alive,
+                "alive_log_probs": alive_log_probs, "cache": gather_beams(cache, parents),
+                "finished": kept, "finished_scores": kept_scores}
 
     # ------------------------------------------------------------------ the results
+    def _live_of_every_sentence(self, initial, final):
+        """(live storage, log-probabilities) of every sentence at the end: the final state's."""
+        return final["alive"], final["alive_log_probs"]
+
     def results(self, initial, final):
         """`Decoded` from the last state: finished hypotheses, or live ones where none finished
         (only without early_finish, stopped at max(max_lengths))."""
-        alive, alive_log_probs = final["alive"], final["alive_log_probs"]
-        if self.compact:  # the sentences searched to the last step: their live beams, in place
-            import tensorflow as tf
-
-            rows = final["sentences"]["index"][:, None]
-            alive, alive_log_probs = tf.nest.map_structure(
-                lambda whole, part: tf.tensor_scatter_nd_update(whole, rows, part),
-                (initial["alive"], tf.fill([self.batch, self.k], NEG)),
-                (alive, alive_log_probs))
+        alive, alive_log_probs = self._live_of_every_sentence(initial, final)
         n = self.options.num_results
         finished_scores = final["finished_scores"]
         has_finished = finished_scores[:, :1] > NEG / 2
@@ -331,3 +324,56 @@ class BeamSearchLoop:
         return core.Decoded(outputs["ids"], scores,
                             ops.where(padding, 0.0, outputs["token_log_probs"]),
                             ops.where(padding, -1, outputs["alignment"]))
+
+
+class CompactingRun(BeamRun):
+    """A `BeamRun` in TensorFlow's graph outside XLA whose cache grows a position a step and
+    whose sentences leave the batch once they cannot improve (`advance`), with the same
+    results; the finished hypotheses stay in their rows of the whole batch."""
+
+    SHRINKING = LEAVING
+
+    def continues(self, state):
+        """Whether the bound is not reached and a sentence is left (the others have left)."""
+        return (state["step"] < self.steps) & (ops.size(state["sentences"]["index"]) > 0)
+
+    def _finished_of_searched(self, state):
+        import tensorflow as tf
+
+        index = state["sentences"]["index"]
+        return tf.nest.map_structure(lambda x: tf.gather(x, index),
+                                     (state["finished"], state["finished_scores"]))
+
+    def advance(self, state, alive, alive_log_probs, cache, parents, kept, kept_scores):
+        """The next state: finished hypotheses back in their rows; the sentences that cannot
+        improve out of the batch, with their cache rows."""
+        import tensorflow as tf
+
+        step, sentences = state["step"] + 1, state["sentences"]
+        rows = sentences["index"][:, None]
+        finished, finished_scores = tf.nest.map_structure(
+            lambda whole, part: tf.tensor_scatter_nd_update(whole, rows, part),
+            (state["finished"], state["finished_scores"]), (kept, kept_scores))
+        still = tf.where(self.can_improve(step, alive_log_probs, kept_scores,
+                                          sentences["max_lengths"]))[:, 0]
+        still = tf.cast(still, tf.int32)
+        cache = gather_beams(cache, tf.gather(parents, still), sentences=still)
+        alive, alive_log_probs = tf.nest.map_structure(lambda x: tf.gather(x, still),
+                                                       (alive, alive_log_probs))
+        sentences = tf.cond(tf.size(still) < tf.size(sentences["index"]),
+                            lambda: tf.nest.map_structure(lambda x: tf.gather(x, still),
+                                                          sentences),
+                            lambda: sentences)
+        return {"step": step, "sentences": sentences, "alive": alive,
+                "alive_log_probs": alive_log_probs, "cache": cache, "finished": finished,
+                "finished_scores": finished_scores}
+
+    def _live_of_every_sentence(self, initial, final):
+        """The sentences searched to the last step: their live beams, in their rows."""
+        import tensorflow as tf
+
+        rows = final["sentences"]["index"][:, None]
+        return tf.nest.map_structure(
+            lambda whole, part: tf.tensor_scatter_nd_update(whole, rows, part),
+            (initial["alive"], tf.fill([self.batch, self.k], NEG)),
+            (final["alive"], final["alive_log_probs"]))

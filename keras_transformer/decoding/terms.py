@@ -121,8 +121,7 @@ def round_robin(scores, banks, valid, k):
     return picks
 
 
-def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, phrases,
-               first=False):
+def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, phrases, first=False):
     """`core.candidates` with required phrases: 2k candidates, the k live ones by dynamic beam
     allocation, then the k best endings.
 
@@ -136,14 +135,14 @@ def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, state, phr
         k: the beam size.
         room_left: int32 [batch], max_lengths - 1 - step: tokens a hypothesis may still take
             before its end token, this one included.
-        state: the phrase state of the live hypotheses [batch, beam, ...].
-        phrases: (terms int32 [batch, phrases, length], their `phrase_lengths`).
+        phrases: (terms int32 [batch, phrases, length], their `phrase_lengths`, the phrase
+            state of the live hypotheses [batch, beam, ...]).
     Returns:
         (sums, beams, tokens, token log-probabilities) as in `core.candidates`, width 2k: the k
         live picks, then k endings (`NEG` sums where fewer).
     """
     batch, beams = tf.shape(logits)[0], tf.shape(logits)[1]
-    (terms, lengths), last = phrases, tf.equal(room_left, 0)
+    (terms, lengths, state), last = phrases, tf.equal(room_left, 0)
     rows, row_max, normaliser = log_softmax_parts(logits)
     _, best = top_k(rows, tf.minimum(2 * k + 1, tf.shape(rows)[1]), wide=True)
     offered = [best, tf.reshape(next_tokens(state, terms), [batch * beams, -1]),

@@ -46,11 +46,9 @@ def compiling_with_xla():
     depth), which needs fixed decoder cache slots (loop-invariant shapes)."""
     if tf.executing_eagerly():
         return False
-    try:  # not public API: where it is gone, assume XLA (fixed slots are always correct)
-        from tensorflow.python.ops import control_flow_util
-    except ImportError:
-        return True
-    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+    from keras_transformer import tf_internals
+
+    return tf_internals.in_xla_context()
 
 
 def cache_length(max_steps):

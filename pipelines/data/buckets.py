@@ -1,14 +1,12 @@
 """What token-budget buckets cost (length statistics, prepare's bucket table), computed from
 per-pair token counts ``lengths [N, 2]`` (no EOS/BOS) without a pass over the data. The rules
-themselves are the library's (`keras_transformer.data.buckets`), re-exported here."""
+themselves are the library's (`keras_transformer.data.buckets`)."""
 
 import math
 from typing import Sequence
 
 import numpy as np
 
-from keras_transformer.data.buckets import (DEFAULT_BATCH_TOKENS,  # noqa: F401
-                                            bucket_batch_sizes, default_boundaries)
 
 
 def model_lengths(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

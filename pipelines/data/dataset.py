@@ -1,5 +1,5 @@
-"""tf.data input: id batches for decoding (tokenized as the exported model does) and the
-library's training batches (`keras_transformer.data.batches`), re-exported here."""
+"""tf.data input: id batches for decoding, tokenized as the exported model does (training batches
+are the library's, `keras_transformer.data.batches`)."""
 
 import dataclasses
 from typing import Sequence
@@ -9,9 +9,6 @@ import tensorflow as tf
 
 from keras_transformer.data import text
 from keras_transformer.constants import PAD_ID
-from keras_transformer.data.batches import (global_batches, reshuffled,  # noqa: F401
-                                            to_model_example, training_batches,
-                                            training_examples)
 from keras_transformer.data.buckets import (bucket_batch_sizes, check_boundaries,
                                             default_boundaries)
 from pipelines import Log

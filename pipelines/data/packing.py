@@ -22,8 +22,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
-from pipelines.data.buckets import bucket_batch_sizes, model_lengths
-from pipelines.data.dataset import global_batches, reshuffled
+from keras_transformer.data.batches import global_batches, reshuffled
+from keras_transformer.data.buckets import bucket_batch_sizes
+from pipelines.data.buckets import model_lengths
 from pipelines.data.dataset import padding_fraction as padding_fraction_of_pairs
 
 PAIRS_PER_ROW = 4

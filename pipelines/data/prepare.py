@@ -19,6 +19,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.constants import PAD_ID
+from keras_transformer.data import batches as batching
+from keras_transformer.data import buckets as bucket_rules
+from keras_transformer.learning_rate import BATCH_TOKENS
+from keras_transformer.model_dir import VOCAB_FILE
 from pipelines import Log, report
 from pipelines.data import buckets
 from pipelines.data import dataset as ds_lib
@@ -36,7 +40,7 @@ VOCAB_SAMPLE_LINES = 1_000_000
 
 def vocab_path(work_dir: os.PathLike | str) -> pathlib.Path:
     """Where the shared SentencePiece model of ``work_dir`` lives."""
-    return pathlib.Path(work_dir) / md.VOCAB_FILE
+    return pathlib.Path(work_dir) / VOCAB_FILE
 
 
 def clean_split(task: Task, split: str, work_dir: os.PathLike | str, *,
@@ -129,7 +133,7 @@ def _format_split(split: str, s: dict) -> str:
 
 
 def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = None,
-            batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS, *, batch_multiple: int = 1,
+            batch_tokens: int = BATCH_TOKENS, *, batch_multiple: int = 1,
             boundaries: Sequence[int] | None = None,
             vocab_sample_lines: int = VOCAB_SAMPLE_LINES, splits: Sequence[str] = SPLITS,
             tables: bool = True, log: Log = print) -> dict:
@@ -177,8 +181,8 @@ def prepare(task: Task, work_dir: os.PathLike | str, vocab_size: int | None = No
 def _bucket_rows(task: Task, lengths: np.ndarray, boundaries: Sequence[int] | None,
                  batch_tokens: int, batch_multiple: int) -> tuple[list[int], list[dict]]:
     """Boundaries (task's if None) and bucket table; `UserError` if a bucket exceeds the budget."""
-    boundaries = list(boundaries or buckets.default_boundaries(task.max_length))
-    sizes = buckets.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
+    boundaries = list(boundaries or bucket_rules.default_boundaries(task.max_length))
+    sizes = bucket_rules.bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
     return boundaries, buckets.bucket_table(lengths, boundaries, sizes, task.max_source_length,
                                             task.max_target_length)
 
@@ -192,7 +196,7 @@ class TrainingInput:
 
 
 def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "train",
-                   batch_tokens: int = buckets.DEFAULT_BATCH_TOKENS, batch_multiple: int = 1,
+                   batch_tokens: int = BATCH_TOKENS, batch_multiple: int = 1,
                    boundaries: Sequence[int] | None = None, shuffle: bool = True,
                    repeat: bool = True, seed: int = 0, pad_to_bucket: bool = True,
                    pack: bool = False, drop_remainder: bool | None = None,
@@ -220,7 +224,7 @@ def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "tra
         table = packing.packing_table(lengths, task.max_source_length, task.max_target_length,
                                       batch_tokens, batch_multiple, seed=seed)
         log(f"{split}: packed, {packing.describe(table)}")
-        pairs = ds_lib.training_examples(prepared.cache.dataset(), **examples)
+        pairs = batching.training_examples(prepared.cache.dataset(), **examples)
         dataset = packing.packed_batches(pairs, table["rows"], batch_tokens=batch_tokens,
                                          batch_multiple=batch_multiple, shuffle=shuffle,
                                          seed=seed, drop_remainder=drop)
@@ -229,7 +233,7 @@ def training_input(task: Task, work_dir: os.PathLike | str, *, split: str = "tra
         return TrainingInput(dataset, batches)
     boundaries, rows = _bucket_rows(task, lengths, boundaries, batch_tokens, batch_multiple)
     batches = sum(r["sentences"] // r["batch_size"] if drop else r["batches"] for r in rows)
-    dataset = ds_lib.training_batches(
+    dataset = batching.training_batches(
         prepared.cache.dataset(), batch_tokens=batch_tokens, boundaries=boundaries,
         batch_multiple=batch_multiple, drop_remainder=drop, pad_to_bucket=pad_to_bucket,
         **examples)

@@ -26,11 +26,12 @@ import sys
 import tempfile
 from typing import Iterator
 
+from keras_transformer.atomic_files import atomic_files
 from pipelines import Log, report
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress
 from pipelines.durations import format_duration
 from pipelines.errors import DataError
-from pipelines.model_dir.files import atomic_files, input_identity, read_json, read_manifest
+from pipelines.model_dir.files import input_identity, read_json, read_manifest
 
 
 # Characters other than "\n" that str.splitlines() treats as line boundaries.

@@ -23,11 +23,12 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.atomic_files import write_atomic
 from pipelines import Log, report
 from pipelines.data import token_shards
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress
 from pipelines.errors import DataError
-from pipelines.model_dir.files import read_json, write_atomic, write_json_atomic
+from pipelines.model_dir.files import read_json, write_json_atomic
 
 
 # Bumped whenever the saved element structure changes, so old caches are never misread.

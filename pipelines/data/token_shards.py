@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from pipelines.model_dir.files import write_atomic
+from keras_transformer.atomic_files import write_atomic
 
 SUFFIX = ".ids"
 ENCODE_LINES = 8192

@@ -8,16 +8,16 @@ import random
 import time
 from typing import Iterable, Sequence
 
+from keras_transformer.atomic_files import write_atomic
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from keras_transformer.data import tokenizer
 from keras_transformer.data.tokenizer import train_sentencepiece
+from keras_transformer.model_dir import VOCAB_FILE
 from pipelines import Log, report
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress, heartbeat
 from pipelines.durations import format_duration
 from pipelines.data.text_io import PROGRESS_EVERY, iter_lines
 from pipelines.errors import DataError
-from pipelines.model_dir import layout as md
-from pipelines.model_dir.files import write_atomic
 
 
 
@@ -80,7 +80,7 @@ def build_vocab(train_files: Sequence[os.PathLike | str], model_dir: os.PathLike
         raise DataError(
             f"SentencePiece training failed for vocab_size={vocab_size} on {len(sample):,} lines "
             f"from {', '.join(map(str, train_files))}: {e}.{hint}") from e
-    path = pathlib.Path(model_dir) / md.VOCAB_FILE
+    path = pathlib.Path(model_dir) / VOCAB_FILE
     write_atomic(path, proto)
     report(log, path, f"vocab: wrote {path} ({vocab_size:,} pieces, sha256 "
            f"{model_digest(proto)[:12]}; trained in {format_duration(time.monotonic() - start)})")
@@ -96,7 +96,7 @@ def read_model_proto(path: os.PathLike | str) -> bytes:
 
     path = pathlib.Path(path)
     if path.is_dir():
-        path = path / md.VOCAB_FILE
+        path = path / VOCAB_FILE
     if not path.is_file():
         raise DataError(f"{path}: SentencePiece model not found. Build it first "
                         "(pipelines/run.py --mode prepare) or point to an existing spm.model.")

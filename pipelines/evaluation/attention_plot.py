@@ -6,7 +6,7 @@ import tensorflow as tf
 from keras_transformer.data import text
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import BeamSearch, decode
-from pipelines.model_dir.files import atomic_files
+from keras_transformer.atomic_files import atomic_files
 
 
 def cross_attention(model, source_ids, target_ids):

@@ -11,19 +11,28 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.atomic_files import atomic_files
 from keras_transformer.data import text
 from keras_transformer.decoding import BeamSearch, make_translate_function
 from pipelines.data import dataset as ds_lib
 from pipelines.data.progress import PLAIN_INTERVAL, Progress
 from pipelines.errors import ConfigError
-from pipelines.model_dir.files import atomic_files
 from pipelines.model_dir.layout import EVAL_DIR
 
 
-def make_translator(model, search: BeamSearch, jit_compile=False, constraint=None):
-    """A compiled `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function
-    (1-best). `constraint`: the task's `DecodingConstraint`, TensorFlow only (else `ConfigError`);
+def make_translator(model, search: BeamSearch, spm_proto: bytes | None = None,
+                    jit_compile=False, constraint=None):
+    """A `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function (1-best).
+    Under TensorFlow with the vocabulary, the `Translator`'s: the served `translate_ids`
+    itself, so that evaluation decodes as translate, the loader and the SavedModel do; under
+    another backend (or without a vocabulary: the plan's probe), the library's compiled search.
+    `constraint`: the task's `DecodingConstraint`, TensorFlow only (else `ConfigError`);
     `jit_compile`: TensorFlow's choice, other backends always compile."""
+    if keras.backend.backend() == "tensorflow" and spm_proto is not None:
+        from keras_transformer.serving import Translator
+
+        return Translator(model, spm_proto, search, jit_compile=jit_compile,
+                          constraint=constraint).translate_ids
     if constraint is not None and keras.backend.backend() != "tensorflow":
         raise ConfigError(f"--backend {keras.backend.backend()}: this task's constrained "
                           f"search runs under TensorFlow only; train with --backend "

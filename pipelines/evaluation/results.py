@@ -7,11 +7,11 @@ import hashlib
 import pathlib
 from typing import Sequence
 
+from keras_transformer.model_dir import WEIGHTS_SUFFIX
 from pipelines.errors import DataError
-from pipelines.model_dir.files import read_json, write_json_atomic
-from pipelines.model_dir.layout import EVAL_DIR, WEIGHTS_SUFFIX
+from pipelines.model_dir.files import file_sha256, read_json, write_json_atomic
+from pipelines.model_dir.layout import EVAL_DIR, EVAL_INDEX_FILE
 
-INDEX_FILE = "index.json"
 
 
 def result_name(split: str, decoding: dict, saved: dict | None, *, sentences: int = 0,
@@ -31,9 +31,7 @@ def files_digest(paths: Sequence[str]) -> str:
     digest = hashlib.sha256()
     for path in paths:
         try:
-            with open(path, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
+            file_sha256(path, digest)
         except OSError as e:
             raise DataError(f"{path}: cannot read it ({e.strerror}); check the path") from None
         digest.update(b"\0")
@@ -42,7 +40,7 @@ def files_digest(paths: Sequence[str]) -> str:
 
 def update_index(model_dir, name: str, info: dict) -> pathlib.Path:
     """Adds or replaces result `name` in eval/index.json (atomically); returns its path."""
-    path = pathlib.Path(model_dir) / EVAL_DIR / INDEX_FILE
+    path = pathlib.Path(model_dir) / EVAL_DIR / EVAL_INDEX_FILE
     index = read_json(path, {})
     index[name] = {"file": f"{name}.json", **info}
     write_json_atomic(path, index)

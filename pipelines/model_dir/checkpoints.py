@@ -3,7 +3,7 @@
 Checkpoints hold the model, the optimizer (Adam moments, step) and the dropout layers' random
 state, so a resumed run draws the masks the uninterrupted one would. The `checkpoint` index is
 replaced atomically after the data files. The files are the same under every Keras backend
-(`_Mirror`). `METRIC_LOG` holds each evaluated checkpoint's dev metric (higher is better) for
+(`_Mirror`). `layout.DEV_METRIC_LOG` holds each evaluated checkpoint's dev metric (higher is better) for
 `--keep_best_by dev_metric` and `--early_stop_patience`, resumed runs and `--mode average` alike.
 """
 
@@ -15,12 +15,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer.atomic_files import atomic_files, write_atomic
 from pipelines.errors import ModelDirError
-from pipelines.model_dir.files import atomic_files, write_atomic
+from pipelines.model_dir import layout as md
 
-METRIC_LOG = "dev_metric.jsonl"
-"""In the checkpoint dir: one JSON object a line, `{"step": 400, "metric": "dev_f1", "value":
-13.1}`, in step order; rewritten whole (atomically) at each evaluation."""
 
 
 def _key(variable, model_name: str | None = None) -> str:
@@ -93,7 +91,7 @@ def _step(path) -> int:
 
 
 def _read_records(checkpoint_dir) -> list[dict]:
-    path = pathlib.Path(checkpoint_dir) / METRIC_LOG
+    path = pathlib.Path(checkpoint_dir) / md.DEV_METRIC_LOG
     if not path.is_file():
         return []
     records = []
@@ -115,12 +113,12 @@ def read_metrics(checkpoint_dir) -> dict[int, float]:
 
 
 def record_metric(checkpoint_dir, step: int, name: str, value: float) -> dict[int, float]:
-    """Records (or replaces) the dev metric `name` of checkpoint `step` in `METRIC_LOG`;
+    """Records (or replaces) the dev metric `name` of checkpoint `step` in `md.DEV_METRIC_LOG`;
     returns every recorded value by step (`read_metrics`)."""
     records = [r for r in _read_records(checkpoint_dir) if r["step"] != step]
     records.append({"step": int(step), "metric": name, "value": float(value)})
     records.sort(key=lambda r: r["step"])
-    write_atomic(pathlib.Path(checkpoint_dir) / METRIC_LOG,
+    write_atomic(pathlib.Path(checkpoint_dir) / md.DEV_METRIC_LOG,
                  "".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     return {r["step"]: r["value"] for r in records}
 
@@ -221,12 +219,6 @@ def restore_latest(manager, optimizer) -> int:
     return int(optimizer.iterations.numpy())
 
 
-def checkpoint_paths(checkpoint_dir) -> list[str]:
-    """Complete checkpoints in `checkpoint_dir`, oldest first."""
-    state = tf.train.get_checkpoint_state(str(checkpoint_dir))
-    return list(state.all_model_checkpoint_paths) if state else []
-
-
 def _named(paths: Sequence[str], names: Sequence[str], checkpoint_dir) -> list[str]:
     """The checkpoints of `paths` called `names`, oldest first; ModelDirError names any missing."""
     by_name = {pathlib.Path(p).name: p for p in paths}
@@ -247,7 +239,7 @@ def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by=
     """Averages the model weights of `last_n` checkpoints into `out_path` (.weights.h5): the
     last ones (the paper: 5 base, 20 big), or with `keep_best_by` "dev_metric" the best
     (`select_checkpoints`); or the `chosen` ones, by name (ckpt-N). Optimizer state is dropped."""
-    paths = checkpoint_paths(checkpoint_dir)
+    paths = md.checkpoint_paths(checkpoint_dir)
     if not paths:
         raise ModelDirError(f"{checkpoint_dir}: no checkpoints to average. Train first.")
     metrics = read_metrics(checkpoint_dir) if keep_best_by == "dev_metric" else None
@@ -257,7 +249,7 @@ def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by=
     paths = select_checkpoints(paths, last_n, metrics)
     if not paths:
         raise ModelDirError(f"{checkpoint_dir}: no checkpoint has a dev metric recorded in "
-                            f"{METRIC_LOG} to choose by; train with --dev_metric_every, or "
+                            f"{md.DEV_METRIC_LOG} to choose by; train with --dev_metric_every, or "
                             f"average with --keep_best_by last")
     if len(paths) < last_n:
         log(f"average: only {len(paths)} checkpoint(s)"

@@ -1,55 +1,26 @@
-"""Atomic file writes (a crash never leaves a half-written file), input manifests (a manifest
+"""JSON written atomically (`keras_transformer.atomic_files`), input manifests (a manifest
 records each input's path, size and mtime, so a derived file is reused exactly while its inputs
 are unchanged) and line counts."""
 
-import contextlib
+import hashlib
 import json
 import os
 import pathlib
-import tempfile
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
+
+from keras_transformer.atomic_files import write_atomic
 
 PathLike = os.PathLike | str
 
 
-def _umask_mode(full: int) -> int:
-    """`full` (0o666) under the umask: the mode `open` gives, which `tempfile` makes private."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return full & ~mask
-
-
-def _temp_beside(path: pathlib.Path) -> pathlib.Path:
-    """A fresh hidden file in `path`'s directory (same file system), ending like `path` (some
-    writers insist on their extension), with the umask's mode (others may read the result)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                               suffix=".tmp" + "".join(path.suffixes))
-    os.fchmod(fd, _umask_mode(0o666))
-    os.close(fd)
-    return pathlib.Path(tmp)
-
-
-@contextlib.contextmanager
-def atomic_files(*paths: PathLike) -> Iterator[list[pathlib.Path]]:
-    """Yields one temporary path per final path, e.g. ``with atomic_files(a, b) as (ta, tb):``;
-    on success renames each into place in order (the last marks the set complete), on any
-    error deletes them all."""
-    finals = [pathlib.Path(p) for p in paths]
-    temps = [_temp_beside(p) for p in finals]
-    try:
-        yield temps
-        for tmp, final in zip(temps, finals):
-            os.replace(tmp, final)
-    finally:
-        for tmp in temps:
-            tmp.unlink(missing_ok=True)
-
-
-def write_atomic(path: PathLike, data: bytes | str) -> None:
-    """Writes `data` (str as UTF-8) to `path` through a temporary file and a rename."""
-    with atomic_files(path) as (tmp,):
-        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+def file_sha256(path: PathLike, digest=None):
+    """`digest` (default: a new sha256) updated with the bytes of `path`, read in 1 MiB blocks;
+    `.hexdigest()` gives the file's sha256. Raises OSError as `open` does."""
+    digest = digest or hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest
 
 
 def write_json_atomic(path: PathLike, value: Any) -> None:

@@ -1,5 +1,7 @@
 """The model directory: what every stage writes and every later stage reads back (this module
-alone knows the layout; it reads and writes these files and builds the model).
+alone knows the layout; it reads and writes these files and builds the model). The files a
+translation needs (config.json, final weights, spm.model, settings.json's decoding) are the
+library's format, `keras_transformer.model_dir`; the rest is the application's.
 
     <model_dir>/config.json         TransformerConfig (JSON)
     <model_dir>/settings.json       task, training and decoding settings (pipelines.settings)
@@ -17,25 +19,33 @@ alone knows the layout; it reads and writes these files and builds the model).
     <model_dir>/eval/               hypotheses and scores
     <model_dir>/export/<version>/   SavedModels, the layout TensorFlow Serving watches
     <model_dir>/.lock               held by the run writing the dir (lock.py)
+    runs/<task>                     the model dir when --model_dir is not given
 """
 
-import hashlib
+import codecs
 import json
+import os
 import pathlib
+import re
 from typing import Any
 
-from keras_transformer import Transformer, TransformerConfig
+from keras_transformer.atomic_files import write_atomic
+from keras_transformer.config import TransformerConfig
+from keras_transformer.model_dir import (CONFIG_FILE, FINAL_WEIGHTS_FILE, SETTINGS_FILE,
+                                         WEIGHTS_SUFFIX, read_config, read_settings,
+                                         recorded_decoding)
 from pipelines import Log
 from pipelines.errors import ModelDirError
-from pipelines.model_dir import checkpoints
-from pipelines.model_dir.files import write_atomic, write_json_atomic
+from pipelines.model_dir.files import write_json_atomic
 
-CONFIG_FILE = "config.json"
-SETTINGS_FILE = "settings.json"
-VOCAB_FILE = "spm.model"
-WEIGHTS_SUFFIX = ".weights.h5"
-FINAL_WEIGHTS_FILE = "final" + WEIGHTS_SUFFIX
 CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_INDEX = "checkpoint"  # in CHECKPOINT_DIR: `checkpoint_paths`
+DEV_METRIC_LOG = "dev_metric.jsonl"
+"""In CHECKPOINT_DIR: one JSON object a line, `{"step": 400, "metric": "dev_f1", "value":
+13.1}`, in step order; rewritten whole (atomically) at each evaluation (checkpoints.py)."""
+LOCK_FILE = ".lock"
+EVAL_INDEX_FILE = "index.json"  # in EVAL_DIR: every result with its scores
+RUNS_DIR = "runs"  # where a model dir goes when no --model_dir is given: runs/<task>
 LOGS_DIR = "logs"
 WORKERS_DIR = "workers"
 CLEAN_DIR = "clean"
@@ -52,34 +62,13 @@ def save_config(model_dir, config: TransformerConfig) -> None:
     write_atomic(pathlib.Path(model_dir) / CONFIG_FILE, config.to_json() + "\n")
 
 
-def load_config(model_dir) -> TransformerConfig:
-    path = pathlib.Path(model_dir) / CONFIG_FILE
-    if not path.is_file():
-        raise ModelDirError(f"{path}: no model config. Train first (pipelines/run.py "
-                            f"--mode train --model_dir {model_dir}).")
-    try:
-        return TransformerConfig.from_json(path.read_text(encoding="utf-8"))
-    except (ValueError, TypeError) as e:
-        raise ModelDirError(f"{path}: not a valid TransformerConfig ({e}); restore it or "
-                            f"train a new model dir") from None
-
-
 def save_settings(model_dir, settings: dict[str, Any]) -> None:
     write_json_atomic(pathlib.Path(model_dir) / SETTINGS_FILE, settings)
 
 
 def load_settings(model_dir) -> dict[str, Any]:
     """settings.json in the current format ({} if absent); `ModelDirError` if not a JSON object."""
-    path = pathlib.Path(model_dir) / SETTINGS_FILE
-    if not path.is_file():
-        return {}
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ModelDirError(f"{path}: unreadable ({e}); restore it from a backup or delete "
-                            f"it to start the model dir's settings anew") from None
-    if not isinstance(settings, dict):
-        raise ModelDirError(f"{path}: not a JSON object; restore it or delete it")
+    settings = read_settings(model_dir)
     return settings if settings.get("format") else _upgrade(settings)
 
 
@@ -119,25 +108,17 @@ def load_plan(model_dir) -> dict[str, Any]:
 def _upgrade(old: dict[str, Any]) -> dict[str, Any]:
     """Settings written before format 2: decoding values at the top level (or in "decoding"),
     the training flags in "training"."""
-    decoding = {k: old[k] for k in ("beam_size", "alpha", "extra_length") if k in old}
-    decoding.update(old.get("decoding") or {})
+    decoding = recorded_decoding(old)
     upgraded = {k: old[k] for k in ("task", "task_options") if k in old}
     if decoding:
         upgraded["decoding"] = decoding
     return upgraded
 
 
-def check_vocabulary(model_dir, sha256: str | None) -> None:
-    """Raises ModelDirError if spm.model is not the vocabulary the model dir recorded."""
-    path = pathlib.Path(model_dir) / VOCAB_FILE
-    if sha256 and path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
-        raise ModelDirError(f"{path} is not the vocabulary this model was prepared with "
-                            f"(sha256 differs from {SETTINGS_FILE}'s spm_sha256 {sha256[:12]}); "
-                            f"restore the original spm.model")
-
-
-def build_model(config: TransformerConfig, dtype: str | None = None) -> Transformer:
+def build_model(config: TransformerConfig, dtype: str | None = None):
     """A Transformer (weights made) for `config`, in `dtype` (default: the global dtype policy)."""
+    from keras_transformer.model import Transformer
+
     return Transformer(config, dtype=dtype)
 
 
@@ -163,20 +144,42 @@ def weights_file(model_dir, checkpoint: str | None) -> pathlib.Path | None:
     return inside if not path.exists() and inside.exists() else path
 
 
+_PATH_LINE = re.compile(r'^all_model_checkpoint_paths:\s*"((?:[^"\\]|\\.)*)"\s*$', re.M)
+_LATEST_LINE = re.compile(r'^model_checkpoint_path:\s*"', re.M)
+
+
+def checkpoint_paths(checkpoint_dir) -> list[str]:
+    """Complete checkpoints in `checkpoint_dir`, oldest first, as `tf.train.get_checkpoint_state`
+    gives them (relative paths joined to the directory); [] without an index. Read without
+    TensorFlow (the settings ask before it is loaded): the index is the text proto
+    `tf.train.CheckpointManager` replaces atomically after a checkpoint's data files, a line
+    `all_model_checkpoint_paths: "ckpt-N"` per complete checkpoint."""
+    try:
+        with open(os.path.join(checkpoint_dir, CHECKPOINT_INDEX), "rb") as f:
+            text = f.read().decode("ascii", "backslashreplace")
+    except FileNotFoundError:
+        return []
+    if not _LATEST_LINE.search(text):  # TensorFlow reads such an index as no checkpoint
+        return []
+    paths = [codecs.escape_decode(m.encode("ascii", "backslashreplace"))[0].decode("utf-8")
+             for m in _PATH_LINE.findall(text)]
+    return [p if os.path.isabs(p) else os.path.join(str(checkpoint_dir), p) for p in paths]
+
+
 def has_weights(model_dir) -> bool:
     """Whether training has written anything to decode with (a checkpoint or final weights)."""
     return final_weights(model_dir).is_file() or bool(
-        checkpoints.checkpoint_paths(checkpoint_dir(model_dir)))
+        checkpoint_paths(checkpoint_dir(model_dir)))
 
 
 def load_final_model(model_dir, precision: str = "float32", checkpoint: str | None = None,
-                     log: Log = print) -> Transformer:
+                     log: Log = print):
     """The model to decode with: final.weights.h5 (the averaged checkpoints), else the latest
     checkpoint (logged), or the named `checkpoint` ("ckpt-N", or a weights file: `weights_file`).
     `precision` "bfloat16": bfloat16 weights and compute, float32 logits and attention softmax
     (docs/training.md#precision-and-xla). Raises `ModelDirError` if there is nothing to load or
     the weights file is damaged."""
-    config = load_config(model_dir)
+    config = read_config(model_dir)
     named = weights_file(model_dir, checkpoint)
     path = named or final_weights(model_dir)
     if (checkpoint is None or named) and path.is_file():
@@ -192,7 +195,7 @@ def load_final_model(model_dir, precision: str = "float32", checkpoint: str | No
         raise ModelDirError(f"--checkpoint {checkpoint}: no such weights file (nor in "
                             f"{model_dir}); average into it first (--mode average "
                             f"--average_output FILE)")
-    saved = checkpoints.checkpoint_paths(checkpoint_dir(model_dir))
+    saved = checkpoint_paths(checkpoint_dir(model_dir))
     if checkpoint is not None:
         named = [p for p in saved if pathlib.Path(p).name == checkpoint]
         if not named:
@@ -206,7 +209,9 @@ def load_final_model(model_dir, precision: str = "float32", checkpoint: str | No
         raise ModelDirError(f"{path}: no final weights and no checkpoint. Train first "
                             f"(pipelines/run.py --mode train,average --model_dir {model_dir}).")
     model = build_model(config, dtype="float32")
-    checkpoints.restore_weights(model, saved[-1])
+    from pipelines.model_dir.checkpoints import restore_weights
+
+    restore_weights(model, saved[-1])
     if precision == "float32":
         return model
     cast = build_model(config, dtype=precision)

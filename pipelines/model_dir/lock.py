@@ -19,8 +19,7 @@ import time
 from typing import Iterator
 
 from pipelines.errors import ModelDirError
-
-LOCK_FILE = ".lock"
+from pipelines.model_dir.layout import LOCK_FILE
 
 
 class ModelDirLocked(ModelDirError):

@@ -9,21 +9,21 @@ checkpoint of its own, every run checks the source again (docs/training.md#fine-
 """
 
 import dataclasses
-import hashlib
 import itertools
 import os
 import pathlib
 import warnings
 from typing import Any, Callable, Mapping
 
-from keras_transformer import TransformerConfig
+from keras_transformer.atomic_files import write_atomic
+from keras_transformer.config import TransformerConfig
+from keras_transformer.model_dir import FINAL_WEIGHTS_FILE, SETTINGS_FILE, VOCAB_FILE
 from pipelines import Log
 from pipelines.data import vocab as vocab_lib
 from pipelines.data.text_io import iter_lines
 from pipelines.errors import ConfigError, ModelDirError
-from pipelines.model_dir import checkpoints
 from pipelines.model_dir import layout as md
-from pipelines.model_dir.files import write_atomic
+from pipelines.model_dir.files import file_sha256
 
 RECORD = "init_from"
 """The key of settings.json that records where a model dir started from."""
@@ -64,14 +64,6 @@ class InitFrom:
                 "max_length": self.config.max_length} if self.pending else {}
 
 
-def file_sha256(path: os.PathLike | str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def resolve(given: Mapping[str, Any], model_dir: str, saved: Mapping[str, Any]
             ) -> InitFrom | None:
     """The origin of `model_dir` from --init_from (first run) or settings.json's record (later
@@ -101,7 +93,7 @@ def resolve(given: Mapping[str, Any], model_dir: str, saved: Mapping[str, Any]
     optimizer = bool(given.get("init_optimizer", recorded and recorded["optimizer"]))
     if recorded and optimizer != recorded["optimizer"]:
         raise ConfigError(f"--init_optimizer {optimizer} differs from what "
-                          f"{os.path.join(model_dir, md.SETTINGS_FILE)} records "
+                          f"{os.path.join(model_dir, SETTINGS_FILE)} records "
                           f"({recorded['optimizer']}); drop the flag, or give a new --model_dir")
     if trained:
         return InitFrom(**recorded)
@@ -113,20 +105,20 @@ def _check_source(given: Mapping[str, Any], model_dir: str, source: str,
     """The source's model, weights digest and start step, checked (see `resolve`)."""
     if not os.path.isdir(source):
         raise ModelDirError(f"--init_from {source}: no such model directory; give a trained "
-                            f"model dir (one with {md.FINAL_WEIGHTS_FILE})")
+                            f"model dir (one with {FINAL_WEIGHTS_FILE})")
     weights = md.final_weights(source)
     if not weights.is_file():
-        raise ModelDirError(f"--init_from {source}: no {md.FINAL_WEIGHTS_FILE} to start from; "
+        raise ModelDirError(f"--init_from {source}: no {FINAL_WEIGHTS_FILE} to start from; "
                             f"train and average it first (pipelines/run.py --mode average "
                             f"--model_dir {source})")
-    config = md.load_config(source)
+    config = md.read_config(source)
     settings = md.load_settings(source)
-    proto = vocab_lib.read_model_proto(pathlib.Path(source) / md.VOCAB_FILE)
-    own_vocab = pathlib.Path(model_dir) / md.VOCAB_FILE
+    proto = vocab_lib.read_model_proto(pathlib.Path(source) / VOCAB_FILE)
+    own_vocab = pathlib.Path(model_dir) / VOCAB_FILE
     if own_vocab.is_file() and own_vocab.read_bytes() != proto:
         raise ConfigError(f"--init_from {source}: {own_vocab} is another vocabulary than the "
                           f"source's (prepared without --init_from?); give a new --model_dir")
-    digest = file_sha256(weights)
+    digest = file_sha256(weights).hexdigest()
     if recorded and recorded["weights_sha256"] != digest:
         raise ModelDirError(f"{weights} has changed since {model_dir} was started from it "
                             f"(sha256 {digest[:12]}, recorded {recorded['weights_sha256'][:12]}); "
@@ -138,7 +130,7 @@ def _check_source(given: Mapping[str, Any], model_dir: str, source: str,
                               f"--init_from {source}: a fine-tuned model keeps its source's "
                               f"model; drop the flag")
     if optimizer:
-        saved = checkpoints.checkpoint_paths(md.checkpoint_dir(source))
+        saved = md.checkpoint_paths(md.checkpoint_dir(source))
         if not saved:
             raise ModelDirError(f"--init_optimizer: {md.checkpoint_dir(source)} has no "
                                 f"checkpoint to restore Adam's state from; drop the flag")
@@ -164,12 +156,12 @@ def check_training(init: InitFrom | None, train_steps: int, accumulate_steps: in
 
 def copy_vocabulary(init: InitFrom, model_dir: os.PathLike | str, log: Log = print) -> None:
     """Copies the source's spm.model into `model_dir` (if absent) for prepare to reuse."""
-    target = pathlib.Path(model_dir) / md.VOCAB_FILE
+    target = pathlib.Path(model_dir) / VOCAB_FILE
     if target.is_file():
         return
-    proto = vocab_lib.read_model_proto(pathlib.Path(init.model_dir) / md.VOCAB_FILE)
+    proto = vocab_lib.read_model_proto(pathlib.Path(init.model_dir) / VOCAB_FILE)
     write_atomic(target, proto)
-    log(f"vocab: copied {init.model_dir}/{md.VOCAB_FILE} "
+    log(f"vocab: copied {init.model_dir}/{VOCAB_FILE} "
         f"({vocab_lib.vocab_size_of(proto):,} pieces), the vocabulary of --init_from")
 
 
@@ -196,13 +188,15 @@ def initialiser(init: InitFrom, log: Log = print) -> Callable:
     returns the start step. Only for a model dir with no checkpoint to resume from."""
     def initialise(model, optimizer) -> int:
         weights = md.final_weights(init.model_dir)
-        digest = file_sha256(weights)
+        digest = file_sha256(weights).hexdigest()
         if digest != init.weights_sha256:
             raise ModelDirError(f"{weights} has changed (sha256 {digest[:12]}, recorded "
                                 f"{init.weights_sha256[:12]}); restore it, or give a new "
                                 f"--model_dir to start from these weights")
         step, detail = 0, "a fresh optimizer from step 0"
         if init.optimizer:
+            from pipelines.model_dir import checkpoints
+
             manager = checkpoints.checkpoint_manager(
                 model, optimizer, md.checkpoint_dir(init.model_dir))
             step = checkpoints.restore_latest(manager, optimizer)

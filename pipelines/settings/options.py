@@ -12,12 +12,12 @@ from typing import Any
 
 from keras_transformer import TransformerConfig
 from keras_transformer.decoding import BeamSearch, Sampling
+from keras_transformer.model_dir import SETTINGS_FORMAT
 from pipelines.settings import init_from as init_lib
 from pipelines.errors import ConfigError
 from pipelines.settings import table
-from pipelines.tasks import Task, get_task
+from pipelines.tasks import Task
 
-SETTINGS_FORMAT = 2
 TASK_OPTIONS = tuple(name for name, row in table.saved_rows().items()
                      if row.saved[0] == "task_options")
 """The settings that become task options (where its data is, and what it is)."""
@@ -66,15 +66,34 @@ class DecodingOptions:
                 "precision": self.precision}
 
 
-PYTHON_TYPES = {"integer": int, "float": float, "bool": bool, "enum": str, "string": str}
-"""The Python type of each settings-table type that a training row has."""
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """The training run: a field per training row of the settings table (its help says what
+    each is), the memory limit and the Keras dtype policy that --mixed_precision means here."""
 
-TrainingOptions = dataclasses.make_dataclass("TrainingOptions", [
-    *((name, PYTHON_TYPES[row.type]) for name, row in table.saved_rows().items()
-      if row.saved[0] == "training"),
-    ("memory_limit_mb", int | None), ("precision_policy", str, "float32")], frozen=True)
-TrainingOptions.__doc__ = """The training run: a field per training row of the settings table,
-and the Keras dtype policy that --mixed_precision means on this device."""
+    train_steps: int
+    label_smoothing: float
+    batch_tokens: int
+    accumulate_steps: int
+    warmup_steps: int
+    lr_scale: float
+    adam_epsilon: float
+    clip_norm: float
+    checkpoint_every: int
+    keep_checkpoints: int
+    average_last: int
+    seed: int
+    jit_compile: bool
+    mixed_precision: bool
+    pack: bool
+    steps_per_execution: int
+    dev_metric_every: int
+    dev_metric_sentences: int
+    keep_best_by: str
+    choose_on_dev: bool
+    early_stop_patience: int
+    memory_limit_mb: int | None = None
+    precision_policy: str = "float32"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +125,7 @@ class ExportOptions:
     overwrite: bool
     jit_compile: bool
     check_ops: bool
-    quantize: str | None      # "int8": int8 matrices (export.quantize); None: as trained
+    quantize: str | None      # "int8": int8 matrices (keras_transformer.serving.quantize); None: as trained
     format: str               # saved_model, or ctranslate2 (export/ctranslate2.py)
 
 
@@ -144,18 +163,21 @@ class Recipe:
     average: AverageOptions
     export: ExportOptions
     io: IOOptions
-    verbose: int  # Keras' progress: 1 a bar, 2 a line per epoch (checkpoint)
+    progress: int  # Keras' progress display: 1 a bar (a terminal), 2 a line a minute
     init: init_lib.InitFrom | None  # where a fine-tuned model starts (--init_from)
     origins: dict = dataclasses.field(default_factory=dict, compare=False)
     """Option name -> origin: "flag", "settings.json", "preset NAME", "device: <why>", ..."""
+    task: Task | None = dataclasses.field(default=None, compare=False)
+    """The task, built once by the resolution (`make_task`)."""
+    scored_task: Task | None = dataclasses.field(default=None, compare=False)
+    """The task the evaluate stage scores: the model dir's, with this run's test files."""
 
     def make_task(self) -> Task:
-        return get_task(self.data.task, **self.data.task_options)
+        return self.task
 
     def eval_task(self) -> Task:
         """The task the evaluate stage scores: the model dir's, with this run's test files."""
-        return get_task(self.data.task,
-                        **{**self.data.task_options, **self.evaluation.test_files})
+        return self.scored_task
 
     def values(self) -> dict[str, Any]:
         """The resolved value of each setting that settings.json or the run log shows."""

@@ -2,19 +2,21 @@
 origin; then the derived settings and the refusal of flags that contradict the model dir."""
 
 import dataclasses
+import importlib.util
 import os
 import sys
 from typing import Any, Iterable, Mapping
 
-from export.quantize import QUANTIZE_MODES
-from keras_transformer import PRESETS, TransformerConfig, schedules
-from keras_transformer.config import TRAINING_FIELDS
+from keras_transformer import learning_rate
+from keras_transformer.config import PRESETS, TRAINING_FIELDS, TransformerConfig
 from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling
+from keras_transformer.model_dir import CONFIG_FILE, SETTINGS_FILE, check_vocabulary
 from pipelines.durations import format_duration
 from pipelines.settings import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
 from pipelines.settings import device_policy, table
+from pipelines.settings.recipes import PRESET_RECIPES
 from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIONS,
                                         TRAINING_FILES, AverageOptions, DataOptions,
                                         DecodingOptions, EvalOptions, ExportOptions,
@@ -54,15 +56,15 @@ def resolve(given: Mapping[str, Any], *,
         ModelDirError: settings.json is unreadable. DataError: an unknown task or option.
     """
     table.check_bounds(given)
-    model_dir = given.get("model_dir") or os.path.join("runs", given.get("task")
-                                                       or table.default("task"))
+    model_dir = given.get("model_dir") or os.path.join(
+        md.RUNS_DIR, given.get("task") or table.default("task"))
     saved = md.load_settings(model_dir)
-    md.check_vocabulary(model_dir, saved.get("spm_sha256"))
+    check_vocabulary(model_dir, saved.get("spm_sha256"))
     init = init_lib.resolve(given, model_dir, saved)
     check_against_saved(_flag_layer(given), saved, model_dir)
     upper = [("init_from", init.model_layer() if init else {}),
-             (md.CONFIG_FILE, _config_layer(model_dir)),
-             (md.SETTINGS_FILE, _saved_layer(saved)), ("flag", _flag_layer(given))]
+             (CONFIG_FILE, _config_layer(model_dir)),
+             (SETTINGS_FILE, _saved_layer(saved)), ("flag", _flag_layer(given))]
     task_options, test_files = _task_options(given, saved, model_dir)
     task = get_task(_highest(upper, "task") or table.default("task"), **task_options)
     preset = _highest(upper, "config") or task.preset
@@ -88,7 +90,7 @@ def resolve(given: Mapping[str, Any], *,
                            int(values["max_length"])),
         training=training, decoding=DecodingOptions(
             BeamSearch(**{f.name: values[f.name] for f in dataclasses.fields(BeamSearch)}),
-            values["decode_precision"], values["max_input_length"], _sampling(given, values)),
+            values["decode_precision"], values["max_input_length"], _sampling(values)),
         evaluation=EvalOptions(values["eval_split"], values["eval_sentences"],
                                values["decode_jit_compile"], values.get("checkpoint"),
                                test_files),
@@ -96,13 +98,20 @@ def resolve(given: Mapping[str, Any], *,
             "average_output")),
         export=ExportOptions(values.get("export_dir"), values.get("export_version"),
                              values["overwrite_export"], values["export_jit_compile"],
-                             values["check_ops"], _quantize(given), _export_format(given)),
+                             values["check_ops"], values.get("quantize"),
+                             _export_format(values)),
         io=IOOptions(*(values.get(name) for name in (
             "input", "output", "target", "plot_attention", "n_best", "with_scores",
             "with_alignment", "prefix_file", "terms"))),
         # Progress bars on a terminal; in a file or pipe a plain line per epoch (checkpoint).
-        verbose=given.get("verbose", 1 if sys.stderr.isatty() else 2), init=init,
-        origins=origins)
+        progress=1 if sys.stderr.isatty() else 2, init=init,
+        origins=origins, task=task, scored_task=_scored_task(task, task_options, test_files))
+
+
+def _scored_task(task: Task, options: Mapping[str, Any], test_files: Mapping[str, Any]) -> Task:
+    """The task the evaluate stage scores: `task`, with this run's test files."""
+    return get_task(task.name, **{**options, **task.content_options(), **test_files}) \
+        if test_files else task
 
 
 def _task_options(given: Mapping[str, Any], saved: Mapping[str, Any],
@@ -121,7 +130,8 @@ def _task_options(given: Mapping[str, Any], saved: Mapping[str, Any],
 def _paper_layer() -> dict[str, Any]:
     """The paper's and the tool's defaults: the table's, and the library's optimizer and search."""
     return {**{row.name: row.default for row in table.SETTINGS if row.option},
-            "warmup_steps": schedules.WARMUP_STEPS, "adam_epsilon": schedules.ADAM_EPSILON,
+            "warmup_steps": learning_rate.WARMUP_STEPS,
+            "adam_epsilon": learning_rate.ADAM_EPSILON,
             "config_override": {},
             **dataclasses.asdict(BeamSearch())}
 
@@ -149,16 +159,16 @@ def _preset_layer(name: str) -> dict[str, Any]:
     if name not in PRESETS:
         raise ConfigError(f"--config: Unknown preset {name!r}; choose one of: "
                           f"{', '.join(PRESETS)}")
-    model = PRESETS[name].model
+    model = PRESETS[name]
     return {"vocab_size": model.get("vocab_size"), "max_length": model.get("max_length"),
-            **PRESETS[name].recipe}
+            **PRESET_RECIPES.get(name, {})}
 
 
 def _config_layer(model_dir: str) -> dict[str, Any]:
     """A trained model's positions, from its config.json."""
     trained = md.has_weights(model_dir) and os.path.isfile(os.path.join(model_dir,
-                                                                       md.CONFIG_FILE))
-    return {"max_length": md.load_config(model_dir).max_length} if trained else {}
+                                                                       CONFIG_FILE))
+    return {"max_length": md.read_config(model_dir).max_length} if trained else {}
 
 
 def _saved_layer(saved: Mapping[str, Any]) -> dict[str, Any]:
@@ -217,7 +227,7 @@ def _derive(values: dict, origins: dict, task: Task, device: device_policy.Devic
 def _mark_chosen(values: dict, origins: dict, model_dir: str) -> None:
     """The values settings.json holds as --choose_on_dev chose them: origin "chosen on dev"."""
     for name, value in md.load_dev_choice(model_dir).get("chosen", {}).items():
-        if origins.get(name) == md.SETTINGS_FILE and values.get(name) == value:
+        if origins.get(name) == SETTINGS_FILE and values.get(name) == value:
             origins[name] = CHOSEN_ON_DEV
 
 
@@ -245,11 +255,11 @@ def _d_model(values: Mapping[str, Any]) -> int:
                           f"{overrides}: {e}") from None
 
 
-def _sampling(given: Mapping[str, Any], values: Mapping[str, Any]) -> Sampling | None:
+def _sampling(values: Mapping[str, Any]) -> Sampling | None:
     """Translate's `Sampling` when a `SAMPLING_FLAGS` flag is given (others at their defaults),
     seeded by --seed, with the run's alpha and extra length; None: beam search."""
-    chosen = {name.removeprefix("sampling_"): given[name] for name in SAMPLING_FLAGS
-              if given.get(name) is not None}
+    chosen = {name.removeprefix("sampling_"): values[name] for name in SAMPLING_FLAGS
+              if values.get(name) is not None}
     if chosen and not -2 ** 63 <= values["seed"] < 2 ** 63:
         raise ConfigError(f"--seed {values['seed']}: sampling needs a 64-bit seed")
     return Sampling(**chosen, seed=values["seed"], alpha=values["alpha"],
@@ -289,28 +299,18 @@ def check_against_saved(flags: Mapping[str, Any], saved: Mapping[str, Any],
                       f"{model_dir} --model_dir NEW" if name in TRAINING_FILES else "")
             raise ConfigError(
                 f"--{name} {_show(flags[name])} differs from {_show(value)}, what "
-                f"{os.path.join(model_dir, md.SETTINGS_FILE)} says this model was trained "
+                f"{os.path.join(model_dir, SETTINGS_FILE)} says this model was trained "
                 f"with; drop the flag to continue this model, or give a new --model_dir"
                 f"{remedy}")
 
 
-def _quantize(given: Mapping[str, Any]) -> str | None:
-    """--quantize, checked against `export.quantize.QUANTIZE_MODES` (None: not given)."""
-    value = given.get("quantize")
-    if value is not None and value not in QUANTIZE_MODES:
-        raise ConfigError(f"--quantize {value!r}: must be {' or '.join(QUANTIZE_MODES)}, or "
-                          f"left out for the weights as trained")
-    return value
-
-
-def _export_format(given: Mapping[str, Any]) -> str:
+def _export_format(values: Mapping[str, Any]) -> str:
     """--format; ctranslate2 needs its optional extra installed, and no --quantize."""
-    from export import ctranslate2
-
-    value = given.get("format") or table.default("format")
-    if value == "ctranslate2" and not ctranslate2.available():
-        raise ConfigError(ctranslate2.missing_message())
-    if value == "ctranslate2" and given.get("quantize") is not None:
+    value = values["format"]
+    if value == "ctranslate2" and importlib.util.find_spec("ctranslate2") is None:
+        raise ConfigError('--format ctranslate2 needs the ctranslate2 package: pip install -e '
+                          '".[ctranslate2]"')
+    if value == "ctranslate2" and values.get("quantize") is not None:
         raise ConfigError("--quantize: not with --format ctranslate2 (CTranslate2 quantizes "
                           "when it loads: ctranslate2.Translator(..., compute_type='int8'))")
     return value

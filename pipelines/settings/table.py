@@ -8,6 +8,9 @@ TensorFlow loads. A None default is decided later, as the row's `decided_by` say
 import dataclasses
 from typing import Any, Mapping
 
+from keras_transformer.constants import QUANTIZE_MODES
+from keras_transformer.learning_rate import BATCH_TOKENS, LABEL_SMOOTHING
+
 FIXED = "fixed"        # what the model is: a different value needs a new model dir
 DECODING = "decoding"  # how it decodes: a flag applies to its run; the saved value stays
 FREE = "free"          # how this run goes: the flag wins, the saved value is the default
@@ -34,6 +37,8 @@ class Setting:
     fronts: tuple = (RUN,)      # the command lines that take it
     aliases: tuple = ()         # earlier names, (front, alias) pairs
     option: bool = True         # False: read by the command line itself, not `resolve`
+    stages: tuple = ()          # the only --mode stages that read it (): any, or none
+    stages_use: str = "use it"  # what they do with it, for the refusal without them
 
     def help_text(self) -> str:
         """The flag's help: the text and its default, written only here."""
@@ -61,6 +66,7 @@ def _task_option(name, help_, binding=FREE, **kw) -> Setting:
 
 
 RECIPE = "the preset's or task's recipe"
+AVERAGE_USE = "writes an average (then decode it with --checkpoint FILE.weights.h5)"
 SETTINGS = (
     # The command line itself.
     _s("backend", "enum", "Keras backend that trains: tensorflow, or jax (pip install -e "
@@ -137,9 +143,9 @@ SETTINGS = (
     _training("train_steps", "integer", "Optimizer updates.", at_least=1, default=100_000,
               decided_by=RECIPE + " (big: 300,000), else the paper's base"),
     _training("label_smoothing", "float", "eps_ls of the training loss (Section 5.4).", FIXED,
-              default=0.1, at_least=0, decided_by=RECIPE + " (Table 3 D3, D4)"),
+              default=LABEL_SMOOTHING, at_least=0, decided_by=RECIPE + " (Table 3 D3, D4)"),
     _training("batch_tokens", "integer", "Global batch budget in tokens per side.", FIXED,
-              at_least=1, default=25_000, decided_by=RECIPE),
+              at_least=1, default=BATCH_TOKENS, decided_by=RECIPE),
     _training("accumulate_steps", "integer", "Batches accumulated per update (reach the "
               "paper's batch on fewer devices).", FIXED, default=1, at_least=1),
     _training("warmup_steps", "integer", "Learning-rate warm-up (Eq. 3).", FIXED, at_least=1,
@@ -159,11 +165,12 @@ SETTINGS = (
               "as for the paper's base; 20 for big).", default=5, at_least=1),
     _s("average_checkpoints", "list", "average: these checkpoints (ckpt-N names, comma "
        "separated) instead of the --average_last ones, into --average_output; "
-       "final.weights.h5 is left as it is.", decided_by="the --average_last ones"),
+       "final.weights.h5 is left as it is.", decided_by="the --average_last ones",
+       stages=("average",), stages_use=AVERAGE_USE),
     _s("average_output", "string", "average: the weights file to write instead of "
        "final.weights.h5 (NAME.weights.h5; decode it with --checkpoint).",
        decided_by="with --average_checkpoints, average.CKPTS.weights.h5 in the model dir, "
-       "else final.weights.h5"),
+       "else final.weights.h5", stages=("average",), stages_use=AVERAGE_USE),
     _training("seed", "integer", "Random seed (weights, data order, dropout; and translate's "
               "sampling: the same seed, the same samples).", default=0, at_least=0),
     _training("jit_compile", "bool", "Compile the training step with XLA.",
@@ -238,11 +245,13 @@ SETTINGS = (
        "beam is widened to N if smaller; sampling: N samples).", default=1, at_least=1),
     _s("sampling_topk", "integer", "translate: sample instead of beam search, each token from "
        "the K most likely (0: no cut). Any sampling flag turns sampling on; --seed seeds it.",
-       at_least=0),
+       at_least=0, stages=("translate",), stages_use="samples"),
     _s("sampling_topp", "float", "translate: sample (nucleus) from the smallest set of most "
-       "likely tokens whose probability reaches P (1: no cut).", above=0, at_most=1),
+       "likely tokens whose probability reaches P (1: no cut).", above=0, at_most=1,
+       stages=("translate",), stages_use="samples"),
     _s("sampling_temperature", "float", "translate: sample from the model's distribution at "
-       "temperature T.", above=0, decided_by="1 when sampling"),
+       "temperature T.", above=0, decided_by="1 when sampling", stages=("translate",),
+       stages_use="samples"),
     _s("with_scores", "bool", "translate: add each hypothesis's pieces and their "
        "log-probabilities (JSON lines).", default=False),
     _s("with_alignment", "bool", "translate: add, for each target piece, the source piece it "
@@ -251,7 +260,8 @@ SETTINGS = (
        "(empty line: none); every hypothesis starts with its prefix."),
     _s("terms", "string", "translate: required target phrases, line by line with the input, "
        "tab-separated (empty line: none); every translation contains each (lexically "
-       "constrained beam search, Post & Vilar 2018)."),
+       "constrained beam search, Post & Vilar 2018).", stages=("translate",),
+       stages_use="takes required phrases"),
     _s("target", "string", "score: file of translations, line by line with --input."),
     _s("plot_attention", "string", "translate: save the first sentence's encoder-decoder "
        "attention heat map to this PNG."),
@@ -265,13 +275,17 @@ SETTINGS = (
        fronts=BOTH, aliases=((EXPORT, "overwrite"),)),
     _s("export_jit_compile", "bool", "XLA-compile the exported beam search (TensorFlow Serving "
        "then needs --xla_cpu_compilation_enabled on CPU).", default=False, fronts=BOTH),
-    _s("quantize", "string", "export (and translate): int8 stores the model's matrices as "
+    _s("quantize", "enum", "export (and translate): int8 stores the model's matrices as "
        "int8, a quarter of float32's bytes, dequantized to the decode precision once per "
-       "request (export/README.md).", decided_by="the weights as trained", fronts=BOTH),
+       "request (export/README.md).", decided_by="the weights as trained", fronts=BOTH,
+       choices=QUANTIZE_MODES,
+       stages=("export", "translate"),
+       stages_use="use it (evaluate decodes the weights as trained)"),
     _s("format", "enum", "export: saved_model (TensorFlow Serving), or ctranslate2: a "
        "CTranslate2 model in <model_dir>/export_ct2 (or --export_dir), float32, with "
        "spm.model (export/ctranslate2.py; needs pip install -e \".[ctranslate2]\").",
-       choices=("saved_model", "ctranslate2"), default="saved_model", fronts=BOTH),
+       choices=("saved_model", "ctranslate2"), default="saved_model", fronts=BOTH,
+       stages=("export",), stages_use="writes one"),
     _s("check_ops", "bool", "After exporting, check that every op is registered by core "
        "TensorFlow or tensorflow-text; exit 1 if not.", default=True, fronts=BOTH),
 )
@@ -286,6 +300,15 @@ def rows(front: str = RUN) -> list[Setting]:
     return [row for row in SETTINGS if front in row.fronts]
 
 
+def used_without_its_stage(given: Mapping[str, Any], modes) -> str | None:
+    """The refusal of the first given flag that none of --mode's stages reads, else None."""
+    for name in given:
+        row = TABLE.get(name)
+        if row is not None and row.stages and not set(row.stages) & set(modes):
+            return f"--{name}: only --mode {' and '.join(row.stages)} {row.stages_use}"
+    return None
+
+
 def default(name: str) -> Any:
     """A setting's fixed default (None: decided by its `decided_by`)."""
     return TABLE[name].default
@@ -297,11 +320,14 @@ def saved_rows() -> dict[str, Setting]:
 
 
 def check_bounds(given: Mapping[str, Any]) -> None:
-    """Raises ConfigError for the first given value outside its row's bounds."""
+    """Raises ConfigError for the first given value outside its row's bounds or choices."""
     from pipelines.errors import ConfigError  # TensorFlow's import: not before --help
 
     for row in SETTINGS:
         value = given.get(row.name)
+        if value is not None and row.type == "enum" and value not in row.choices:
+            raise ConfigError(f"--{row.name} {value!r}: must be one of "
+                              f"{', '.join(map(str, row.choices))}")
         if value is None or row.type not in ("integer", "float"):
             continue
         if row.at_least is not None and value < row.at_least:

@@ -2,8 +2,9 @@
 
 prepare -> train -> average -> evaluate -> export, plus translate and score. Each takes the
 run's `Recipe` and asks the task for what differs between tasks; none tests its kind of task.
+The command line runs them through one interface, `modes.Stage.run(recipe, context)`.
 
-  modes      which stages a run may run (`ANY_BACKEND_STAGES`), which write, the dir's lock
+  modes      the stages (`STAGES`), which run under a backend, which write, the dir's lock
   prepare    prepare, and the settings.json record
   evaluate   evaluate, and training's dev metric
   export     export, and the translator it serves

@@ -15,6 +15,7 @@ import tempfile
 
 import keras
 
+from keras_transformer.model_dir import WEIGHTS_SUFFIX
 from pipelines import Log
 from pipelines.evaluation import evaluate
 from pipelines.model_dir import checkpoints
@@ -42,10 +43,11 @@ def choose_on_dev(options: Recipe, log: Log = print) -> dict | None:
     """Chooses `wanted` on dev and records the choice (redone only after a new checkpoint);
     returns {setting: value}, or None when nothing is chosen."""
     names, state = wanted(options), md.checkpoint_dir(options.model_dir)
-    kept = len(checkpoints.checkpoint_paths(state))
+    kept = len(md.checkpoint_paths(state))
     if not names or not kept:  # without checkpoints the average stage says what to do
         return None
-    inputs = {"checkpoints": made_from.content_identity(options, [state / "checkpoint"]),
+    inputs = {"checkpoints": made_from.content_identity(options,
+                                                        [state / md.CHECKPOINT_INDEX]),
               "names": list(names), "candidates": [list(AVERAGE_COUNTS), list(ALPHAS)],
               "data": json.loads(json.dumps(dataclasses.asdict(options.data), default=str))}
     done = made_from.up_to_date(options, "dev_choice", inputs)
@@ -95,9 +97,9 @@ def _search(options: Recipe, names, kept: int, log: Log) -> list[dict]:
 def _average(options: Recipe, count: int, folder: pathlib.Path) -> pathlib.Path:
     """The last `count` checkpoints averaged into a weights file in `folder`, as the average
     stage would average them."""
-    weights = folder / f"last{count}{md.WEIGHTS_SUFFIX}"
+    weights = folder / f"last{count}{WEIGHTS_SUFFIX}"
     checkpoints.average_checkpoints(
-        md.build_model(md.load_config(options.model_dir)), md.checkpoint_dir(options.model_dir),
+        md.build_model(md.read_config(options.model_dir)), md.checkpoint_dir(options.model_dir),
         weights, count, options.training.keep_best_by, log=lambda _: None)
     return weights
 
@@ -105,15 +107,16 @@ def _average(options: Recipe, count: int, folder: pathlib.Path) -> pathlib.Path:
 def _translator(options: Recipe, model, alpha: float, inputs):
     """Evaluate's search of `model` at `alpha`."""
     jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
+    _, _, constraint, proto = inputs
     return evaluate.make_translator(
-        model, dataclasses.replace(options.decoding.beam, alpha=alpha), jit_compile=jit,
-        constraint=inputs[2])
+        model, dataclasses.replace(options.decoding.beam, alpha=alpha), proto, jit_compile=jit,
+        constraint=constraint)
 
 
 def _score(options: Recipe, task, translate, inputs, count: int, alpha: float,
            log: Log) -> dict:
     """One grid row: dev decoded by `translate` (the last `count` averaged, at `alpha`)."""
-    data, tokenizer, _ = inputs
+    data, tokenizer, _, _ = inputs
     texts, _ = evaluate.translate_batches(translate, data.batches, tokenizer, verbose=0)
     score = task.score(data.sources, texts, data.references, split="dev",
                        work_dir=options.model_dir)[task.metric_name]

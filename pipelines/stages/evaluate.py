@@ -21,11 +21,12 @@ from pipelines.tasks import Task
 def dev_metric_evaluator(options: Recipe, task: Task, max_length: int, log: Log = print
                          ) -> Callable:
     """`model -> score`: the task's metric on the first `dev_metric_sentences` (0: all) of dev."""
-    data, tokenizer, constraint = eval_inputs(
+    data, tokenizer, constraint, proto = eval_inputs(
         options, task, "dev", max_length, options.training.dev_metric_sentences, log)
 
     def dev_metric(model):  # float32 weights (bfloat16 compute when mixed): decoded as is
-        translate = evaluate.make_translator(model, options.decoding.beam, constraint=constraint)
+        translate = evaluate.make_translator(model, options.decoding.beam, proto,
+                                             constraint=constraint)
         texts, _ = evaluate.translate_batches(translate, data.batches, tokenizer, verbose=0)
         scores = task.score(data.sources, texts, data.references, split="dev",
                             work_dir=options.model_dir)
@@ -39,13 +40,14 @@ def dev_metric_evaluator(options: Recipe, task: Task, max_length: int, log: Log 
 
 def eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count: int,
                  log: Log):
-    """(the first `count` sentences of `split`, 0: all; the tokenizer; the decoding constraint)."""
-    vocab = prepare.vocab_path(options.model_dir)
+    """(the first `count` sentences of `split`, 0: all; the tokenizer; the decoding constraint;
+    the SentencePiece model)."""
+    proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
     data = prepare.eval_input(task, split, options.model_dir,
                               max_source_length=options.decoding.input_length(max_length),
                               log=log)
-    return (evaluate.first_sentences(data, count), vocab_lib.load_tokenizer(vocab),
-            task.decoding_constraint(vocab.read_bytes()))
+    return (evaluate.first_sentences(data, count), vocab_lib.load_tokenizer(proto),
+            task.decoding_constraint(proto), proto)
 
 
 def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -> dict:
@@ -73,13 +75,13 @@ def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -
     model = md.load_final_model(options.model_dir, decoding.precision,
                                 options.evaluation.checkpoint, log=log)
     log(f"evaluate: {describe.describe_decoding(options)}, XLA {'on' if jit else 'off'}")
-    data, tokenizer, constraint = eval_inputs(options, task, split, model.config.max_length,
-                                               options.evaluation.sentences, log)
-    translate = evaluate.make_translator(model, decoding.beam, jit_compile=jit,
+    data, tokenizer, constraint, proto = eval_inputs(
+        options, task, split, model.config.max_length, options.evaluation.sentences, log)
+    translate = evaluate.make_translator(model, decoding.beam, proto, jit_compile=jit,
                                          constraint=constraint)
     start = time.perf_counter()
     hypotheses, _ = evaluate.translate_batches(translate, data.batches, tokenizer, log=log,
-                                               verbose=options.verbose)
+                                               verbose=options.progress)
     seconds = time.perf_counter() - start
     scores = task.score(data.sources, hypotheses, data.references, split=split,
                         work_dir=options.model_dir)

@@ -13,14 +13,13 @@ from pipelines.settings.options import Recipe
 from pipelines.tasks import Task
 
 if TYPE_CHECKING:
-    from export.translator import Translator
+    from keras_transformer.serving import Translator
 
 
 def make_translator(options: Recipe, task: Task, log: Log = print) -> Translator:
-    """The serving functions of the final model, as export writes and translate runs them
-    (with --quantize int8: int8 matrices quantized from the float32 weights)."""
-    from export.quantize import Int8Weights
-    from export.translator import Translator
+    """The final model's `Translator`, as export writes and translate runs it (with --quantize
+    int8: int8 matrices quantized from the float32 weights)."""
+    from keras_transformer.serving import Int8Weights, Translator
 
     def load(precision):
         return md.load_final_model(options.model_dir, precision, options.evaluation.checkpoint,
@@ -48,8 +47,7 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
     """Writes `<export_dir>/<version>/` and checks its ops (export/README.md); logs the verdict,
     and the table of ops with `ops_table` or on failure."""
     from export.op_check import check_ops
-    from export.saved_model import library_versions, write_translator
-    from export.translator import ExportError
+    from keras_transformer.serving import ExportError, library_versions
 
     export = options.export
     if export.format == "ctranslate2":
@@ -72,8 +70,8 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
             f"and library versions); --export_version N writes another version")
         return pathlib.Path(done["product"])
     translator = make_translator(options, options.make_task(), log)
-    path = write_translator(translator, export_dir, version=export.version,
-                            overwrite=export.overwrite, log=log)
+    path = translator.export(export_dir, version=export.version, overwrite=export.overwrite,
+                             log=log)
     if export.check_ops:
         report = check_ops(path)
         log(report.format() if ops_table or not report.ok else report.summary())
@@ -86,7 +84,7 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
 def run_export_ctranslate2(options: Recipe, log: Log = print) -> pathlib.Path:
     """Writes the final model as a float32 CTranslate2 model, with spm.model and its decoding."""
     from export import ctranslate2
-    from export.translator import ExportError
+    from keras_transformer.serving import ExportError
 
     export = options.export
     output = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.CT2_EXPORT_DIR)

@@ -4,11 +4,10 @@ average, evaluate and export record their inputs (files by path relative to the 
 sha256, settings by value); rerun with the same inputs, a stage finds its record and skips its
 work, even in a `cp -r` copy of the model dir (mtimes and the dir's own path do not count)."""
 
-import hashlib
 import pathlib
 
 from pipelines.model_dir import layout as md
-from pipelines.model_dir.files import read_manifest, write_json_atomic
+from pipelines.model_dir.files import file_sha256, read_manifest, write_json_atomic
 from pipelines.settings.options import Recipe
 
 VERSION = 2
@@ -27,14 +26,8 @@ def relative(options: Recipe, path) -> str:
 
 def content_identity(options: Recipe, paths) -> list[list]:
     """Each file as [path relative to the model dir, size, sha256 of its bytes]."""
-    rows = []
-    for path in map(pathlib.Path, paths):
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        rows.append([relative(options, path), path.stat().st_size, digest.hexdigest()])
-    return rows
+    return [[relative(options, path), path.stat().st_size, file_sha256(path).hexdigest()]
+            for path in map(pathlib.Path, paths)]
 
 
 def up_to_date(options: Recipe, name: str, inputs: dict) -> dict | None:
@@ -59,4 +52,5 @@ def weights_identity(options: Recipe) -> list:
     weights = (md.weights_file(options.model_dir, name)
                or (md.final_weights(options.model_dir) if name is None
                    else state / f"{name}.index"))
-    return content_identity(options, [p for p in (weights, state / "checkpoint") if p.exists()])
+    return content_identity(options, [p for p in (weights, state / md.CHECKPOINT_INDEX)
+                                      if p.exists()])

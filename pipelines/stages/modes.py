@@ -1,23 +1,84 @@
-"""Which stages --mode may run under its backend, which write, their lock, and their runners."""
+"""The stages --mode may name, behind one interface (`Stage.run(recipe, context)`), which of
+them run under a backend, which write, and the model dir's lock."""
 import contextlib
+import dataclasses
 import importlib
-from typing import Callable, Sequence
+import time
+from typing import Any, Callable, Sequence, TextIO
 
+from keras_transformer.model_dir import WEIGHTS_SUFFIX
+from pipelines import Log
 from pipelines.errors import ConfigError
-from pipelines.model_dir import layout as md
+from pipelines.settings import table
 from pipelines.settings.options import Recipe
 
-STAGES = ("prepare", "train", "average", "evaluate", "export", "translate", "score")
-ANY_BACKEND_STAGES = ("prepare", "train", "average", "evaluate")
-"""Stages that run under every Keras backend; the others serve TensorFlow's graph."""
-STARTS_MODEL_DIR = ("prepare", "train")
-"""Stages that may start a new model dir; the others need an existing one."""
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What the command line gives every stage beside its recipe."""
+
+    log: Log = print
+    out: TextIO | None = None  # results (scores, translations); None: stdout
+    verbose: bool = False      # export: the whole table of ops
+    started: float = 0.0       # when the run started (time.monotonic()): the plan's clock
+    probe: Any = None          # a --time_budget run's probe (`pipelines.training.plan`)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """A stage of a run: `run(recipe, context)` does it and returns what the summary reports."""
+
+    name: str
+    run: Callable[[Recipe, Context], Any]
+    any_backend: bool = False       # runs under every Keras backend (else TensorFlow's graph)
+    starts_model_dir: bool = False  # may start a new model dir (the others need one)
+    changes_settings: bool = False  # the later stages read the settings anew
+    writes: Callable[[Recipe], bool] = lambda recipe: True  # needs the model dir's lock
+
+
+def _module(name: str):
+    return importlib.import_module(f"pipelines.stages.{name}")
+
+
+def _train(recipe: Recipe, context: Context):
+    from pipelines.training import devices
+
+    strategy = devices.make_strategy(recipe.training.jit_compile)
+    return _module("train").run_train(recipe, strategy, log=context.log)
+
+
+def _plan(recipe: Recipe, context: Context):
+    from pipelines.training import plan
+
+    return plan.plan_training(recipe, context.probe, time.monotonic() - context.started,
+                              context.log)
+
+
+STAGES = {stage.name: stage for stage in (
+    Stage("prepare", lambda r, c: _module("prepare").run_prepare(r, log=c.log),
+          any_backend=True, starts_model_dir=True),
+    Stage("train", _train, any_backend=True, starts_model_dir=True),
+    Stage("average", lambda r, c: _module("average").run_average(r, log=c.log),
+          any_backend=True, changes_settings=True),  # what --choose_on_dev chose
+    Stage("evaluate", lambda r, c: _module("evaluate").run_evaluate(r, log=c.log, out=c.out),
+          any_backend=True),
+    Stage("export", lambda r, c: _module("export").run_export(r, log=c.log,
+                                                              ops_table=c.verbose)),
+    Stage("translate", lambda r, c: _module("translate").run_translate(r, log=c.log, out=c.out),
+          writes=lambda r: bool(r.io.output or r.io.plot_attention)),
+    Stage("score", lambda r, c: _module("translate").run_score(r, log=c.log, out=c.out),
+          writes=lambda r: False),
+)}
+"""The stages --mode names, in their order."""
+PLAN = Stage("plan", _plan, any_backend=True, changes_settings=True)
+"""Before train in a --time_budget run: the steps the budget buys (not named by --mode)."""
+ANY_BACKEND_STAGES = tuple(name for name, stage in STAGES.items() if stage.any_backend)
 
 
 def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) -> list[str]:
     """The stages to run for --mode `modes` (`asked`: given, not the default) under `backend`.
-    ConfigError for an unknown stage, one the backend cannot run, or a stage's flag (sampling,
-    --terms, --quantize, --format, averaging) without its stage."""
+    ConfigError for an unknown stage, one the backend cannot run, or a flag without a stage
+    that reads it (the table's `stages`)."""
     from pipelines.settings.options import SAMPLING_FLAGS
 
     unknown = [m for m in modes if m not in STAGES]
@@ -32,54 +93,27 @@ def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) ->
             raise ConfigError(f"--mode {later[0]}: runs TensorFlow's serving graph; under "
                               f"--backend {backend} run {','.join(ANY_BACKEND_STAGES)}, then "
                               f"--mode {','.join(later)} without --backend")
+    refused = table.used_without_its_stage(given, modes)
+    if refused:
+        raise ConfigError(refused)
     sampling = [name for name in SAMPLING_FLAGS if name in given]
-    if sampling and "translate" not in modes:
-        raise ConfigError(f"--{sampling[0]}: only --mode translate samples")
-    if "terms" in given and "translate" not in modes:
-        raise ConfigError("--terms: only --mode translate takes required phrases")
     if "terms" in given and sampling:
         raise ConfigError(f"--terms: beam search only; drop --{sampling[0]} (sampling does "
                           "not take required phrases)")
-    if "quantize" in given and not {"export", "translate"} & set(modes):
-        raise ConfigError("--quantize: only --mode export and translate use it (evaluate "
-                          "decodes the weights as trained)")
-    if "format" in given and "export" not in modes:
-        raise ConfigError("--format: only --mode export writes one")
-    averaging = [name for name in ("average_checkpoints", "average_output") if name in given]
-    if averaging and "average" not in modes:
-        raise ConfigError(f"--{averaging[0]}: only --mode average writes an average (then "
-                          f"decode it with --checkpoint FILE.weights.h5)")
     output = given.get("average_output")
-    if output is not None and not output.endswith(md.WEIGHTS_SUFFIX):
-        raise ConfigError(f"--average_output {output}: name a {md.WEIGHTS_SUFFIX} file (Keras "
+    if output is not None and not output.endswith(WEIGHTS_SUFFIX):
+        raise ConfigError(f"--average_output {output}: name a {WEIGHTS_SUFFIX} file (Keras "
                           f"writes weights only there)")
     return run
 
 
-def writes(stage: str, options: Recipe) -> bool:
-    """Whether `stage` writes, needing the model dir's lock: all but score, and translate only
-    with --output or --plot_attention."""
-    if stage == "score":
-        return False
-    if stage == "translate":
-        return bool(options.io.output or options.io.plot_attention)
-    return True
-
-
-def model_dir_lock(modes: Sequence[str], options: Recipe):
+def model_dir_lock(stages: Sequence[Stage], options: Recipe):
     """A context holding the model dir's lock (`pipelines.model_dir.lock.hold`) when one of
-    `modes` writes and this process is the chief, else a null one. Entering raises
+    `stages` writes and this process is the chief, else a null one. Entering raises
     `ModelDirLocked` when another run holds the lock."""
     from pipelines.model_dir import lock
     from pipelines.training import devices
 
-    if not (devices.is_chief() and any(writes(stage, options) for stage in modes)):
+    if not (devices.is_chief() and any(stage.writes(options) for stage in stages)):
         return contextlib.nullcontext()
-    return lock.hold(options.model_dir,
-                     create=any(stage in STARTS_MODEL_DIR for stage in modes))
-
-
-def runner(stage: str) -> Callable:
-    """The function `run_<stage>` of `pipelines.stages.<stage>` (score's: of `translate`)."""
-    module = "translate" if stage == "score" else stage
-    return getattr(importlib.import_module(f"pipelines.stages.{module}"), f"run_{stage}")
+    return lock.hold(options.model_dir, create=any(stage.starts_model_dir for stage in stages))

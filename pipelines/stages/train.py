@@ -31,7 +31,7 @@ def run_train(options: Recipe, strategy, log: Log = print):
         init_lib.copy_vocabulary(init, options.model_dir, log)
     proto = prepare.ensure_vocab(task, options.model_dir, options.data.vocab_size, log=log)
     if md.has_weights(options.model_dir):  # resuming: the config the weights were made with
-        config = md.load_config(options.model_dir)
+        config = md.read_config(options.model_dir)
     else:  # fine-tuning: the source's model, exactly; else the recipe's
         config = (init.config if init is not None
                   else config_for(options, task, vocab_lib.vocab_size_of(proto)))
@@ -49,7 +49,7 @@ def run_train(options: Recipe, strategy, log: Log = print):
                   if training.dev_metric_every else None)
     try:
         return train_lib.train(task, options.model_dir, config, training, strategy=strategy,
-                               dev_metric_fn=dev_metric, verbose=options.verbose, log=log,
+                               dev_metric_fn=dev_metric, verbose=options.progress, log=log,
                                initialise=init and init_lib.initialiser(init, log),
                                initial_step=options.init.step if options.init else 0)
     finally:

@@ -1,4 +1,4 @@
-"""The translate and score stages: a line in, a line out, by the export's serving functions."""
+"""The translate and score stages: a line in, a line out, by the `Translator` the export writes."""
 from __future__ import annotations
 
 import collections
@@ -7,8 +7,6 @@ import itertools
 import json
 import sys
 from typing import TYPE_CHECKING, TextIO
-
-import tensorflow as tf
 
 from keras_transformer.data import text
 from pipelines import Log
@@ -26,7 +24,7 @@ from pipelines.stages.export import make_translator
 from pipelines.stages.partial_output import resumable
 
 if TYPE_CHECKING:
-    from export.translator import Translator
+    from keras_transformer.serving import Translator
 
 TRANSLATE_CHUNK = 32
 """Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
@@ -38,55 +36,32 @@ def chunk_seed(seed: int, index: int) -> int:
     return (seed + index * 2 ** 32 + 2 ** 63) % 2 ** 64 - 2 ** 63
 
 
-def _terms_tensor(lines: list[str]) -> tf.Tensor:
-    """string [lines, phrases]: each --terms line's non-blank tab-separated phrases, ""-padded."""
-    rows = [[p for p in line.split("\t") if p.strip()] for line in lines]
-    width = max(map(len, rows), default=0)
-    return tf.constant([row + [""] * (width - len(row)) for row in rows] if width else
-                       [[]] * max(len(rows), 1), tf.string)
-
-
 def _translate_lines(translator: Translator, options: Recipe, chunk: list[str],
                      prefixes: list[str] | None, index: int = 0,
                      terms: list[str] | None = None) -> list[str]:
     """Output lines for the `index`-th `chunk`: translations, or with `IOOptions.detailed` one JSON
-    object per line (that line's `translate_with_all_options` outputs, padding dropped)."""
-    from export.translator import BEAM_SEARCH, SAMPLING_SPECS
-
-    sources = tf.constant(chunk, tf.string)
-    sampling = options.decoding.sampling
-    if not options.io.detailed and sampling is None and terms is None:
-        return [t.decode("utf-8") for t in translator.translate(sources)["translation"].numpy()]
-    io, beam = options.io, options.decoding.beam
-    sampling = (BEAM_SEARCH if sampling is None else
-                (sampling.topk, sampling.topp, sampling.temperature,
-                 chunk_seed(sampling.seed, index)))
-    out = translator.translate_with_all_options(
-        sources, tf.constant(max(beam.beam_size, io.n_best)), tf.constant(beam.alpha),
-        tf.constant(io.n_best), tf.constant(beam.extra_length),
-        tf.constant(prefixes or [""] * len(chunk), tf.string),
-        *[tf.constant(value, spec.dtype) for value, spec in zip(sampling, SAMPLING_SPECS)],
-        _terms_tensor(terms or []))
-    out = {name: value.numpy() for name, value in out.items()}
+    object per line (that line's `Translator.translate` details, as the options signature
+    answers)."""
+    io, beam, sampling = options.io, options.decoding.beam, options.decoding.sampling
+    if not io.detailed and sampling is None and terms is None:
+        return translator.translate(chunk)
+    if sampling is not None:
+        sampling = dataclasses.replace(sampling, seed=chunk_seed(sampling.seed, index))
+    rows = translator.translate(
+        chunk, beam_size=beam.beam_size, alpha=beam.alpha, max_extra_length=beam.extra_length,
+        n_best=io.n_best, details=True, prefixes=prefixes, sampling=sampling,
+        terms=None if terms is None else [line.split("\t") for line in terms])
     if not io.detailed:
-        return [t.decode("utf-8") for t in out["translations"][:, 0]]
+        return [row["translations"][0] for row in rows]
+    kept = {"translations", "scores"} | ({"tokens", "token_log_probs"} if io.with_scores else
+                                         set()) | ({"alignment"} if io.with_alignment else set())
     lines = []
-    for row in range(len(chunk)):
-        record = {"translations": [t.decode("utf-8") for t in out["translations"][row]],
-                  "scores": [round(float(v), 6) for v in out["scores"][row]]}
-        lengths = [int((pieces != b"").sum()) for pieces in out["tokens"][row]]
-
-        def unpadded(name, convert):
-            """Output `name` of this row, each hypothesis cut to its pieces."""
-            return [[convert(v) for v in values[:n]] for values, n in zip(out[name][row],
-                                                                          lengths)]
-
-        if io.with_scores:
-            record["tokens"] = unpadded("tokens", lambda p: p.decode("utf-8"))
-            record["token_log_probs"] = unpadded("token_log_probs", lambda v: round(float(v), 6))
-        if io.with_alignment:
-            record["alignment"] = unpadded("alignment", int)
-        lines.append(json.dumps(record, ensure_ascii=False))
+    for row in rows:
+        row["scores"] = [round(v, 6) for v in row["scores"]]
+        row["token_log_probs"] = [[round(v, 6) for v in values]
+                                  for values in row["token_log_probs"]]
+        lines.append(json.dumps({k: v for k, v in row.items() if k in kept},
+                                ensure_ascii=False))
     return lines
 
 
@@ -167,7 +142,7 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
     log(f"translate: sampling instead of beam search, {describe.describe_sampling(options)}"
         if options.decoding.sampling else f"translate: {describe.describe_decoding(options)}"
         + (f" (beam widened to {options.io.n_best} for --n_best)" if widened else ""))
-    source = _InputLines(options, translator.max_length, translator.spm_proto, log)
+    source = _InputLines(options, translator.max_input_length, translator.spm_proto, log)
     progress = Progress("translate", None, "lines", log)
 
     def translations():
@@ -189,15 +164,15 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
             out.writelines(chunk)
             out.flush()
     log(f"translate: {source.count:,} lines" + (
-        f"; {source.cut:,} cut to the first {translator.max_length - 1} pieces"
+        f"; {source.cut:,} cut to the first {translator.max_input_length - 1} pieces"
         if source.cut else ""))
     if options.io.plot_attention and source.first is not None:
         from pipelines.evaluation.attention_plot import plot_attention
 
         tokenizer = vocab_lib.load_tokenizer(translator.spm_proto)
         plot_attention(translator.model, tokenizer, source.first, options.io.plot_attention,
-                       translator.search, input_length=translator.max_length,
-                       constraint=translator.constraint)
+                       translator.search, input_length=translator.max_input_length,
+                       constraint=translator.functions.constraint)
         log(f"translate: attention of the first sentence -> {options.io.plot_attention}")
     return source.count
 

@@ -14,7 +14,7 @@ import functools
 import itertools
 import os
 
-from keras_transformer.schedules import WARMUP_STEPS, scale_for_peak
+from keras_transformer.learning_rate import WARMUP_STEPS, scale_for_peak
 from pipelines.durations import format_duration
 
 LARGE_CORPUS_PAIRS = 1_000_000

@@ -11,8 +11,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from keras_transformer.atomic_files import atomic_files
 from pipelines.errors import DataError
-from pipelines.model_dir.files import atomic_files
 
 PROBE_TIMEOUT_S = 3.0
 

@@ -7,9 +7,10 @@ import pathlib
 import shutil
 import types
 
+from keras_transformer.atomic_files import atomic_files
 from pipelines import Log
 from pipelines.errors import DataError
-from pipelines.model_dir.files import atomic_files, count_lines
+from pipelines.model_dir.files import count_lines
 from pipelines.tasks.base import Task, check_split
 from pipelines.tasks.downloads import PROBE_TIMEOUT_S, download_verified, unreachable
 

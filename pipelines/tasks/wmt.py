@@ -3,9 +3,9 @@
 import dataclasses
 import pathlib
 
+from keras_transformer.atomic_files import atomic_files
 from pipelines import Log
 from pipelines.errors import DataError
-from pipelines.model_dir.files import atomic_files
 from pipelines.tasks.base import Task, check_split
 from pipelines.tasks.downloads import PROBE_TIMEOUT_S, unreachable
 

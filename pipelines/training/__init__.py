@@ -1,1 +1,1 @@
-"""Training: the loop (`train`), `devices`, `callbacks`, `multi_worker` and `memory_check`."""
+"""Training: the loop (`train`), `devices`, `callbacks` and `memory_check`."""

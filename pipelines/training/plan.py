@@ -20,6 +20,7 @@ import numpy as np
 
 from keras_transformer.constants import BOS_ID, EOS_ID
 from keras_transformer.decoding import BeamSearch
+from keras_transformer.model_dir import VOCAB_FILE
 from pipelines import Log
 from pipelines.data.packing import PAIRS_PER_ROW, ROW_MULTIPLE
 from pipelines.durations import format_duration
@@ -65,9 +66,8 @@ def probe(options: Recipe, task, strategy, log: Log = print) -> Probe:
     config = config_for(options, task, options.data.vocab_size)
     keras.mixed_precision.set_global_policy(t.precision_policy)
     try:
-        model = train_lib.compile_model(
-            config, strategy, label_smoothing=t.label_smoothing, warmup_steps=t.warmup_steps,
-            lr_scale=t.lr_scale, jit_compile=t.jit_compile, adam_epsilon=t.adam_epsilon)
+        model = train_lib.compile_model(config, strategy, dataclasses.replace(
+            t, accumulate_steps=1, steps_per_execution=1, clip_norm=0.0))
         times = []
         timer = keras.callbacks.LambdaCallback(
             on_train_batch_end=lambda *_, **__: times.append(time.perf_counter()))
@@ -194,7 +194,7 @@ def dev_and_test_sentences(task) -> tuple[int, int]:
 
 def prepare_estimate(options: Recipe, task) -> float:
     """Seconds the prepare stage will take: little once prepared."""
-    prepared = (pathlib.Path(options.model_dir) / md.VOCAB_FILE).is_file()
+    prepared = (pathlib.Path(options.model_dir) / VOCAB_FILE).is_file()
     return 5.0 if prepared else PREPARE_SECONDS_PER_PAIR * task.size.pairs
 
 

@@ -4,44 +4,44 @@ import math
 import pathlib
 
 import keras
+import tensorflow as tf
 
 from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
                                TransformerConfig, paper_optimizer)
-from keras_transformer.schedules import ADAM_EPSILON, WARMUP_STEPS
-from pipelines.data.buckets import bucket_batch_sizes
+from keras_transformer import tf_internals
+from keras_transformer.data.buckets import bucket_batch_sizes
 from pipelines.data.prepare import training_input, validation_input
 from pipelines.model_dir import checkpoints
 from pipelines.model_dir import layout as md
 from pipelines.model_dir.layout import CHECKPOINT_DIR, build_model
 from pipelines.settings.options import TrainingOptions
 from pipelines.training import callbacks as cb
-from pipelines.training import memory_check, multi_worker
+from pipelines.training import memory_check
 from pipelines.training.devices import worker_dir
 
 
-def compile_model(config: TransformerConfig, strategy, *, label_smoothing,
-                  warmup_steps=WARMUP_STEPS, lr_scale=1.0, accumulate_steps=1, jit_compile=False,
-                  steps_per_execution=1, adam_epsilon=ADAM_EPSILON, clip_norm=0.0):
+def compile_model(config: TransformerConfig, strategy, training: TrainingOptions):
     """Builds and compiles the model and its optimizer in the strategy's scope.
 
     Under mixed_float16 the optimizer is wrapped here in a `LossScaleOptimizer`, so that it is
     built with the model; checkpoints hold the inner one (`checkpoint_optimizer`)."""
+    t = training
     with strategy.scope():
         model = build_model(config)
-        optimizer = paper_optimizer(config.d_model, warmup_steps, lr_scale, adam_epsilon,
-                                    global_clipnorm=clip_norm or None,
-                                    gradient_accumulation_steps=(accumulate_steps
-                                                                 if accumulate_steps > 1
+        optimizer = paper_optimizer(config.d_model, t.warmup_steps, t.lr_scale, t.adam_epsilon,
+                                    global_clipnorm=t.clip_norm or None,
+                                    gradient_accumulation_steps=(t.accumulate_steps
+                                                                 if t.accumulate_steps > 1
                                                                  else None))
         if keras.mixed_precision.global_policy().name == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(label_smoothing),
-                      metrics=[TokenAccuracy(), Perplexity(label_smoothing=label_smoothing),
+        model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
+                      metrics=[TokenAccuracy(), Perplexity(label_smoothing=t.label_smoothing),
                                TokenCount()],
-                      jit_compile=jit_compile, steps_per_execution=steps_per_execution)
+                      jit_compile=t.jit_compile, steps_per_execution=t.steps_per_execution)
         optimizer.build(model.trainable_variables)
-    if multi_worker.needs_fix(strategy):
-        multi_worker.apply_fix(model)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        tf_internals.fit_under_multi_worker(model)
     return model
 
 
@@ -152,11 +152,7 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
         The trained model (last-step weights; averaging is a later stage).
     """
     t = training
-    model = compile_model(config, strategy, label_smoothing=t.label_smoothing,
-                          warmup_steps=t.warmup_steps, lr_scale=t.lr_scale,
-                          accumulate_steps=t.accumulate_steps, jit_compile=t.jit_compile,
-                          steps_per_execution=t.steps_per_execution,
-                          adam_epsilon=t.adam_epsilon, clip_norm=t.clip_norm)
+    model = compile_model(config, strategy, training)
     own_dir = worker_dir(strategy, model_dir)
     checkpoint_dir = own_dir / CHECKPOINT_DIR
     optimizer = checkpoint_optimizer(model.optimizer)

@@ -115,13 +115,14 @@ def trained_model(spm_proto, corpus):
 @pytest.fixture(scope="session")
 def model_dir(trained_model, spm_proto, tmp_path_factory) -> pathlib.Path:
     """A model directory as training leaves it: config, settings, vocabulary, final weights."""
+    from keras_transformer.model_dir import FINAL_WEIGHTS_FILE, VOCAB_FILE
     from pipelines.model_dir import layout as md
 
     path = tmp_path_factory.mktemp("export_model_dir")
     md.save_config(path, trained_model.config)
     md.save_settings(path, dict(SETTINGS, task="multi30k_ende"))
-    (path / md.VOCAB_FILE).write_bytes(spm_proto)
-    trained_model.save_weights(path / md.FINAL_WEIGHTS_FILE)
+    (path / VOCAB_FILE).write_bytes(spm_proto)
+    trained_model.save_weights(path / FINAL_WEIGHTS_FILE)
     return path
 
 
@@ -139,12 +140,12 @@ def translator(model_dir):
     from pipelines.stages import export as stages
 
     run = resolver.resolve({"model_dir": str(model_dir)})
-    return stages.make_translator(run, run.make_task())
+    return stages.make_translator(run, run.make_task()).functions
 
 
 @pytest.fixture(scope="session")
 def exported(translator, export_base) -> pathlib.Path:
     """Version 1 of `translator` (the CLI test covers the export stage itself)."""
-    from export.saved_model import write_translator
+    from keras_transformer.serving.saved_model import write_saved_model
 
-    return write_translator(translator, export_base, log=lambda message: None)
+    return write_saved_model(translator, export_base, log=lambda message: None)

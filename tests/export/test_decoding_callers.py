@@ -87,13 +87,11 @@ def test_translate_the_attention_plot_and_the_export(recipe_of, searches, tmp_pa
     assert (tmp_path / "attention.png").is_file()
     searches.clear()
     translator = export.make_translator(recipe, recipe.make_task(), log=lambda _: None)
-    translator.translate(tf.constant(["A cat sleeps."]))
-    translator.translate_with_options(tf.constant(["A cat sleeps."]), tf.constant(2),
-                                      tf.constant(0.5), tf.constant(1), tf.constant(10),
-                                      tf.constant([""]))
+    translator.translate(["A cat sleeps."])
+    translator.translate(["A cat sleeps."], beam_size=2, alpha=0.5, max_extra_length=10)
     stop_rules = {seen[0] for seen in searches}
     assert stop_rules == {"best_finished"} and all(seen[3] for seen in searches)
-    assert json.loads(json.dumps(translator.settings()))["stop_rule"] == "best_finished"
+    assert json.loads(json.dumps(translator.functions.settings()))["stop_rule"] == "best_finished"
 
 
 def test_score_uses_the_saved_alpha(recipe_of, tmp_path, monkeypatch):
@@ -118,3 +116,45 @@ def test_the_keras_api(trained_model, searches):
     search = BeamSearch(beam_size=3, alpha=0.5, stop_rule="best_finished")
     translate(trained_model, np.array([[5, 6, 7, 3]]), search, constraint=AllowAll())
     assert searches == [EXPECTED]
+
+
+@pytest.mark.parametrize("stop_rule", ["exact", "best_finished"])
+def test_evaluate_translate_the_loader_and_the_savedmodel_give_the_same_lines(
+        model_dir, shared_data, tmp_path, monkeypatch, stop_rule):
+    """One path: evaluate (by length buckets), the translate stage (in file order), the
+    one-call loader and the exported SavedModel translate test_2016_flickr alike."""
+    import keras_transformer
+    import tensorflow_text  # noqa: F401  (the SavedModel's SentencePiece ops)
+    from pipelines.model_dir import layout as md
+    from pipelines.settings import resolver
+    from pipelines.stages import evaluate, translate
+
+    count = 48
+    copy = tmp_path / "model"
+    shutil.copytree(model_dir, copy)
+    settings = md.load_settings(copy)
+    md.save_settings(copy, {**settings, "decoding": {**settings.get("decoding", {}),
+                                                     "stop_rule": stop_rule}})
+    monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
+    flags = {"model_dir": str(copy), "decode_jit_compile": False}
+    evaluate.run_evaluate(resolver.resolve({**flags, "eval_split": "test",
+                                            "eval_sentences": count}),
+                          log=lambda _: None, out=io.StringIO())
+    [hypotheses] = (copy / "eval").glob("*.hyp")
+    evaluated = hypotheses.read_text(encoding="utf-8").splitlines()
+    source = tmp_path / "test.en"
+    lines = (shared_data / "multi30k" / "test_2016_flickr.en").read_text(
+        encoding="utf-8").splitlines()[:count]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = io.StringIO()
+    translate.run_translate(resolver.resolve({**flags, "input": str(source)}),
+                            log=lambda _: None, out=out)
+    loader = keras_transformer.load(copy)
+    assert loader.search.stop_rule == stop_rule
+    version = loader.export(tmp_path / "export")
+    served = tf.saved_model.load(str(version)).signatures["serving_default"](
+        source=tf.constant(lines))["translation"].numpy()
+    assert len(evaluated) == count and any(evaluated)
+    assert out.getvalue().splitlines() == evaluated
+    assert loader.translate(lines) == evaluated
+    assert [t.decode("utf-8") for t in served] == evaluated

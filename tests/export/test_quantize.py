@@ -1,4 +1,4 @@
-"""The int8 export (`--quantize int8`, export/quantize.py): what it stores, that it serves.
+"""The int8 export (`--quantize int8`, keras_transformer/serving/quantize.py): what it stores, that it serves.
 
 Uses the export tests' briefly trained tiny model (tests/export/conftest.py): exported once
 with int8 matrices through `export/run.py`, beside the float32 export of the same model.
@@ -12,9 +12,8 @@ import pytest
 import tensorflow as tf
 
 from export import op_check
-from export.quantize import INT8_MAX, Int8Weights, quantize_int8, quantized_matrices
-from export.saved_model import EXPORT_INFO_FILE, EXTRA_DIR, export_saved_model
-from export.translator import ExportError
+from keras_transformer.serving.quantize import INT8_MAX, Int8Weights, quantize_int8, quantized_matrices
+from keras_transformer.serving.saved_model import EXPORT_INFO_FILE, EXTRA_DIR
 from keras_transformer.constants import BOS_ID, PAD_ID
 from pipelines.settings import resolver
 from pipelines.stages import export as stages
@@ -46,7 +45,7 @@ def int8_exported(model_dir, tmp_path_factory) -> pathlib.Path:
 def int8_translator(model_dir):
     """The in-process serving functions of the int8 export (what the export stage writes)."""
     run = resolver.resolve({"model_dir": str(model_dir), "quantize": "int8"})
-    return stages.make_translator(run, run.make_task())
+    return stages.make_translator(run, run.make_task()).functions
 
 
 def _saved_variables(version: pathlib.Path) -> list[tuple[str, tuple]]:
@@ -214,12 +213,6 @@ def test_bad_quantize_value_exits_2_with_one_line_before_writing(model_dir, tmp_
                    "--quantize=int4", cwd=tmp_path)
         assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
         assert run.stderr.strip().splitlines()[-1].endswith(
-            "error: --quantize 'int4': must be int8, or left out for the weights as trained")
+            "error: flag --quantize=int4: value should be one of <int8> (--help lists every "
+            "flag)")
         assert not export_dir.exists()
-
-
-def test_export_saved_model_refuses_an_unknown_quantize(trained_model, spm_proto, tmp_path):
-    with pytest.raises(ExportError, match=r"quantize must be one of \('int8',\) or None, "
-                                          r"got 'int4'"):
-        export_saved_model(trained_model, spm_proto, tmp_path / "never", quantize="int4")
-    assert not (tmp_path / "never").exists()

@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 from export import op_check
-from export.saved_model import ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE
-from export.translator import MAX_BEAM_SIZE
+from keras_transformer.serving.saved_model import ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE
+from keras_transformer.serving.functions import MAX_BEAM_SIZE
 from keras_transformer.decoding import score_ids
 from pipelines.stages.translate import chunk_seed
 from tests.export.conftest import SETTINGS

@@ -3,7 +3,7 @@
 Fixtures (tests/export/conftest.py) train a tiny model on real Multi30k text and export it
 once; `serving_check.py` loads that export in a fresh process that imports only TensorFlow
 and tensorflow-text, with both the TF2 loader and the TF1 session loader TensorFlow Serving
-uses, and its outputs must equal the in-process `Translator`'s.
+uses, and its outputs must equal the in-process `ServingFunctions`'s.
 """
 import json
 import os
@@ -17,11 +17,12 @@ import tensorflow as tf
 
 from export import op_check
 from keras_transformer.data import text
-from export.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE, SERVING_SIGNATURE,
-                                VOCAB_COPY_FILE, export_saved_model, next_version,
-                                write_translator)
-from export.translator import ExportError, Translator
 from keras_transformer import BeamSearch
+from keras_transformer.serving import Translator
+from keras_transformer.serving.functions import ExportError, ServingFunctions
+from keras_transformer.serving.saved_model import (EXPORT_INFO_FILE, EXTRA_DIR, IDS_SIGNATURE,
+                                                   SERVING_SIGNATURE, VOCAB_COPY_FILE,
+                                                   next_version, write_saved_model)
 from pipelines.settings import resolver
 from pipelines.stages import export as stages
 from tests.export.conftest import MAX_LENGTH, SETTINGS
@@ -99,7 +100,7 @@ def test_versions_are_numbered_and_never_silently_replaced(translator, model_dir
 
     # An existing version is refused before any work, with what to do about it.
     with pytest.raises(ExportError, match=r"already exists: pass overwrite=True"):
-        export_saved_model(translator.model, translator.spm_proto, base, version=1)
+        Translator(translator.model, translator.spm_proto).export(base, version=1)
     options = resolver.resolve({"model_dir": str(model_dir), "export_dir": str(base),
                                    "export_version": 3})
     with pytest.raises(ExportError, match=r"already exists: pass --overwrite_export"):
@@ -108,7 +109,7 @@ def test_versions_are_numbered_and_never_silently_replaced(translator, model_dir
     # overwrite=True swaps the whole directory (nothing of the old version survives) and
     # leaves no temporary directory behind; the new version is readable by other users.
     (base / "3" / "stale_marker").write_text("old")
-    replaced = write_translator(translator, base, version=3, overwrite=True, log=lambda m: None)
+    replaced = write_saved_model(translator, base, version=3, overwrite=True, log=lambda m: None)
     assert replaced == base / "3" and (replaced / "saved_model.pb").is_file()
     assert not (replaced / "stale_marker").exists()
     assert sorted(p.name for p in base.iterdir()) == [".tmp-4-abc", "1", "3", "notes"]
@@ -127,14 +128,14 @@ def test_invalid_decoding_settings_are_refused(kwargs, message):
 
 
 def test_input_length_is_capped_by_the_model(trained_model, spm_proto):
-    translator = Translator(trained_model, spm_proto, max_input_length=MAX_LENGTH + 100)
+    translator = ServingFunctions(trained_model, spm_proto, max_input_length=MAX_LENGTH + 100)
     assert translator.max_length == MAX_LENGTH
-    assert Translator(trained_model, spm_proto, max_input_length=10).max_length == 10
+    assert ServingFunctions(trained_model, spm_proto, max_input_length=10).max_length == 10
 
 
 def test_invalid_version_is_refused(trained_model, spm_proto, tmp_path):
     with pytest.raises(ExportError, match="non-negative integer"):
-        export_saved_model(trained_model, spm_proto, tmp_path, version=-1)
+        Translator(trained_model, spm_proto).export(tmp_path, version=-1)
 
 
 # ---------------------------------------------------------------------- serving loaders
@@ -305,7 +306,7 @@ def test_empty_batch_and_batch_of_64(translator, shared_data):
 def test_xla_compiled_search_gives_the_same_translations(translator, trained_model, spm_proto):
     # XLA compiles once per distinct input (the search's shapes depend on the source
     # lengths), so this stays one small batch; export/README.md has the details.
-    jit = Translator(trained_model, spm_proto, BeamSearch(SETTINGS["beam_size"], SETTINGS["alpha"],
+    jit = ServingFunctions(trained_model, spm_proto, BeamSearch(SETTINGS["beam_size"], SETTINGS["alpha"],
                      SETTINGS["extra_length"]), jit_compile=True)
     sources = tf.constant(["A dog runs through the snow.", ""])
     want, got = translator.translate(sources), jit.translate(sources)

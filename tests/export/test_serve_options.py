@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 
 from export import op_check
-from export.saved_model import (ALL_OPTIONS_SIGNATURE, EXPORT_INFO_FILE, EXTRA_DIR,
+from keras_transformer.serving.saved_model import (ALL_OPTIONS_SIGNATURE, EXPORT_INFO_FILE, EXTRA_DIR,
                                 IDS_ALL_OPTIONS_SIGNATURE, IDS_OPTIONS_SIGNATURE,
                                 IDS_SIGNATURE, OPTIONS_SIGNATURE, SERVING_SIGNATURE)
-from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE
+from keras_transformer.serving.functions import BEAM_SEARCH, MAX_BEAM_SIZE
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.decoding import score_ids
 from tests.export.conftest import MAX_LENGTH, SETTINGS
@@ -81,8 +81,8 @@ def _ids_all_inputs(source_ids, beam_size, alpha, num_results, max_extra_length,
 @pytest.mark.quick
 def test_the_requests_here_send_every_input_of_their_signature():
     """What the tests below send is, name for name, what each options signature takes
-    (`export.translator`'s input specs): a renamed or added input fails here first."""
-    from export.translator import OPTION_SPECS, SAMPLING_SPECS, TERMS_IDS_SPEC, TERMS_SPEC
+    (`keras_transformer.serving.functions`'s input specs): a renamed or added input fails here first."""
+    from keras_transformer.serving.functions import OPTION_SPECS, SAMPLING_SPECS, TERMS_IDS_SPEC, TERMS_SPEC
 
     options = [spec.name for spec in OPTION_SPECS]
     sampling = [spec.name for spec in SAMPLING_SPECS]

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export.saved_model import (ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE,
+from keras_transformer.serving.saved_model import (ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE,
                                 IDS_OPTIONS_SIGNATURE, IDS_SIGNATURE, OPTIONS_SIGNATURE,
                                 SERVING_SIGNATURE)
-from export.translator import BEAM_SEARCH, SAMPLING_SPECS
+from keras_transformer.serving.functions import BEAM_SEARCH, SAMPLING_SPECS
 from keras_transformer.constants import EOS_ID, PAD_ID
 from tests.export.test_saved_model import (LONG_SENTENCE, ROOT, _tokenize, _val_lines,
                                            serve_in_fresh_process)

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.data import text
-from export.translator import ExportError, Translator
+from keras_transformer.serving.functions import ExportError, ServingFunctions
 from keras_transformer import BeamSearch, Transformer
 from tests.export.conftest import VOCAB_SIZE
 from tests.helpers import ROOT, tiny_config
@@ -23,7 +23,7 @@ OPTIONS = [tf.constant(2), tf.constant(0.6), tf.constant(1), tf.constant(4)]
 def translator(spm_proto):
     """A random tiny model's serving functions: enough to see what the search is fed."""
     model = Transformer(tiny_config(vocab_size=VOCAB_SIZE, max_length=MAX_LENGTH))
-    return Translator(model, spm_proto, BeamSearch(beam_size=2, alpha=0.6, extra_length=4))
+    return ServingFunctions(model, spm_proto, BeamSearch(beam_size=2, alpha=0.6, extra_length=4))
 
 
 def test_a_long_id_row_keeps_its_eos_as_a_long_sentence_does(translator, spm_proto):

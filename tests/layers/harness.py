@@ -33,6 +33,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_transformer import tf_internals
 from tests.helpers import gradients
 
 PACKAGE = "keras_transformer"
@@ -256,7 +257,7 @@ def run_layer_test(layer_cls, init_kwargs, input_data, expected_output_shape,
             f"{layer_cls.__name__} under {policy_name}: output {low_output.dtype}")
         assert all(v.dtype == policy.variable_dtype for v in low.weights), (
             [(v.path, v.dtype) for v in low.weights])
-        for sublayer in low._flatten_layers(include_self=False, recursive=True):
+        for sublayer in tf_internals.sublayers(low)[1:]:
             assert sublayer.dtype_policy.name == policy_name, (
                 f"{sublayer.path} runs under {sublayer.dtype_policy.name}, not {policy_name}")
         # The same function at bfloat16 precision (8-bit mantissa): within a few percent.

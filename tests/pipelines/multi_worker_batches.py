@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from pipelines.data import dataset as ds_lib  # noqa: E402
+from keras_transformer.data import batches as batching  # noqa: E402
 from pipelines.data import packing  # noqa: E402
 
 BUDGET = 256
@@ -33,11 +33,11 @@ def global_streams(batch_multiple: int) -> dict:
     pairs = tf.data.Dataset.from_tensor_slices(
         (tf.ragged.constant(sources), tf.ragged.constant(targets)))
     limits = {"max_source_length": MAX_LENGTH, "max_target_length": MAX_LENGTH}
-    buckets = ds_lib.training_batches(pairs, **limits, batch_tokens=BUDGET,
+    buckets = batching.training_batches(pairs, **limits, batch_tokens=BUDGET,
                                       boundaries=[8, 16, MAX_LENGTH],
                                       batch_multiple=batch_multiple, pad_to_bucket=False)
     rows = packing.row_lengths(lengths, MAX_LENGTH, MAX_LENGTH)
-    packed = packing.packed_batches(ds_lib.training_examples(pairs, **limits), rows,
+    packed = packing.packed_batches(batching.training_examples(pairs, **limits), rows,
                                     batch_tokens=BUDGET, batch_multiple=batch_multiple,
                                     window=128)
     return {"buckets": buckets, "packed": packed}

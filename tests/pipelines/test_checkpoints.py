@@ -7,7 +7,7 @@ from pipelines.errors import ModelDirError
 from pipelines.model_dir import checkpoints
 from pipelines.model_dir import layout as md
 from pipelines.model_dir.layout import build_model
-from tests.helpers import random_ids, tiny_config
+from tests.helpers import random_ids, tiny_config, training_options
 
 
 def _saved_checkpoints(directory, steps=(10, 20, 30)):
@@ -29,7 +29,7 @@ def _saved_checkpoints(directory, steps=(10, 20, 30)):
 
 def test_average_equals_mean_of_last_checkpoints(tmp_path):
     saved = _saved_checkpoints(tmp_path)
-    assert [p.rsplit("-", 1)[1] for p in checkpoints.checkpoint_paths(tmp_path)] == ["10", "20", "30"]
+    assert [p.rsplit("-", 1)[1] for p in md.checkpoint_paths(tmp_path)] == ["10", "20", "30"]
     fresh = build_model(tiny_config())
     out = tmp_path / "final.weights.h5"
     checkpoints.average_checkpoints(fresh, tmp_path, out, last_n=2, log=lambda _: None)
@@ -103,7 +103,7 @@ def test_a_resumed_run_draws_the_dropout_masks_of_an_uninterrupted_one(tmp_path)
 
     def compiled():
         return train_lib.compile_model(tiny_config(dropout=0.3), tf.distribute.get_strategy(),
-                                       label_smoothing=0.1, warmup_steps=10)
+                                       training_options(warmup_steps=10))
 
     batches = [(random_ids(4, 7, seed=2 * i), random_ids(4, 6, seed=2 * i + 1)) for i in range(4)]
 
@@ -221,9 +221,9 @@ def test_best_checkpoints_by_recorded_dev_metric(tmp_path):
     assert names(checkpoints.select_checkpoints(paths[1:], 9, metrics)) == [
         "ckpt-200", "ckpt-300", "ckpt-400", "ckpt-500"]
     assert names(checkpoints.select_checkpoints(paths, 2)) == ["ckpt-500", "ckpt-600"]  # last
-    lines = (tmp_path / checkpoints.METRIC_LOG).read_text().splitlines()
+    lines = (tmp_path / md.DEV_METRIC_LOG).read_text().splitlines()
     assert lines[2] == '{"metric": "dev_f1", "step": 300, "value": 13.0}'
-    (tmp_path / checkpoints.METRIC_LOG).write_text(lines[0] + "\n{truncated\n")
+    (tmp_path / md.DEV_METRIC_LOG).write_text(lines[0] + "\n{truncated\n")
     with pytest.raises(ModelDirError, match="dev_metric.jsonl:2: not a dev-metric record"):
         checkpoints.read_metrics(tmp_path)
 
@@ -264,10 +264,10 @@ def test_the_best_checkpoints_outlive_keep_checkpoints(tmp_path):
         return sorted(int(p.name[5:-6]) for p in tmp_path.glob("ckpt-*.index"))
 
     train([1, 2, 3, 4], [7.0, 9.0, 8.0, 1.0])
-    assert [int(p.rsplit("-", 1)[1]) for p in checkpoints.checkpoint_paths(tmp_path)] == [
+    assert [int(p.rsplit("-", 1)[1]) for p in md.checkpoint_paths(tmp_path)] == [
         2, 3, 4] == on_disk()  # 1 deleted; 2 and 3 are the best
     train([5, 6, 7], [2.0, 9.5, 3.0])  # a resumed run: a new manager, the recorded metrics
-    assert [int(p.rsplit("-", 1)[1]) for p in checkpoints.checkpoint_paths(tmp_path)] == [
+    assert [int(p.rsplit("-", 1)[1]) for p in md.checkpoint_paths(tmp_path)] == [
         2, 6, 7] == on_disk()
     # Without keep_best the manager is tf.train.CheckpointManager's own: the newest 2.
     manager = checkpoints.checkpoint_manager(model, optimizer, tmp_path, max_to_keep=2)

@@ -28,6 +28,7 @@ def test_the_choice_is_made_on_dev_and_recorded_for_later_stages(checkpointed, t
     again; a flag's value is never chosen over."""
     import shutil
 
+    from keras_transformer.model_dir import SETTINGS_FILE
     from pipelines.model_dir import layout as md
     from pipelines.settings import resolver
     from pipelines.stages import average, choose
@@ -58,7 +59,7 @@ def test_the_choice_is_made_on_dev_and_recorded_for_later_stages(checkpointed, t
     later = resolver.resolve({"model_dir": str(model_dir)})
     assert (later.training.average_last, later.decoding.beam.alpha) == (
         best["average_last"], best["alpha"])
-    assert json.loads((model_dir / md.SETTINGS_FILE).read_text())["decoding"]["alpha"] == (
+    assert json.loads((model_dir / SETTINGS_FILE).read_text())["decoding"]["alpha"] == (
         best["alpha"])
     assert later.origins["alpha"] == later.origins["average_last"] == resolver.CHOSEN_ON_DEV
     assert "final.weights.h5" in logged[-1] and f"average: {best['average_last']} " in "".join(

@@ -4,12 +4,15 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer.errors import UserError
+from keras_transformer.data import buckets as bucket_rules
+from keras_transformer.learning_rate import BATCH_TOKENS
+from keras_transformer.data import batches as batching
 from pipelines.data import buckets, token_cache, token_shards
 from pipelines.data import dataset as ds_lib
 from pipelines.data import prepare, text_io, vocab
 from pipelines.tasks import get_task
 
-BUDGET = buckets.DEFAULT_BATCH_TOKENS
+BUDGET = BATCH_TOKENS
 QUIET = lambda message: None  # noqa: E731
 
 
@@ -25,7 +28,7 @@ def multi30k(shared_data, tmp_path_factory):
 
 @pytest.mark.quick
 def test_model_example_adds_eos_and_bos_where_they_belong():
-    (source, target_in), target_out = ds_lib.to_model_example(
+    (source, target_in), target_out = batching.to_model_example(
         tf.constant([7, 8, 9]), tf.constant([10, 11])
     )
     assert source.numpy().tolist() == [7, 8, 9, vocab.EOS_ID]
@@ -35,32 +38,32 @@ def test_model_example_adds_eos_and_bos_where_they_belong():
 
 @pytest.mark.quick
 def test_default_boundaries_are_fine_when_short_and_geometric_when_long():
-    b = buckets.default_boundaries(256)
+    b = bucket_rules.default_boundaries(256)
     assert b[:8] == [8, 12, 16, 20, 24, 28, 32, 36] and b[-1] == 256
     assert all(x % 4 == 0 for x in b) and b == sorted(set(b))
     gaps = [y / x for x, y in zip(b[10:-2], b[11:-1])]
     assert all(1.05 < g < 1.2 for g in gaps)
     assert len(b) < 30
-    assert buckets.default_boundaries(100)[-1] == 100
+    assert bucket_rules.default_boundaries(100)[-1] == 100
 
 
 @pytest.mark.quick
 def test_batch_sizes_follow_the_budget_and_the_replica_multiple():
-    assert buckets.bucket_batch_sizes([8, 100, 256], 25_000) == [3125, 250, 97]
-    assert buckets.bucket_batch_sizes([8, 100, 256], 25_000, batch_multiple=8) == [3120, 248, 96]
+    assert bucket_rules.bucket_batch_sizes([8, 100, 256], 25_000) == [3125, 250, 97]
+    assert bucket_rules.bucket_batch_sizes([8, 100, 256], 25_000, batch_multiple=8) == [3120, 248, 96]
     with pytest.raises(ValueError, match="Raise batch_tokens to at least 2,048"):
-        buckets.bucket_batch_sizes([8, 256], 2000, batch_multiple=8)
+        bucket_rules.bucket_batch_sizes([8, 256], 2000, batch_multiple=8)
     # A budget short of a middle bucket names what the largest needs (one raise, not one per
     # bucket), as a user's error.
     with pytest.raises(UserError, match=r"of 256 tokens \(bucket 256\)\. Raise batch_tokens to "
                                         r"at least 256 "):
-        buckets.bucket_batch_sizes([8, 100, 256], 99)
+        bucket_rules.bucket_batch_sizes([8, 100, 256], 99)
 
 
 def test_every_multi30k_batch_respects_the_budget_and_padding_is_low(multi30k):
     task, work_dir, _, train = multi30k
     data = prepare.training_input(task, work_dir, repeat=False, log=QUIET)
-    boundaries = buckets.default_boundaries(task.max_length)
+    boundaries = bucket_rules.default_boundaries(task.max_length)
     sentences = real = padded = batches = 0
     partial = {}
     for (source, target_in), target_out in data.dataset.as_numpy_iterator():
@@ -83,7 +86,7 @@ def test_every_multi30k_batch_respects_the_budget_and_padding_is_low(multi30k):
     assert sentences == 29_000 and batches == data.batches_per_epoch
     assert all(n == 1 for n in partial.values())
     rows = buckets.bucket_table(
-        train.cache.lengths, boundaries, buckets.bucket_batch_sizes(boundaries, BUDGET),
+        train.cache.lengths, boundaries, bucket_rules.bucket_batch_sizes(boundaries, BUDGET),
         task.max_source_length, task.max_target_length,
     )
     assert padding == pytest.approx(buckets.table_padding(rows), abs=1e-9)
@@ -119,7 +122,7 @@ def test_overlong_pairs_are_dropped_and_counted(multi30k, tmp_path):
     counts = buckets.length_filter_counts(cache.lengths, 64, 64)
     assert counts == {"pairs": 4, "kept": 2, "too_long": 2, "too_long_source": 1,
                       "too_long_target": 1}
-    batches = ds_lib.training_batches(
+    batches = batching.training_batches(
         cache.dataset(), max_source_length=64, max_target_length=64, repeat=False
     )
     kept = [s for (s, _), _ in batches.as_numpy_iterator()]
@@ -151,7 +154,7 @@ def test_shuffle_is_seeded(multi30k):
 
     def first_batch(seed):
         pairs = train.cache.dataset().take(3000)
-        ds = ds_lib.training_batches(pairs, max_source_length=128, max_target_length=128,
+        ds = batching.training_batches(pairs, max_source_length=128, max_target_length=128,
                                      batch_tokens=512, shuffle_buffer=3000, seed=seed)
         return next(iter(ds))[0][0].numpy()
 
@@ -180,7 +183,7 @@ def test_every_iterator_draws_the_same_batches(multi30k, pack):
 
 @pytest.mark.quick
 def test_each_epoch_is_shuffled_anew_and_alike_in_every_iterator():
-    shuffled = ds_lib.reshuffled(tf.data.Dataset.range(50), 50, seed=7, repeat=True)
+    shuffled = batching.reshuffled(tf.data.Dataset.range(50), 50, seed=7, repeat=True)
     epochs = list(shuffled.take(100).as_numpy_iterator())
     first, second = epochs[:50], epochs[50:]
     assert sorted(first) == sorted(second) == list(range(50))  # each epoch every element once

@@ -9,7 +9,7 @@ from pipelines.settings import describe, device_policy, resolver
 from pipelines.settings.device_policy import Device
 from pipelines.model_dir import checkpoints
 from pipelines.training import train as train_lib
-from tests.helpers import random_ids, tiny_config
+from tests.helpers import random_ids, tiny_config, training_options
 
 CPU = Device()
 AVX512_BF16 = Device("cpu", cpu_flags=frozenset({"avx512_bf16"}))
@@ -161,8 +161,8 @@ def test_float16_training_scales_the_loss_also_when_accumulating(tmp_path, float
     """mixed_float16 wraps the paper's optimizer (gradient accumulation included) in a built
     LossScaleOptimizer; its checkpoints restore into a float32 model, and back."""
     strategy = tf.distribute.get_strategy()
-    model = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1, warmup_steps=10,
-                                    accumulate_steps=2)
+    model = train_lib.compile_model(tiny_config(), strategy,
+                                    training_options(warmup_steps=10, accumulate_steps=2))
     optimizer = model.optimizer
     assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer) and optimizer.built
     assert optimizer.inner_optimizer.gradient_accumulation_steps == 2
@@ -175,8 +175,8 @@ def test_float16_training_scales_the_loss_also_when_accumulating(tmp_path, float
     manager.save(checkpoint_number=2)
 
     keras.mixed_precision.set_global_policy("float32")
-    plain = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1, warmup_steps=10,
-                                    accumulate_steps=2)
+    plain = train_lib.compile_model(tiny_config(), strategy,
+                                    training_options(warmup_steps=10, accumulate_steps=2))
     assert not isinstance(plain.optimizer, keras.optimizers.LossScaleOptimizer)
     assert train_lib.checkpoint_optimizer(plain.optimizer) is plain.optimizer
     restored = checkpoints.checkpoint_manager(plain, plain.optimizer, tmp_path)
@@ -194,14 +194,10 @@ def test_adam_epsilon_and_gradient_clipping_reach_the_optimizer(tmp_path):
                             "clip_norm": 25.0})
     assert (run.training.adam_epsilon, run.training.clip_norm) == (1e-8, 25.0)
     strategy = tf.distribute.get_strategy()
-    clipped = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1,
-                                      adam_epsilon=run.training.adam_epsilon,
-                                      clip_norm=run.training.clip_norm).optimizer
+    clipped = train_lib.compile_model(tiny_config(), strategy, run.training).optimizer
     assert (clipped.epsilon, clipped.global_clipnorm) == (1e-8, 25.0)
     paper = resolver.resolve({"model_dir": str(tmp_path)}).training
-    plain = train_lib.compile_model(tiny_config(), strategy, label_smoothing=0.1,
-                                    adam_epsilon=paper.adam_epsilon,
-                                    clip_norm=paper.clip_norm).optimizer
+    plain = train_lib.compile_model(tiny_config(), strategy, paper).optimizer
     assert (plain.epsilon, plain.global_clipnorm) == (1e-9, None)
     # Clipping acts before Adam's moments: a gradient of global norm 1,000 enters them at 25.
     from keras_transformer import paper_optimizer

@@ -126,7 +126,7 @@ def paths_under(work: pathlib.Path) -> list[pathlib.Path]:
 
 def temporaries(work: pathlib.Path) -> list[str]:
     """Files and directories under `work` that are not outputs but a writer's temporaries:
-    hidden names (the atomic writers', `pipelines.model_dir.files` and `export.saved_model`) and
+    hidden names (the atomic writers', `pipelines.model_dir.files` and `keras_transformer.serving.saved_model`) and
     TensorFlow's checkpoint ones (`ckpt-N_temp/`, `checkpoint.tmp...`); the lock excepted."""
     found = []
     for path in sorted(paths_under(work)):

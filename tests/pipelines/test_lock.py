@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from pipelines.model_dir import layout as md
 from pipelines.model_dir import lock
 from tests.pipelines.run_helpers import ROOT, run_command
 
@@ -98,7 +99,7 @@ def test_cli_writers_wait_for_no_one_and_a_killed_holder_frees_the_dir(holder, s
                              {"cluster": cluster, "task": {"type": "worker", "index": 1}})})
     assert worker.returncode == 0, worker.stderr[-2000:]
     assert "== prepare: skipped, a worker other than the chief only trains" in worker.stderr
-    assert sorted(p.name for p in model_dir.iterdir()) == [lock.LOCK_FILE]
+    assert sorted(p.name for p in model_dir.iterdir()) == [md.LOCK_FILE]
 
     # kill -9 leaves the file behind, but the kernel has released the lock: the next run
     # takes it (and records itself) without anyone cleaning up.
@@ -108,7 +109,7 @@ def test_cli_writers_wait_for_no_one_and_a_killed_holder_frees_the_dir(holder, s
                           wait=False)
     output, _ = process.communicate(timeout=120)
     assert "in use by another run" not in output and "== average" in output, output[-2000:]
-    assert json.loads((model_dir / lock.LOCK_FILE).read_text())["pid"] == process.pid
+    assert json.loads((model_dir / md.LOCK_FILE).read_text())["pid"] == process.pid
 
 
 @pytest.mark.quick
@@ -117,7 +118,8 @@ def test_which_stages_write():
     from pipelines.stages import modes as stages
 
     run = resolver.resolve({"model_dir": "unused"})
-    assert [s for s in stages.STAGES if stages.writes(s, run)] == [
+    assert [name for name, stage in stages.STAGES.items() if stage.writes(run)] == [
         "prepare", "train", "average", "evaluate", "export"]
     with_output = resolver.resolve({"model_dir": "unused", "output": "out.txt"})
-    assert stages.writes("translate", with_output) and not stages.writes("score", with_output)
+    assert stages.STAGES["translate"].writes(with_output)
+    assert not stages.STAGES["score"].writes(with_output)

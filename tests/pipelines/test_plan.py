@@ -26,7 +26,7 @@ def test_the_budget_picks_the_recipe_and_its_steps_follow():
     """Below an hour the quick recipe (small model, 10 checkpoints, warm-up 40%), from an hour
     the long one (the tiny model, 64 checkpoints, warm-up a quarter, peak rate 0.005); the
     measured 8,000-update run is the long recipe's own at 8,000 steps."""
-    from keras_transformer.schedules import scale_for_peak
+    from keras_transformer.learning_rate import scale_for_peak
 
     quick, long = corpus_recipe.sized(MULTI30K, 1800), corpus_recipe.sized(MULTI30K, 7200)
     assert (quick.preset, long.preset, quick.vocab_size, long.vocab_size) == (

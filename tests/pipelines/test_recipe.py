@@ -7,8 +7,9 @@ import inspect
 import pytest
 from keras_transformer import (PRESETS, BeamSearch, LabelSmoothedCrossEntropy, NoamSchedule,
                                Sampling, TransformerConfig)
-from keras_transformer.data.buckets import DEFAULT_BATCH_TOKENS
+from keras_transformer.learning_rate import BATCH_TOKENS
 from pipelines.settings import options, resolver, table
+from pipelines.settings.recipes import PRESET_RECIPES
 from pipelines.tasks import TASKS, Task, get_task
 from pipelines.training.train import compile_model
 
@@ -28,7 +29,7 @@ PAPER_SOURCES = {
     "TransformerConfig": dataclasses.asdict(TransformerConfig()),
     "the library's API": {"warmup_steps": _keyword_defaults(NoamSchedule)["warmup_steps"],
                           "label_smoothing": LabelSmoothedCrossEntropy().label_smoothing,
-                          "batch_tokens": DEFAULT_BATCH_TOKENS},
+                          "batch_tokens": BATCH_TOKENS},
     "compile_model": _keyword_defaults(compile_model),
     **{f"{cls.__name__}": {f.name: f.default for f in dataclasses.fields(cls)
                            if f.default is not dataclasses.MISSING and f.default is not None}
@@ -69,9 +70,12 @@ def test_a_task_or_preset_gives_each_setting_once():
     architecture (train_steps, label_smoothing live in the recipe only), and a task's recipe
     repeats none of its fields."""
     architecture = {f.name for f in dataclasses.fields(TransformerConfig)}
-    for name, preset in PRESETS.items():
-        assert not set(preset.recipe) & (set(preset.model) | architecture), name
-        assert set(preset.recipe) <= set(table.TABLE), name  # settings the run knows
+    for name, recipe in PRESET_RECIPES.items():
+        assert name in PRESETS, name
+        assert not set(recipe) & architecture, name
+        assert set(recipe) <= set(table.TABLE), name  # settings the run knows
+    assert PRESET_RECIPES["D3"] == {"label_smoothing": 0.0}
+    assert PRESET_RECIPES["big"] == {"train_steps": 300_000}  # the paper's big: 300K steps
     for name in TASKS:
         task = get_task(name)
         fields = {f.name for f in dataclasses.fields(task)} | set(dataclasses.asdict(

@@ -112,3 +112,21 @@ def test_the_config_help_lists_every_preset():
     for run in re.findall(r"\b([A-E])(\d)-\1(\d)\b", help_text):
         named.update(f"{run[0]}{i}" for i in range(int(run[1]), int(run[2]) + 1))
     assert set(PRESETS) <= named, sorted(set(PRESETS) - named)
+
+
+@pytest.mark.quick
+def test_training_options_has_a_typed_field_per_training_row():
+    """`TrainingOptions` is written out (typed fields); it names exactly the table's training
+    rows, each with its row's type, plus the memory limit and the dtype policy."""
+    import dataclasses
+    import typing
+
+    from pipelines.settings.options import TrainingOptions
+
+    types = {"integer": int, "float": float, "bool": bool, "enum": str, "string": str}
+    hints = typing.get_type_hints(TrainingOptions)
+    rows = {name: types[row.type] for name, row in table.saved_rows().items()
+            if row.saved[0] == "training"}
+    fields = [f.name for f in dataclasses.fields(TrainingOptions)]
+    assert fields == [*rows, "memory_limit_mb", "precision_policy"]
+    assert {name: hints[name] for name in rows} == rows

@@ -18,9 +18,10 @@ from typing import Sequence
 
 import nltk
 
+from keras_transformer.atomic_files import atomic_files
 from pipelines import Log
 from pipelines.errors import DataError
-from pipelines.model_dir.files import atomic_files, input_identity, read_manifest
+from pipelines.model_dir.files import input_identity, read_manifest
 from pipelines.tasks.base import check_split
 from pipelines.tasks.parsing import linearize, treebank
 

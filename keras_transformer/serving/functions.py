@@ -1,6 +1,7 @@
 """The serving functions: raw sentences in, translations out, everything in the graph.
 
-`Translator` holds the six functions an exported SavedModel serves (also callable in-process):
+`ServingFunctions` holds the six functions an exported SavedModel serves (also callable
+in-process; `Translator` calls them with Python values):
 
 * ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
   float32 [batch]: pre-processing, SentencePiece (the proto is in the graph), EOS, truncation,
@@ -59,7 +60,7 @@ class ExportError(UserError):
     """An export cannot be written as asked: a `UserError`, which each CLI reports in one line."""
 
 
-class Translator:
+class ServingFunctions:
     """The serving functions, callable in-process: exactly what the SavedModel runs.
 
     The six `tf.function`s of the module docstring, registered by the export as its signatures.
@@ -67,8 +68,8 @@ class Translator:
     each translation contains its source's terms; a temperature > 0 samples, best first.
 
     Example:
-        >>> translator = Translator(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6))
-        >>> out = translator.translate(tf.constant(["A dog runs through the snow."]))
+        >>> functions = ServingFunctions(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6))
+        >>> out = functions.translate(tf.constant(["A dog runs through the snow."]))
         >>> out["translation"], out["score"]
 
     Args:
@@ -82,8 +83,8 @@ class Translator:
         constraint: a `keras_transformer.decoding.DecodingConstraint` on the output tokens.
         preprocess: in-graph `sentences -> sentences` applied before tokenization.
         postprocess: in-graph `(sentences, outputs) -> answers` on the detokenized outputs.
-        weights: None (the model's variables) or an `export.quantize.Int8Weights`, whose int8
-            copies are dequantized once per request.
+        weights: None (the model's variables) or an `Int8Weights` (serving/quantize.py), whose
+            int8 copies are dequantized once per request.
     Raises:
         ExportError: the SentencePiece model has more pieces than the model has embeddings.
     """
@@ -156,22 +157,25 @@ class Translator:
         return contextlib.nullcontext() if self.weights is None else self.weights.scope()
 
     def _search_ids(self, source_ids):
-        """Beam search on a non-empty batch -> (ids [batch, len] with EOS, 0-padded; scores)."""
+        """Beam search on a non-empty batch -> (ids [batch, len] with EOS, 0-padded; scores): the
+        part `jit_compile` compiles (its output shapes follow the input's, not its values)."""
         with self._model_weights():
             out = decode(self.model, source_ids, self.search, max_length=self.output_cap,
                          constraint=self.constraint)
-        ids, scores = text.empty_where_blank(text.blank_rows(source_ids), out.ids[:, 0],
-                                             out.scores[:, 0])
-        # The search keeps room for the longest allowed output; drop all-padding columns.
-        width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
-        return ids[:, :width], scores
+        return out.ids[:, 0], out.scores[:, 0]
 
     def _search(self, source_ids):
-        """`_search_ids`, also for an empty batch (the search needs at least one sentence)."""
-        return tf.cond(
-            tf.shape(source_ids)[0] > 0,
-            lambda: self._search_core(source_ids),
-            lambda: (tf.zeros([0, 0], tf.int32), tf.zeros([0], tf.float32)))
+        """`_search_ids`, also for an empty batch (the search needs at least one sentence); a
+        blank source gives no ids and score 0, and all-padding columns are dropped."""
+        def search():
+            ids, scores = text.empty_where_blank(text.blank_rows(source_ids),
+                                                 *self._search_core(source_ids))
+            # The search keeps room for the longest allowed output.
+            width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 1))
+            return ids[:, :width], scores
+
+        return tf.cond(tf.shape(source_ids)[0] > 0, search,
+                       lambda: (tf.zeros([0, 0], tf.int32), tf.zeros([0], tf.float32)))
 
     def _tokenizer(self):
         """A SentencePiece tokenizer made inside the traced function, which then owns it: one made

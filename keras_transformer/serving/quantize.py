@@ -16,10 +16,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_transformer import tf_internals
 from keras_transformer.layers.embedding import SharedEmbedding
-
-QUANTIZE_MODES = ("int8",)
-"""What `--quantize` accepts."""
 
 INT8_MAX = 127  # symmetric: -127..127, so that -q is representable too
 
@@ -28,7 +26,7 @@ def quantized_matrices(model):
     """(variable, reduced axis) of each matrix `Int8Weights` quantizes: a step per column of a
     Dense kernel [in, out] (axis 0), per row of the tied embedding (axis 1: Section 3.4)."""
     seen = set()
-    for layer in model._flatten_layers():  # what keras.Model.quantize walks too
+    for layer in tf_internals.sublayers(model):
         if isinstance(layer, keras.layers.Dense):
             variable, axis = layer.kernel, 0
         elif isinstance(layer, SharedEmbedding):

@@ -1,6 +1,6 @@
 """SavedModel export: versions TensorFlow Serving watches, written atomically, with export.json.
 
-The six functions of an `export.translator.Translator` become signatures of the same names
+The six functions of a `ServingFunctions` become signatures of the same names
 (``translate`` as ``serving_default``), with one fixed maximum input length; a released signature
 never gains an input (`tests/export/signatures.golden.json` pins them). Only the captured
 `tf.Variable`s are saved, each once (an int8 export stores the int8 matrices only); why not
@@ -20,16 +20,22 @@ from typing import Any
 
 import tensorflow as tf
 
-from export.quantize import QUANTIZE_MODES, Int8Weights
-from export.translator import BEAM_SEARCH, MAX_BEAM_SIZE, ExportError, Translator
-from keras_transformer.decoding import BeamSearch, alignment_layer
+from keras_transformer.decoding import alignment_layer
+from keras_transformer.serving.functions import (BEAM_SEARCH, MAX_BEAM_SIZE, ExportError,
+                                                 ServingFunctions)
 
 SERVING_SIGNATURE = "serving_default"
+"""The signature of `ServingFunctions.translate`: sentences in, translations and scores out."""
 IDS_SIGNATURE = "translate_ids"
+"""The signature of `ServingFunctions.translate_ids`: source ids in, ids and scores out."""
 OPTIONS_SIGNATURE = "translate_with_options"
+"""Sentences with per-request beam, alpha, n-best, extra length and target prefix."""
 IDS_OPTIONS_SIGNATURE = "translate_ids_with_options"
+"""`OPTIONS_SIGNATURE` on ids."""
 ALL_OPTIONS_SIGNATURE = "translate_with_all_options"
+"""`OPTIONS_SIGNATURE` with sampling and required target phrases."""
 IDS_ALL_OPTIONS_SIGNATURE = "translate_ids_with_all_options"
+"""`ALL_OPTIONS_SIGNATURE` on ids."""
 EXTRA_DIR = "assets.extra"  # files beside the SavedModel that TensorFlow never loads
 EXPORT_INFO_FILE = "export.json"
 VOCAB_COPY_FILE = "spm.model"
@@ -67,17 +73,17 @@ def _refuse_existing(final: pathlib.Path, version: int, export_dir: pathlib.Path
 
 
 # ---------------------------------------------------------------------- export
-def saveable(translator: Translator):
+def saveable(functions: ServingFunctions):
     """(the object to save, {signature name: concrete function}): the object holds each captured
     variable once; the SentencePiece proto is an attribute of the graph's SentencepieceOp nodes."""
     signatures = {
-        SERVING_SIGNATURE: translator.translate.get_concrete_function(),
-        IDS_SIGNATURE: translator.translate_ids.get_concrete_function(),
-        OPTIONS_SIGNATURE: translator.translate_with_options.get_concrete_function(),
-        IDS_OPTIONS_SIGNATURE: translator.translate_ids_with_options.get_concrete_function(),
-        ALL_OPTIONS_SIGNATURE: translator.translate_with_all_options.get_concrete_function(),
+        SERVING_SIGNATURE: functions.translate.get_concrete_function(),
+        IDS_SIGNATURE: functions.translate_ids.get_concrete_function(),
+        OPTIONS_SIGNATURE: functions.translate_with_options.get_concrete_function(),
+        IDS_OPTIONS_SIGNATURE: functions.translate_ids_with_options.get_concrete_function(),
+        ALL_OPTIONS_SIGNATURE: functions.translate_with_all_options.get_concrete_function(),
         IDS_ALL_OPTIONS_SIGNATURE:
-            translator.translate_ids_with_all_options.get_concrete_function()}
+            functions.translate_ids_with_all_options.get_concrete_function()}
     captured = {}
     for function in signatures.values():
         for variable in function.variables:
@@ -87,7 +93,7 @@ def saveable(translator: Translator):
     return root, signatures
 
 
-def _export_info(translator: Translator, version: int) -> dict[str, Any]:
+def _export_info(functions: ServingFunctions, version: int) -> dict[str, Any]:
     options = {"beam_size": f"int32 scalar in [1, {MAX_BEAM_SIZE}]",
                "alpha": "float32 scalar >= 0",
                "num_results": "int32 scalar in [1, beam_size]",
@@ -137,11 +143,11 @@ def _export_info(translator: Translator, version: int) -> dict[str, Any]:
         },
         "options_limits": {"max_beam_size": MAX_BEAM_SIZE,
                            "alignment_layer": alignment_layer(
-                               translator.model.config.num_layers)},
-        "decoding": translator.settings(),
-        "model_config": translator.model.config.to_dict(),
-        "spm_sha256": hashlib.sha256(translator.spm_proto).hexdigest(),
-        "spm_pieces": translator.vocab_size,
+                               functions.model.config.num_layers)},
+        "decoding": functions.settings(),
+        "model_config": functions.model.config.to_dict(),
+        "spm_sha256": hashlib.sha256(functions.spm_proto).hexdigest(),
+        "spm_pieces": functions.vocab_size,
         "versions": library_versions(),
     }
 
@@ -157,9 +163,9 @@ def library_versions() -> dict[str, str]:
             "keras": keras.__version__, "keras_transformer": keras_transformer.__version__}
 
 
-def write_translator(translator: Translator, export_dir, version=None, overwrite=False,
-                     log=print) -> pathlib.Path:
-    """Writes `translator` as `<export_dir>/<version>/` atomically; returns that path."""
+def write_saved_model(functions: ServingFunctions, export_dir, version=None, overwrite=False,
+                      log=print) -> pathlib.Path:
+    """Writes `functions` as `<export_dir>/<version>/` atomically; returns that path."""
     export_dir = pathlib.Path(export_dir)
     export_dir.mkdir(parents=True, exist_ok=True)
     version, final = _version_dir(export_dir, version)
@@ -171,13 +177,13 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
     try:
         # mkdtemp's 0700 would hide the version from a server running as another user.
         os.chmod(tmp, 0o755)
-        root, signatures = saveable(translator)
+        root, signatures = saveable(functions)
         tf.saved_model.save(root, str(tmp), signatures=signatures)
         extra = tmp / EXTRA_DIR
         extra.mkdir(exist_ok=True)
-        (extra / VOCAB_COPY_FILE).write_bytes(translator.spm_proto)
+        (extra / VOCAB_COPY_FILE).write_bytes(functions.spm_proto)
         (extra / EXPORT_INFO_FILE).write_text(
-            json.dumps(_export_info(translator, version), indent=2, sort_keys=True) + "\n",
+            json.dumps(_export_info(functions, version), indent=2, sort_keys=True) + "\n",
             encoding="utf-8")
         if final.exists():
             if not overwrite:  # appeared while we were writing
@@ -196,51 +202,11 @@ def write_translator(translator: Translator, export_dir, version=None, overwrite
     finally:
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    d = translator.settings()
+    d = functions.settings()
     log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}, "
         f"{OPTIONS_SIGNATURE}, {IDS_OPTIONS_SIGNATURE}, {ALL_OPTIONS_SIGNATURE}, "
         f"{IDS_ALL_OPTIONS_SIGNATURE}; default beam "
         f"{d['beam_size']}, alpha {d['alpha']}, extra length {d['extra_length']}, max input "
         f"length {d['max_input_length']}, {d['precision']}"
-        f"{'' if translator.weights is None else ', weights ' + translator.weights.mode})")
+        f"{'' if functions.weights is None else ', weights ' + functions.weights.mode})")
     return final
-
-
-def export_saved_model(model, spm_proto: bytes, export_dir, search=BeamSearch(),
-                       max_input_length=None, version=None, overwrite=False, jit_compile=False,
-                       constraint=None, preprocess=None, postprocess=None, quantize=None,
-                       log=print) -> pathlib.Path:
-    """Writes a text-in, text-out SavedModel for TensorFlow Serving under `export_dir/<version>/`.
-
-    Args:
-        model: a built `keras_transformer.Transformer`, in the precision to serve.
-        spm_proto: the serialized SentencePiece model (bytes), embedded in the graph and copied
-            to ``<version>/assets.extra/spm.model`` for clients of `translate_ids`.
-        export_dir: the model base path TensorFlow Serving watches.
-        search, max_input_length: the graph's `BeamSearch` and longest source (see `Translator`).
-        version: a non-negative integer; default: one more than the largest existing (or 1).
-        overwrite: replace an existing version; without it an existing version is an error.
-        jit_compile: XLA-compile the beam search (export/README.md says what it supports).
-        constraint, preprocess, postprocess: what the task adds (see `Translator`).
-        quantize: "int8" stores the matrices as int8 (`export.quantize`), dequantized to the
-            model's dtype once per request; None stores them as they are.
-        log: progress sink.
-    Returns:
-        The path of the written version directory.
-    Raises:
-        ExportError: bad settings or `quantize`, or an existing version without `overwrite`.
-    """
-    if quantize not in (None, *QUANTIZE_MODES):
-        raise ExportError(f"quantize must be one of {QUANTIZE_MODES} or None, got {quantize!r}")
-    export_dir = pathlib.Path(export_dir)
-    if version is not None:  # fail before the slow part
-        version, final = _version_dir(export_dir, version)
-        if final.exists() and not overwrite:
-            _refuse_existing(final, version, export_dir)
-    translator = Translator(model, spm_proto, search, max_input_length=max_input_length,
-                            jit_compile=jit_compile,
-                            constraint=constraint, preprocess=preprocess,
-                            postprocess=postprocess,
-                            weights=Int8Weights(model) if quantize else None)
-    return write_translator(translator, export_dir, version=version, overwrite=overwrite,
-                            log=log)

@@ -1,0 +1,89 @@
+"""Keeps the C++ libraries' informational and warning lines (TensorFlow's start-up lines,
+SentencePiece's per-model line) out of a user's output; their error and fatal lines always pass.
+
+Those libraries write straight to file descriptor 2, past Python and TF_CPP_MIN_LOG_LEVEL.
+`quiet()` puts a pipe there for the duration of a library call (`load`, `Translator`) and a
+thread that forwards every other line; the command line runs this file as a filter process for
+the whole run (`cli/quiet.py`). Imports only the standard library (the process runs it with
+`python -S`).
+"""
+import contextlib
+import os
+import re
+import signal
+import sys
+import threading
+
+LIBRARY_LINE = re.compile(
+    rb"^([IW]\d{4} [\d:.]+ +\d+ [\w.+/-]+:\d+\] "  # glog / absl C++ logging
+    rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    rb"|To enable the following instructions: .* rebuild TensorFlow"  # cpu_feature_guard's 2nd
+    rb"|[\w.+-]+\.cc\(\d+\) LOG\((INFO|WARNING)\) )")  # SentencePiece's own logging
+"""The start of an informational or warning line a library wrote, not the project."""
+LINE_END = re.compile(rb"(?<=[\r\n])")
+_depth = 0
+_lock = threading.Lock()
+
+
+def forward(pipe, out) -> None:
+    """Copies whole lines (newline- or CR-ended) from `pipe` to `out`, dropping the libraries'."""
+    pending = b""
+    for chunk in iter(lambda: pipe.read(65536), b""):
+        *lines, pending = LINE_END.split(pending + chunk)
+        _write(out, b"".join(line for line in lines if not LIBRARY_LINE.match(line)))
+    if pending and not LIBRARY_LINE.match(pending):
+        _write(out, pending)
+
+
+def _write(out, data: bytes) -> None:
+    """Writes to the real stderr; if that is gone, the pipe still drains so no writer blocks."""
+    try:
+        out.write(data)
+        out.flush()
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def quiet():
+    """Inside, lines on descriptor 2 matching `LIBRARY_LINE` are dropped; the others reach it,
+    in order, by the end of the block. Re-entrant (the outermost block filters)."""
+    global _depth
+    with _lock:
+        _depth += 1
+        outermost = _depth == 1
+    try:
+        with _filtered_stderr() if outermost else contextlib.nullcontext():
+            yield
+    finally:
+        with _lock:
+            _depth -= 1
+
+
+@contextlib.contextmanager
+def _filtered_stderr():
+    """Descriptor 2 through a pipe and a forwarding thread, restored at the end."""
+    sys.stderr.flush()
+    target = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    reader = open(read_end, "rb", buffering=0)
+    thread = threading.Thread(target=forward, daemon=True, args=(
+        reader, open(target, "wb", buffering=0, closefd=False)))
+    thread.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(target, 2)  # the pipe's last writer here is gone: the thread reads EOF
+        thread.join(timeout=5)  # unless a child still holds the pipe: it drains later
+        os.close(target)
+
+
+if __name__ == "__main__":  # the command line's filter process: Ctrl-C and SIGTERM reach the
+    # run, which closes the pipe as it ends; the filter ends on that EOF, after the last line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with os.fdopen(0, "rb", buffering=0) as stdin, os.fdopen(1, "wb", buffering=0) as stdout:
+        forward(stdin, stdout)

@@ -1,0 +1,83 @@
+"""The private TensorFlow and Keras APIs the project needs, in one place. Each has no public
+equivalent (the reason is beside it); `check_versions` says, once, when TensorFlow or Keras is
+not a release they were checked against (setup.py pins TensorFlow's minor version). Elsewhere:
+`schedules.UpdateCountingAdam` overrides Keras' `_get_current_learning_rate` (a subclass hook:
+Eq. 3 must count updates, not the micro-batches of gradient accumulation), and the op check's
+probe (export/op_check.py) lists registered ops in a separate interpreter, which may not have
+this library."""
+import warnings
+
+CHECKED = {"tensorflow": ("2.21.",), "keras": ("3.",)}
+"""Version prefixes these private APIs were checked against."""
+_warned = []
+
+
+def check_versions() -> None:
+    """Warns once if TensorFlow or Keras is not a version in `CHECKED`."""
+    if _warned:
+        return
+    _warned.append(True)
+    import keras
+    import tensorflow as tf
+
+    for name, version in (("tensorflow", tf.__version__), ("keras", keras.__version__)):
+        if not version.startswith(CHECKED[name]):
+            warnings.warn(f"keras_transformer.tf_internals was checked against {name} "
+                          f"{', '.join(CHECKED[name])}x, not {version}: XLA detection and the "
+                          f"int8 export's layer walk may need updating", stacklevel=2)
+
+
+def in_xla_context() -> bool:
+    """Whether the graph being traced is XLA-compiled at any depth (`tf.function(
+    jit_compile=True)` around it): TensorFlow has no public query for it."""
+    check_versions()
+    import tensorflow as tf
+
+    try:
+        from tensorflow.python.ops import control_flow_util
+    except ImportError:  # gone: assume XLA (its fixed decoder cache slots are always correct)
+        return True
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+def sublayers(layer) -> list:
+    """`layer` and every layer inside it, depth first: Keras 3 has no public walk (this is the
+    one `keras.Model.quantize` uses)."""
+    check_versions()
+    return list(layer._flatten_layers(include_self=True, recursive=True))
+
+
+def fit_under_multi_worker(model):
+    """Patches this model instance (only) so that Keras 3 `fit` runs under
+    MultiWorkerMirroredStrategy, until keras-team/keras#20585 is fixed. Two Keras internals fail
+    there: `_maybe_symbolic_build` reduces the PerReplica first batch to build the metrics
+    ("Attempt to convert a value (PerReplica...)"): it builds from one replica's batch instead;
+    and the step reduces its scalar logs along axis 0 ("Invalid reduction dimension 0 for input
+    with 0 dimensions"): each log gets shape [1] (the logs are already synchronised across
+    replicas, so their mean is the value itself)."""
+    check_versions()
+    import types
+
+    import keras
+    import tensorflow as tf
+
+    def first_replica(value):
+        if isinstance(value, tf.distribute.DistributedValues):
+            return model.distribute_strategy.experimental_local_results(value)[0]
+        return value
+
+    def maybe_symbolic_build(self, iterator=None, data_batch=None):
+        if iterator is not None:
+            for _, _, it in iterator:
+                data_batch = keras.tree.map_structure(first_replica, next(it))
+                break
+        with self.distribute_strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
+    def with_axis(step):
+        return lambda data: keras.tree.map_structure(lambda v: tf.reshape(v, [-1]), step(data))
+
+    model._maybe_symbolic_build = types.MethodType(maybe_symbolic_build, model)
+    model.train_step = with_axis(model.train_step)
+    model.test_step = with_axis(model.test_step)
+    return model
