@@ -2,6 +2,7 @@
 TensorFlow and under JAX, from a directory outside the checkout with the library alone; and
 README.md stays a front door: short, its links and docs/'s links alive, its test command
 the one CI runs."""
+import ast
 import os
 import pathlib
 import re
@@ -97,7 +98,7 @@ def test_readme_keras_script_runs(tmp_path, shared_data, backend):
 
         export = tmp_path / result.stdout.strip().splitlines()[-2]
         assert export == tmp_path / "ende_export" / "1"
-        best = eval(result.stdout.strip().splitlines()[-3])  # the 2-best list, printed
+        best = ast.literal_eval(result.stdout.strip().splitlines()[-3])  # the 2-best list
         assert len(best[0]) == 2 and best[0][0][0] == translation, best
         report = check_ops(export)
         assert report.ok, report.format()

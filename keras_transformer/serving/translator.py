@@ -133,7 +133,6 @@ class Translator:
                 for hypotheses, scores in zip(out["translations"], out["scores"])]
         return rows if n_best > 1 or with_scores else [row[0][0] for row in rows]
 
-    @native_logs.quiet()
     def translate_ids(self, source_ids) -> tuple:
         """The 1-best of id rows (int32 [batch, length], EOS-ended, 0-padded), as the
         `translate_ids` signature answers: (ids [batch, length'] with EOS, scores [batch])."""
