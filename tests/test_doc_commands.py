@@ -4,9 +4,7 @@ doc cannot drift from the code (issue 43).
 A command block is a fenced block tagged `bash` or `sh`; untagged blocks are output. Each runs
 with `bash -e` in one shared working directory, as a user runs it from a checkout: `pipelines/`,
 `export/` and `benchmarks/` are there, `KT_DATA_DIR` points at the real data and
-`TF_CPP_MIN_LOG_LEVEL` is unset; `python pipelines/run.py` and `python export/run.py` fork a
-process that imported TensorFlow once, and start as a fresh interpreter would with that
-environment (`tests.pipelines.forked_python`). Before the first block the main job (`python
+`TF_CPP_MIN_LOG_LEVEL` is unset. Before the first block the main job (`python
 pipelines/run.py`, the README's first command) trains `runs/multi30k_ende`, and `M` names it
 (the placeholder export/README.md uses for a trained model dir); `input.en` and
 `in_domain.en/.de` hold Multi30k lines.
@@ -25,14 +23,12 @@ another tool, `python -c`, is exempt).
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 
 import pytest
 
 from keras_transformer.native_logs import LIBRARY_LINE
-from tests.pipelines import forked_python
-from tests.pipelines.run_helpers import TINY_MODEL, server_socket
+from tests.pipelines.run_helpers import TINY_MODEL
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "export" / "README.md"]
@@ -77,13 +73,9 @@ def small(block: str) -> str:
 
 
 def run(block: str, cwd, data_dir, timeout=900) -> subprocess.CompletedProcess:
-    """Runs `small(block)` in `cwd`; its `python pipelines/run.py` and `python export/run.py`
-    are forks of the worker's `run_server` (`tests.pipelines.forked_python`)."""
+    """Runs `small(block)` in `cwd` with bash, as a user's shell would."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     env["KT_DATA_DIR"] = str(data_dir)
-    folder = pathlib.Path(f"{cwd}-python")
-    folder.mkdir(exist_ok=True)
-    env.update(forked_python.install(folder, server_socket()))
     return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", small(block)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

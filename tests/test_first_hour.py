@@ -130,8 +130,7 @@ def job(args, data_dir, wait=True):
 
 def rerun(args, data_dir, stdin=""):
     """A later command on the job's model dir, where what is checked is what the run does and
-    prints, not its process: a fork of `run_server` (TensorFlow imported once) with the
-    user's environment (no TF C++ log level)."""
+    prints, not its process: with the user's environment (no TF C++ log level)."""
     return run_command(args, data_dir, timeout=900, stdin=stdin, user_env=True)
 
 
