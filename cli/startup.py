@@ -86,8 +86,9 @@ def import_tensorflow(verbose: bool) -> None:
     """Imports TensorFlow, with its pooling CPU allocator (`use_pooled_cpu_allocator`).
 
     Unless `verbose`, Python logging shows errors only and, unless the user set
-    TF_CPP_MIN_LOG_LEVEL, the C++ log level becomes 3 and library log lines are filtered out of
-    stderr (`cli.quiet`)."""
+    TF_CPP_MIN_LOG_LEVEL, the libraries' informational and warning lines are filtered out of
+    stderr (`cli.quiet`); TensorFlow's C++ log level is left as the user has it, so that its
+    error lines reach them."""
     if not verbose:  # absl's and TensorFlow's Python loggers (retracing warnings, TFDS)
         import logging as python_logging
 
@@ -96,11 +97,8 @@ def import_tensorflow(verbose: bool) -> None:
         logging.set_verbosity(logging.ERROR)
         python_logging.getLogger("tensorflow").setLevel(python_logging.ERROR)
     use_pooled_cpu_allocator()
-    if verbose or "TF_CPP_MIN_LOG_LEVEL" in os.environ:  # the user's level
-        import tensorflow  # noqa: F401
-        return
-    from cli import quiet
-    from export.op_check import import_tensorflow_quietly
+    if not verbose and "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
+        from cli import quiet
 
-    quiet.filter_stderr()
-    import_tensorflow_quietly()  # sets TF_CPP_MIN_LOG_LEVEL=3 (the user set none)
+        quiet.filter_stderr()
+    import tensorflow  # noqa: F401

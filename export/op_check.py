@@ -19,41 +19,12 @@ import subprocess
 import sys
 import tempfile
 
+from keras_transformer import native_logs, tf_internals
+
 FORBIDDEN_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc", "NumpyFunction"})
 
 CORE = "core"
 TENSORFLOW_TEXT = "tensorflow_text"
-
-# Run by `python -c` in an empty directory: where each op name from stdin is registered.
-_PROBE = r"""
-import glob, json, os, sys
-names = json.load(sys.stdin)
-import tensorflow as tf
-from tensorflow.python.framework import op_def_registry
-core = sorted(n for n in names if op_def_registry.get(n) is not None)
-import tensorflow_text
-after_text = sorted(n for n in names if n not in core and op_def_registry.get(n) is not None)
-from tensorflow.core.framework import op_def_pb2
-from tensorflow.python.client import pywrap_tf_session
-root = os.path.dirname(tensorflow_text.__file__)
-libraries = {}
-for path in sorted(glob.glob(os.path.join(root, "**", "*.so"), recursive=True)):
-    try:
-        handle = pywrap_tf_session.TF_LoadLibrary(path)
-    except Exception:
-        continue
-    try:
-        op_list = op_def_pb2.OpList()
-        op_list.ParseFromString(pywrap_tf_session.TF_GetOpList(handle))
-    finally:
-        pywrap_tf_session.TF_DeleteLibraryHandle(handle)
-    for op in op_list.op:
-        libraries.setdefault(op.name, os.path.relpath(path, os.path.dirname(root)))
-json.dump({"tensorflow": tf.__version__, "tensorflow_text": tensorflow_text.__version__,
-           "core": core, "after_text": after_text,
-           "text_library": {n: libraries.get(n) for n in after_text}}, sys.stdout)
-"""
-
 
 @dataclasses.dataclass
 class OpReport:
@@ -150,8 +121,8 @@ def probe_registry(op_names, python=None, timeout=300) -> dict:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     with tempfile.TemporaryDirectory(prefix="op_check_") as cwd:
         result = subprocess.run(
-            [python or sys.executable, "-c", _PROBE], input=json.dumps(sorted(op_names)),
-            capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+            [python or sys.executable, "-c", tf_internals.OP_REGISTRY_PROBE],
+            input=json.dumps(sorted(op_names)), capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
     if result.returncode != 0:
         raise RuntimeError(f"the op registry probe failed (exit {result.returncode}); is "
                            f"tensorflow-text installed for {python or sys.executable}?\n"
@@ -168,6 +139,7 @@ def check_ops(saved_model_dir, python=None) -> OpReport:
     """
     ops, calls = graph_op_types(saved_model_dir)
     probe = probe_registry(ops, python=python)
+    tf_internals.warn_unless_checked("tensorflow", probe["tensorflow"])
     core, after_text = set(probe["core"]), set(probe["after_text"])
     libraries = {op: lib for op, lib in probe["text_library"].items() if lib}
     verdict = {}
@@ -189,31 +161,14 @@ def check_ops(saved_model_dir, python=None) -> OpReport:
                               "tensorflow_text": probe["tensorflow_text"]})
 
 
-def import_tensorflow_quietly() -> None:
-    """Imports TensorFlow without its C++ start-up lines (oneDNN, CUDA, CPU features), which
-    ignore TF_CPP_MIN_LOG_LEVEL; a level the user set keeps them."""
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
-        return
-    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    sys.stderr.flush()
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)
-        import tensorflow  # noqa: F401
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(f"usage: python export/op_check.py SAVED_MODEL_DIR\n\n{__doc__}", file=sys.stderr)
         return 2
-    import_tensorflow_quietly()
     try:
-        report = check_ops(argv[0])
+        with native_logs.quiet():  # TensorFlow's start-up lines
+            report = check_ops(argv[0])
     except (FileNotFoundError, RuntimeError) as e:
         print(f"op_check: {e}", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 """Keeps the C++ libraries' informational and warning lines (TensorFlow's start-up lines,
-SentencePiece's per-model line) out of a user's output; their error and fatal lines always pass.
+SentencePiece's per-model line) out of a user's output; their error and fatal lines pass, but
+for one start-up line that only says this machine has no CUDA driver (`LIBRARY_LINE`).
 
 Those libraries write straight to file descriptor 2, past Python and TF_CPP_MIN_LOG_LEVEL.
 `quiet()` puts a pipe there for the duration of a library call (`load`, `Translator`) and a
@@ -18,8 +19,12 @@ LIBRARY_LINE = re.compile(
     rb"^([IW]\d{4} [\d:.]+ +\d+ [\w.+/-]+:\d+\] "  # glog / absl C++ logging
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
     rb"|To enable the following instructions: .* rebuild TensorFlow"  # cpu_feature_guard's 2nd
-    rb"|[\w.+-]+\.cc\(\d+\) LOG\((INFO|WARNING)\) )")  # SentencePiece's own logging
-"""The start of an informational or warning line a library wrote, not the project."""
+    rb"|[\w.+-]+\.cc\(\d+\) LOG\((INFO|WARNING)\) "  # SentencePiece's own logging
+    rb"|E\d{4} [\d:.]+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: .*\(303\))")
+"""The start of an informational or warning line a library wrote, not the project; or of
+TensorFlow's CUDA build's start-up error where no CUDA driver library is installed (303:
+CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, after its "Could not find cuda drivers" line), which every
+run on a CPU-only machine writes. Any other cuInit failure (a broken driver) passes."""
 LINE_END = re.compile(rb"(?<=[\r\n])")
 _depth = 0
 _lock = threading.Lock()

@@ -2,9 +2,7 @@
 equivalent (the reason is beside it); `check_versions` says, once, when TensorFlow or Keras is
 not a release they were checked against (setup.py pins TensorFlow's minor version). Elsewhere:
 `schedules.UpdateCountingAdam` overrides Keras' `_get_current_learning_rate` (a subclass hook:
-Eq. 3 must count updates, not the micro-batches of gradient accumulation), and the op check's
-probe (export/op_check.py) lists registered ops in a separate interpreter, which may not have
-this library."""
+Eq. 3 must count updates, not the micro-batches of gradient accumulation)."""
 import warnings
 
 CHECKED = {"tensorflow": ("2.21.",), "keras": ("3.",)}
@@ -20,11 +18,45 @@ def check_versions() -> None:
     import keras
     import tensorflow as tf
 
-    for name, version in (("tensorflow", tf.__version__), ("keras", keras.__version__)):
-        if not version.startswith(CHECKED[name]):
-            warnings.warn(f"keras_transformer.tf_internals was checked against {name} "
-                          f"{', '.join(CHECKED[name])}x, not {version}: XLA detection and the "
-                          f"int8 export's layer walk may need updating", stacklevel=2)
+    warn_unless_checked("tensorflow", tf.__version__)
+    warn_unless_checked("keras", keras.__version__)
+
+
+def warn_unless_checked(name: str, version: str) -> None:
+    """Warns if `version` of `name` is not one in `CHECKED`."""
+    if not version.startswith(CHECKED[name]):
+        warnings.warn(f"keras_transformer.tf_internals was checked against {name} "
+                      f"{', '.join(CHECKED[name])}x, not {version}: XLA detection, the int8 "
+                      f"export's layer walk and the op check's probe may need updating",
+                      stacklevel=3)
+
+
+OP_REGISTRY_PROBE = r"""
+import glob, json, os, sys
+names = json.load(sys.stdin)
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
+core = sorted(n for n in names if op_def_registry.get(n) is not None)
+import tensorflow_text
+after_text = sorted(n for n in names if n not in core and op_def_registry.get(n) is not None)
+root = os.path.dirname(tensorflow_text.__file__)
+libraries = {}
+for path in sorted(glob.glob(os.path.join(root, "**", "*.so"), recursive=True)):
+    try:
+        ops = tf.load_op_library(path).OP_LIST.op
+    except Exception:
+        continue
+    for op in ops:
+        libraries.setdefault(op.name, os.path.relpath(path, os.path.dirname(root)))
+json.dump({"tensorflow": tf.__version__, "tensorflow_text": tensorflow_text.__version__,
+           "core": core, "after_text": after_text,
+           "text_library": {n: libraries.get(n) for n in after_text}}, sys.stdout)
+"""
+"""The op check's probe (export/op_check.py), run by `python -c` in a fresh interpreter in an
+empty directory, so that nothing already imported registers an op: which op names from stdin
+are registered after `import tensorflow`, which only after `import tensorflow_text`, and by
+which of its op libraries (`tf.load_op_library`'s public OP_LIST). TensorFlow has no public
+query of its op registry (`op_def_registry.get`)."""
 
 
 def in_xla_context() -> bool:

@@ -293,6 +293,56 @@ def test_a_job_prints_no_library_log_line_and_ends_with_its_result(finished):
     assert sum("OK: every op is registered" in line for line in result.stderr.splitlines()) == 1
 
 
+ERROR_LINE = "kt-test: an error line TensorFlow wrote"
+SITECUSTOMIZE = f"""
+import importlib.abc, importlib.util, sys
+
+
+class AfterEvaluate(importlib.abc.MetaPathFinder):
+    \"\"\"After the evaluate stage, TensorFlow's C++ logging writes an error line (tf.print's
+    kernel, LOG(ERROR)).\"\"\"
+
+    def find_spec(self, name, path, target=None):
+        if name != "pipelines.stages.evaluate":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            evaluate = module.run_evaluate
+
+            def run_evaluate(*args, **kwargs):
+                result = evaluate(*args, **kwargs)
+                import tensorflow as tf
+                tf.print({ERROR_LINE!r}, output_stream=tf.compat.v1.logging.error)
+                return result
+            module.run_evaluate = run_evaluate
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, AfterEvaluate())
+"""
+
+
+def test_an_error_line_tensorflow_writes_during_a_run_reaches_the_user(finished, shared_data,
+                                                                      tmp_path):
+    """TF_CPP_MIN_LOG_LEVEL unset: the run leaves TensorFlow's C++ log level alone, so an
+    error line TensorFlow writes during `--mode evaluate` (`SITECUSTOMIZE`) reaches stderr;
+    its start-up lines still do not."""
+    model_dir = shutil.copytree(finished[0], tmp_path / "model")
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    result = run_command([f"--model_dir={model_dir}", "--mode=evaluate"], shared_data,
+                         timeout=900, user_env=True, env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if ERROR_LINE in line]
+    assert len(errors) == 1 and re.match(r"E\d{4} ", errors[0]), result.stderr[-2000:]
+    noise = [line for line in result.stderr.splitlines() if LIBRARY_LINE.match(line.encode())]
+    assert not noise, noise[:5]
+
+
 def test_a_copied_model_dir_rerun_writes_no_second_version(finished, shared_data, tmp_path):
     """Judged by the content of the weights and the settings, not by paths: a `cp -r` copy
     (new paths, new modification times) rerun with the same command re-averages, re-evaluates

@@ -2,9 +2,10 @@
 export/, then the library; inside pipelines/, from the stages down to the model directory),
 pipelines/ imports export/ only in its export stage, settings resolve without TensorFlow, no
 module is over 450 lines, no function over 60, no decoding function takes over 8 parameters,
-pipelines/ is sorted by job."""
+pipelines/ is sorted by job, private TensorFlow and Keras APIs in one module."""
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -97,6 +98,18 @@ def test_pipelines_imports_export_only_in_its_export_stage():
     wrong = sorted(str(path.relative_to(ROOT)) for path in modules("pipelines")
                    if "export" in imported_packages(path)
                    and path != ROOT / "pipelines" / "stages" / "export.py")
+    assert not wrong
+
+
+PRIVATE_API = re.compile(r"tensorflow\.python|keras\.src|pywrap_|\._flatten_layers")
+
+
+def test_private_tensorflow_and_keras_apis_live_in_one_module():
+    """`keras_transformer/tf_internals.py` holds every private API the product needs, each with
+    the reason and the versions it was checked against."""
+    wrong = sorted(str(path.relative_to(ROOT)) for layer in LAYERS for path in modules(layer)
+                   if PRIVATE_API.search(path.read_text(encoding="utf-8"))
+                   and path != ROOT / "keras_transformer" / "tf_internals.py")
     assert not wrong
 
 

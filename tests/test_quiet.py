@@ -16,6 +16,10 @@ from cli import quiet
 quiet.filter_stderr()
 os.write(2, b"WARNING: All log messages before absl::InitializeLog() is called are ...\n")
 os.write(2, b"I0000 00:00:1795677112.494882    5020 port.cc:153] oneDNN custom operations\n")
+os.write(2, b"E0000 00:00:1796554176.451067   10851 cuda_platform.cc:52] failed call to cuInit: "
+            b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+os.write(2, b"E0000 00:00:1796554176.451067   10851 cuda_platform.cc:52] failed call to cuInit: "
+            b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (999)\n")
 print("project line 1", file=sys.stderr)
 subprocess.run([sys.executable, "-c", "import os; os.write(2, b'normalizer.cc(51) LOG(INFO) "
                 "precompiled_charsmap is empty.\\nchild line\\n')"], check=True)
@@ -30,7 +34,10 @@ def test_library_lines_are_dropped_and_the_rest_kept_in_order():
     result = subprocess.run([sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True,
                             timeout=60)
     assert result.returncode == 0
-    assert result.stderr.decode() == ("project line 1\nchild line\nprogress 1/2\rprogress 2/2\r"
+    assert result.stderr.decode() == ("E0000 00:00:1796554176.451067   10851 cuda_platform.cc:52] "
+                                      "failed call to cuInit: INTERNAL: CUDA error: Failed "
+                                      "call to cuInit: UNKNOWN ERROR (999)\n"
+                                      "project line 1\nchild line\nprogress 1/2\rprogress 2/2\r"
                                       + "project line 2" * 5000 + "\nlast line\n")
 
 
@@ -39,6 +46,10 @@ import os, sys
 from cli import quiet
 quiet.filter_stderr()
 os.write(2, b"I0000 00:00:1795677112.494882    5020 port.cc:153] oneDNN custom operations\n")
+os.write(2, b"E0000 00:00:1796554176.451067   10851 cuda_platform.cc:52] failed call to cuInit: "
+            b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+os.write(2, b"E0000 00:00:1796554176.451067   10851 cuda_platform.cc:52] failed call to cuInit: "
+            b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (999)\n")
 print("project line", file=sys.stderr, flush=True)
 os.write(2, b"E0000 00:00:1795812586.941546    8987 kernel.cc:52] an error line\n")
 os.write(2, b"F0000 00:00:1795812586.941546    8987 tensor.cc:7] Check failed: dims 2 vs. 3\n")
@@ -62,6 +73,10 @@ from keras_transformer import native_logs
 os.write(2, b"before\n")
 with native_logs.quiet():
     os.write(2, b"I0000 00:00:1795677112.494882    5020 port.cc:153] oneDNN custom operations\n")
+os.write(2, b"E0000 00:00:1796554176.451067   10851 cuda_platform.cc:52] failed call to cuInit: "
+            b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+os.write(2, b"E0000 00:00:1796554176.451067   10851 cuda_platform.cc:52] failed call to cuInit: "
+            b"INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (999)\n")
     os.write(2, b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty.\n")
     with native_logs.quiet():  # re-entrant: the outer block filters
         print("project line", file=sys.stderr)
