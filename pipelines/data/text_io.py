@@ -32,12 +32,12 @@ from pipelines.data.progress import DEFAULT_INTERVAL, Progress
 from pipelines.durations import format_duration
 from pipelines.errors import DataError
 from pipelines.model_dir.files import input_identity, read_json, read_manifest
+from pipelines.model_dir.layout import CLEAN_FILES
 
 
 # Characters other than "\n" that str.splitlines() treats as line boundaries.
 _LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _LINE_BREAK_TABLE = str.maketrans({c: " " for c in _LINE_BREAKS})
-_MANIFEST = "manifest.json"
 _FORMAT_VERSION = 3
 PROGRESS_EVERY = 4096
 """Lines between looks at the clock in a long pass, so that it costs little (docs/data.md)."""
@@ -131,7 +131,7 @@ def _decode(path: pathlib.Path, number: int, raw: bytes) -> str:
 
 def _load_reusable(out_dir: pathlib.Path, inputs: dict) -> CleanResult | None:
     """Return the previous cleaning result in ``out_dir`` when its inputs are unchanged."""
-    data = read_manifest(out_dir / _MANIFEST, _FORMAT_VERSION, inputs)
+    data = read_manifest(out_dir / CLEAN_FILES[2], _FORMAT_VERSION, inputs)
     if data is None:
         return None
     src, tgt = out_dir / data["source"], out_dir / data["target"]
@@ -145,7 +145,7 @@ def changed_since(source_path: os.PathLike | str, target_path: os.PathLike | str
     """Whether the files' cleaned text differs from the one ``clean_parallel`` wrote to
     ``out_dir`` (False where it wrote none); files only touched or moved have not changed."""
     out_dir = pathlib.Path(out_dir)
-    data = read_json(out_dir / _MANIFEST)
+    data = read_json(out_dir / CLEAN_FILES[2])
     if not data or "digest" not in data:
         return False
     inputs = {"files": input_identity([source_path, target_path]),
@@ -184,9 +184,9 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
     digest = hashlib.sha256()
     megabytes = (source_path.stat().st_size + target_path.stat().st_size) / 1e6
     progress = Progress("clean", megabytes, "MB", log, interval=progress_interval)
-    src_out, tgt_out = out_dir / "source.txt", out_dir / "target.txt"
-    (out_dir / _MANIFEST).unlink(missing_ok=True)  # never pair an old manifest with new files
-    with atomic_files(src_out, tgt_out, out_dir / _MANIFEST) as (src_tmp, tgt_tmp, manifest_tmp):
+    src_out, tgt_out, manifest_out = (out_dir / name for name in CLEAN_FILES)
+    manifest_out.unlink(missing_ok=True)  # never pair an old manifest with new files
+    with atomic_files(src_out, tgt_out, manifest_out) as (src_tmp, tgt_tmp, manifest_tmp):
         with open(src_tmp, "wb") as out_s, open(tgt_tmp, "wb") as out_t:
             for text_s, text_t in _cleaned_pairs(source_path, target_path, stats, progress):
                 empty_s, empty_t = not text_s, not text_t

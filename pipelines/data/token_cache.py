@@ -29,6 +29,8 @@ from pipelines.data import token_shards
 from pipelines.data.progress import DEFAULT_INTERVAL, Progress
 from pipelines.errors import DataError
 from pipelines.model_dir.files import read_json, write_json_atomic
+from pipelines.model_dir.layout import (CACHE_LENGTHS, CACHE_META, CACHE_SHARD_PLAN, CACHE_SHARDS,
+                                         building)
 
 
 # Bumped whenever the saved element structure changes, so old caches are never misread.
@@ -67,7 +69,7 @@ class TokenCache:
 
     def shard_files(self) -> list[str]:
         """The shard files, in corpus order."""
-        return sorted(str(p) for p in (self.path / "shards").glob(f"*{token_shards.SUFFIX}"))
+        return sorted(str(p) for p in (self.path / CACHE_SHARDS).glob(f"*{token_shards.SUFFIX}"))
 
     def dataset(self) -> tf.data.Dataset:
         """The cached ``(source_ids, target_ids)`` pairs, one per element, in corpus order; one
@@ -99,11 +101,11 @@ def load_or_build_cache(source_path: os.PathLike | str, target_path: os.PathLike
     ``model_proto``: ``vocab.read_model_proto``. ``workers``: default one per usable CPU.
     """
     cache_dir = pathlib.Path(cache_dir)
-    if (cache_dir / "meta.json").is_file():
-        lengths = np.load(cache_dir / "lengths.npy")
+    if (cache_dir / CACHE_META).is_file():
+        lengths = np.load(cache_dir / CACHE_LENGTHS)
         report(log, cache_dir, f"cache: reusing {cache_dir} ({len(lengths):,} pairs)")
         return TokenCache(cache_dir, lengths)
-    partial = cache_dir.parent / f".{cache_dir.name}.partial"
+    partial = building(cache_dir)
     jobs = _plan(source_path, target_path, model_proto, partial, shard_pairs)
     todo = [job for job in jobs if not pathlib.Path(job.output).is_file()]
     total = sum(job.pairs for job in jobs)
@@ -134,13 +136,13 @@ def _plan(source_path, target_path, model_proto: bytes, partial: pathlib.Path,
                         f"{tgt_lines:,}: a token cache needs one line per sentence on both "
                         "sides; clean them together (pipelines.data.text_io.clean_parallel)")
     plan = {"format": CACHE_FORMAT_VERSION, "shard_pairs": shard_pairs, "pairs": src_lines}
-    plan_file = partial / "plan.json"
+    plan_file = partial / CACHE_SHARD_PLAN
     if read_json(plan_file) == plan:
-        for stray in (partial / "shards").glob(".*"):  # a killed worker's temporary
+        for stray in (partial / CACHE_SHARDS).glob(".*"):  # a killed worker's temporary
             stray.unlink(missing_ok=True)
     else:
         shutil.rmtree(partial, ignore_errors=True)
-        (partial / "shards").mkdir(parents=True)
+        (partial / CACHE_SHARDS).mkdir(parents=True)
         write_json_atomic(plan_file, plan)
     return [
         token_shards.ShardJob(
@@ -149,7 +151,7 @@ def _plan(source_path, target_path, model_proto: bytes, partial: pathlib.Path,
             source_range=(src_starts[i], src_starts[i + 1]),
             target_range=(tgt_starts[i], tgt_starts[i + 1]),
             first_line=i * shard_pairs + 1, model_proto=model_proto,
-            output=str(token_shards.shard_path(partial / "shards", i)))
+            output=str(token_shards.shard_path(partial / CACHE_SHARDS, i)))
         for i in range(len(src_starts) - 1)]
 
 
@@ -189,16 +191,16 @@ def _finish(partial: pathlib.Path, cache_dir: pathlib.Path,
     """Write ``lengths.npy`` and ``meta.json`` into ``partial`` and rename it ``cache_dir``."""
     lengths = (np.concatenate([token_shards.read_lengths(job.output) for job in jobs])
                if jobs else np.zeros((0, 2), np.int32))
-    np.save(partial / "lengths.npy", lengths)
+    np.save(partial / CACHE_LENGTHS, lengths)
     meta = dict(meta, pairs=len(lengths), tokens=int(lengths.sum()), shards=len(jobs))
-    write_atomic(partial / "meta.json", json.dumps(meta, indent=1))
+    write_atomic(partial / CACHE_META, json.dumps(meta, indent=1))
     try:
         os.replace(partial, cache_dir)
     except OSError:
-        if not (cache_dir / "meta.json").is_file():
+        if not (cache_dir / CACHE_META).is_file():
             raise
         shutil.rmtree(partial, ignore_errors=True)  # another build finished it meanwhile
-        lengths = np.load(cache_dir / "lengths.npy")
+        lengths = np.load(cache_dir / CACHE_LENGTHS)
     report(log, cache_dir,
            f"cache: wrote {cache_dir} ({len(lengths):,} pairs, {int(lengths.sum()):,} tokens)")
     return TokenCache(cache_dir, lengths)

@@ -56,6 +56,17 @@ EXPORT_DIR = "export"
 CT2_EXPORT_DIR = "export_ct2"  # --format ctranslate2
 DEV_CHOICE_FILE = "dev_choice.json"
 PLAN_FILE = "plan.json"
+CLEAN_FILES = ("source.txt", "target.txt", "manifest.json")
+"""In CLEAN_DIR/<split>/: the cleaned text and what it was made from (data/text_io.py)."""
+CACHE_SHARDS, CACHE_LENGTHS = "shards", "lengths.npy"
+CACHE_SHARD_PLAN, CACHE_META = "plan.json", "meta.json"
+"""In CACHE_DIR/<key>/: token ids, [pairs, 2] counts, how the shards were cut, and, written
+last, the cache's description (data/token_cache.py); built in `building(CACHE_DIR/<key>)`."""
+
+
+def building(path: pathlib.Path) -> pathlib.Path:
+    """Where `path` is built before it is renamed into place: `.NAME.partial` beside it."""
+    return path.with_name(f".{path.name}.partial")
 
 
 def save_config(model_dir, config: TransformerConfig) -> None:
