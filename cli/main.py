@@ -136,7 +136,7 @@ def _runs(stage: str, options, chief: bool) -> bool:
         return False
     split = options.evaluation.split
     if (stage == "evaluate" and not FLAGS["mode"].present
-            and not options.make_task().has_split(split)):
+            and not options.task.has_split(split)):
         log(f"== evaluate: skipped, task {options.data.task} has no {split} data "
             f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
         return False
@@ -155,7 +155,7 @@ def _finish(started: float, modes, options, done: dict, plan) -> None:
     if plan is not None:
         log(f"plan: the run took {format_duration(time.monotonic() - started)} against its "
             f"ETA of {format_duration(plan.eta)} (budget {format_duration(plan.budget)})")
-    metric = options.make_task().metric_name if "evaluate" in done else None
+    metric = options.task.metric_name if "evaluate" in done else None
     log("\n".join(summary.lines(started, options.model_dir, done, metric,
-                                options.eval_task().score_label(options.evaluation.split),
+                                options.scored_task.score_label(options.evaluation.split),
                                 output=options.io.output)))

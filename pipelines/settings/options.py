@@ -168,16 +168,9 @@ class Recipe:
     origins: dict = dataclasses.field(default_factory=dict, compare=False)
     """Option name -> origin: "flag", "settings.json", "preset NAME", "device: <why>", ..."""
     task: Task | None = dataclasses.field(default=None, compare=False)
-    """The task, built once by the resolution (`make_task`)."""
+    """The task, built once by the resolution."""
     scored_task: Task | None = dataclasses.field(default=None, compare=False)
     """The task the evaluate stage scores: the model dir's, with this run's test files."""
-
-    def make_task(self) -> Task:
-        return self.task
-
-    def eval_task(self) -> Task:
-        """The task the evaluate stage scores: the model dir's, with this run's test files."""
-        return self.scored_task
 
     def values(self) -> dict[str, Any]:
         """The resolved value of each setting that settings.json or the run log shows."""

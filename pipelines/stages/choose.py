@@ -34,7 +34,7 @@ CHOSEN = ("average_last", "alpha")
 def wanted(options: Recipe) -> tuple[str, ...]:
     """The settings this run chooses on dev: those of `CHOSEN` no flag gives, when
     --choose_on_dev is on and the task has a dev split."""
-    if not options.training.choose_on_dev or not options.make_task().has_split("dev"):
+    if not options.training.choose_on_dev or not options.task.has_split("dev"):
         return ()
     return tuple(name for name in CHOSEN if options.origins.get(name) != "flag")
 
@@ -77,7 +77,7 @@ def _search(options: Recipe, names, kept: int, log: Log) -> list[dict]:
     counts = [count] + [c for c in AVERAGE_COUNTS if c <= kept and c != count
                         and "average_last" in names]
     alphas = [a for a in ALPHAS if a != alpha and "alpha" in names]
-    task, grid = options.make_task(), []
+    task, grid = options.task, []
     with tempfile.TemporaryDirectory(dir=options.model_dir) as tmp:
         averages = {each: _average(options, each, pathlib.Path(tmp)) for each in counts}
         model = md.load_final_model(options.model_dir, options.decoding.precision,

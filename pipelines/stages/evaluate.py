@@ -53,7 +53,7 @@ def eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count:
 def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -> dict:
     """Decodes and scores the eval split (or given test files); writes hypotheses and scores,
     and prints the scores to `out` (default stdout)."""
-    task, evaluation = options.eval_task(), options.evaluation
+    task, evaluation = options.scored_task, options.evaluation
     split, decoding = evaluation.split, options.decoding
     # Under another backend the search is always compiled (jax.jit).
     jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"

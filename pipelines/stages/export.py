@@ -69,7 +69,7 @@ def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pa
         log(f"export: {done['product']} is up to date (the same weights, decoding settings "
             f"and library versions); --export_version N writes another version")
         return pathlib.Path(done["product"])
-    translator = make_translator(options, options.make_task(), log)
+    translator = make_translator(options, options.task, log)
     path = translator.export(export_dir, version=export.version, overwrite=export.overwrite,
                              log=log)
     if export.check_ops:
@@ -90,7 +90,7 @@ def run_export_ctranslate2(options: Recipe, log: Log = print) -> pathlib.Path:
     output = pathlib.Path(export.export_dir or pathlib.Path(options.model_dir) / md.CT2_EXPORT_DIR)
     if output.exists() and not export.overwrite:
         raise ExportError(f"{output} already exists: pass --overwrite_export to replace it")
-    task = options.make_task()
+    task = options.task
     proto = prepare.vocab_path(options.model_dir).read_bytes()
     if task.decoding_constraint(proto) is not None:
         raise ExportError(f"--format ctranslate2: task {options.data.task} constrains its "

@@ -21,7 +21,7 @@ def record_settings(options: Recipe, *, trained: bool) -> None:
 
 
 def run_prepare(options: Recipe, log: Log = print) -> dict:
-    task = options.make_task()
+    task = options.task
     log(describe.describe_task(options, task))
     if options.init is not None:  # fine-tuning: the source's vocabulary, never a new one
         init_lib.copy_vocabulary(options.init, options.model_dir, log)

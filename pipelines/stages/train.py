@@ -17,7 +17,7 @@ def run_train(options: Recipe, strategy, log: Log = print):
     from pipelines.training import devices
     from pipelines.training import train as train_lib
 
-    task = options.make_task()
+    task = options.task
     if options.training.dev_metric_every and not task.has_split("dev"):
         raise ConfigError("--dev_metric_every needs a dev split: give its files (e.g. "
                           "--dev_src/--dev_tgt, --dev_trees) or drop the flag")

@@ -137,7 +137,7 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
     """Translates --input (or stdin) to --output (or `out`, default stdout) in chunks, a line per
     input line, as the exported model answers: the translation, or JSON (`IOOptions.detailed`);
     sampled with the recipe's `Sampling` (seeds: `chunk_seed`), else by beam search."""
-    translator = make_translator(options, options.make_task(), log)
+    translator = make_translator(options, options.task, log)
     widened = options.io.n_best > options.decoding.beam.beam_size  # see _translate_lines
     log(f"translate: sampling instead of beam search, {describe.describe_sampling(options)}"
         if options.decoding.sampling else f"translate: {describe.describe_decoding(options)}"
@@ -189,7 +189,7 @@ def run_score(options: Recipe, log: Log = print, out: TextIO | None = None) -> i
                                 options.evaluation.checkpoint, log=log)
     proto = prepare.vocab_path(options.model_dir).read_bytes()
     tokenizer = vocab_lib.load_tokenizer(proto)
-    teacher_inputs = options.make_task().teacher_inputs(proto)
+    teacher_inputs = options.task.teacher_inputs(proto)
     source_length = options.decoding.input_length(model.config.max_length)
     sources, targets = iter_lines(options.io.input), iter_lines(options.io.target)
     out, count = out or sys.stdout, 0

@@ -216,7 +216,7 @@ def check_budget(options: Recipe, modes, elapsed: float, log: Log = print) -> Pr
     `elapsed` seconds so far and the prepare stage still to come; returns the probe."""
     from pipelines.training import devices
 
-    task = options.make_task()
+    task = options.task
     measured = probe(options, task, devices.make_strategy(options.training.jit_compile), log)
     before = elapsed + (prepare_estimate(options, task) if "prepare" in modes else 0.0)
     make_plan(task, measured, before, dev_and_test_sentences(task))  # raises if too short
@@ -225,7 +225,7 @@ def check_budget(options: Recipe, modes, elapsed: float, log: Log = print) -> Pr
 
 def plan_training(options: Recipe, measured: Probe, elapsed: float, log: Log = print) -> Plan:
     """The plan `elapsed` seconds into the run (prepared by now), recorded and described."""
-    task = options.make_task()
+    task = options.task
     plan = make_plan(task, measured, elapsed, dev_and_test_sentences(task))
     record(options.model_dir, plan, elapsed)
     log(plan.describe(task.family.name))

@@ -140,7 +140,7 @@ def translator(model_dir):
     from pipelines.stages import export as stages
 
     run = resolver.resolve({"model_dir": str(model_dir)})
-    return stages.make_translator(run, run.make_task()).functions
+    return stages.make_translator(run, run.task).functions
 
 
 @pytest.fixture(scope="session")

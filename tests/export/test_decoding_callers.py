@@ -68,7 +68,7 @@ def test_evaluate_and_the_dev_metric(recipe_of, searches):
     evaluate.run_evaluate(recipe, log=lambda _: None, out=io.StringIO())
     assert searches and set(searches) == {EXPECTED}
     searches.clear()
-    task = recipe.make_task()
+    task = recipe.task
     model = md.load_final_model(recipe.model_dir)
     evaluate.dev_metric_evaluator(recipe, task, model.config.max_length, log=lambda _: None)(model)
     assert searches and set(searches) == {EXPECTED}
@@ -86,7 +86,7 @@ def test_translate_the_attention_plot_and_the_export(recipe_of, searches, tmp_pa
     assert searches and set(searches) == {EXPECTED}  # the serving function and the plot
     assert (tmp_path / "attention.png").is_file()
     searches.clear()
-    translator = export.make_translator(recipe, recipe.make_task(), log=lambda _: None)
+    translator = export.make_translator(recipe, recipe.task, log=lambda _: None)
     translator.translate(["A cat sleeps."])
     translator.translate(["A cat sleeps."], beam_size=2, alpha=0.5, max_extra_length=10)
     stop_rules = {seen[0] for seen in searches}

@@ -45,7 +45,7 @@ def int8_exported(model_dir, tmp_path_factory) -> pathlib.Path:
 def int8_translator(model_dir):
     """The in-process serving functions of the int8 export (what the export stage writes)."""
     run = resolver.resolve({"model_dir": str(model_dir), "quantize": "int8"})
-    return stages.make_translator(run, run.make_task()).functions
+    return stages.make_translator(run, run.task).functions
 
 
 def _saved_variables(version: pathlib.Path) -> list[tuple[str, tuple]]:

@@ -113,8 +113,8 @@ def test_test_files_given_to_a_trained_dir_are_scored_by_that_run_only(tmp_path)
                             "test_tgt": "my.de"})
     assert run.evaluation.test_files == {"test_src": "my.en", "test_tgt": "my.de"}
     assert "test_src" not in run.data.task_options
-    assert run.eval_task().test_files == ("my.en", "my.de")
-    assert run.make_task().test_files == ()
+    assert run.scored_task.test_files == ("my.en", "my.de")
+    assert run.task.test_files == ()
     with pytest.raises(DataError, match="^--test_src and --test_tgt go together"):
         resolver.resolve({"model_dir": str(translation), "test_src": "my.en"})
     with pytest.raises(DataError, match=r"^task multi30k_ende takes no --test_trees; its data "
@@ -123,8 +123,8 @@ def test_test_files_given_to_a_trained_dir_are_scored_by_that_run_only(tmp_path)
     _trained(parsing)
     run = resolver.resolve({"model_dir": str(parsing), "test_trees": "my.mrg"})
     assert run.evaluation.test_files == {"test_trees": "my.mrg"}
-    assert dict(run.eval_task().tree_files)["test"] == "my.mrg"
-    assert dict(run.make_task().tree_files)["test"] is None
+    assert dict(run.scored_task.tree_files)["test"] == "my.mrg"
+    assert dict(run.task.tree_files)["test"] is None
     with pytest.raises(DataError, match=r"^task ptb_parsing takes no --test_src, --test_tgt; "
                                         r"its data flags are --data_dir, --train_trees, "):
         resolver.resolve({"model_dir": str(parsing), "test_src": "a", "test_tgt": "b"})
@@ -153,7 +153,7 @@ def test_a_trained_dir_refuses_other_training_files(tmp_path):
     run = resolver.resolve({"model_dir": str(tmp_path), "test_src": "mine.en",
                             "test_tgt": "mine.de"})
     assert run.data.task_options["test_src"] == "t.en"
-    assert dict((split, (src, tgt)) for split, src, tgt in run.eval_task().files)["test"] == (
+    assert dict((split, (src, tgt)) for split, src, tgt in run.scored_task.files)["test"] == (
         "mine.en", "mine.de")
     assert resolver.resolve({"model_dir": str(tmp_path), "test_src": "t.en"}
                             ).evaluation.test_files == {}
@@ -299,7 +299,7 @@ def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
     from keras_transformer import TransformerConfig
 
     run = resolver.resolve({"model_dir": str(tmp_path / "m")})
-    config = options.config_for(run, run.make_task(), 8_000)
+    config = options.config_for(run, run.task, 8_000)
     assert config.max_length == TransformerConfig.preset("multi30k_small").max_length == 256
     assert run.origins["max_length"] == "preset multi30k_small"
     # A preset without its own (base) gets enough for the task: 128 + 50 + EOS.
@@ -307,7 +307,7 @@ def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
     assert (run.model.max_length, run.origins["max_length"]) == (179, "task multi30k_ende")
     run = resolver.resolve({"model_dir": str(tmp_path / "o"),
                            "config_override": {"max_length": 300}})
-    assert options.config_for(run, run.make_task(), 8_000).max_length == 300
+    assert options.config_for(run, run.task, 8_000).max_length == 300
     # A trained model keeps the positions its config.json has.
     trained = tmp_path / "t"
     trained.mkdir()

@@ -128,7 +128,7 @@ def test_dev_metric_scores_exactly_the_first_n_dev_sentences(trained, shared_dat
                            "extra_length": 2, "beam_size": 1, "override_saved": True})
     logged = []
     config = md.read_config(trained)
-    evaluate = stages.dev_metric_evaluator(run, run.make_task(), config.max_length,
+    evaluate = stages.dev_metric_evaluator(run, run.task, config.max_length,
                                            logged.append)
     score = evaluate(md.load_final_model(trained))
     assert evaluate.metric_name == "dev_sacrebleu"
@@ -268,7 +268,7 @@ def test_early_stop_then_average_of_the_best_by_dev_metric(prepared, tmp_path, s
     monkeypatch.setenv("KT_DATA_DIR", str(shared_data))
     run, logged = resolver.resolve({"model_dir": str(model_dir)}), []
     assert (run.training.keep_best_by, run.training.early_stop_patience) == ("dev_metric", 1)
-    train_lib.train(run.make_task(), str(model_dir), md.read_config(model_dir), run.training,
+    train_lib.train(run.task, str(model_dir), md.read_config(model_dir), run.training,
                     strategy=tf.distribute.get_strategy(), log=logged.append)
     assert logged[-1].startswith("train: stopped early before, at step 4: the dev metric has "
                                  "not improved for 1 evaluation(s)")
