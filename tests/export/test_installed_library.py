@@ -1,5 +1,6 @@
 """The installed library alone, as a user's project gets it: `pip install .` (not editable) of the
-checkout, run from a directory outside it with neither the checkout nor `pipelines/` importable.
+checkout into a fresh virtual environment, run from a directory outside the checkout with
+neither it nor `pipelines/` importable.
 A model dir that the pipelines wrote loads in one call and translates as `--mode translate`
 does, line for line; beam 8 with a 2-best list works; the SavedModel its `export` writes serves
 the golden signatures, and TensorFlow 1's session loader answers as the in-process translator.
@@ -27,8 +28,9 @@ SCRIPT = """
 import json, pathlib, sys
 import keras_transformer
 
-site, model_dir, source, export_dir = sys.argv[1:]
-assert pathlib.Path(keras_transformer.__file__).is_relative_to(site), keras_transformer.__file__
+model_dir, source, export_dir = sys.argv[1:]
+library = pathlib.Path(keras_transformer.__file__)
+assert library.is_relative_to(sys.prefix), library
 for name in ("pipelines", "export", "cli"):
     try:
         __import__(name)
@@ -44,24 +46,30 @@ print(json.dumps({"lines": translator.translate(lines),
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> pathlib.Path:
-    """The library installed by `pip install --target` from a copy of what setup.py packages
-    (so that the build writes nothing into the checkout)."""
+def venv_python(tmp_path_factory) -> pathlib.Path:
+    """The interpreter of a fresh virtual environment where `pip install .` (not editable)
+    installed the library from a copy of what setup.py packages (so that the build writes
+    nothing into the checkout). The environment sees this interpreter's site-packages for
+    the dependencies (TensorFlow and the rest), which pip would otherwise download; the
+    script checks that the library it imports is the environment's own."""
     source = tmp_path_factory.mktemp("source")
     for name in ("setup.py", "README.md"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "keras_transformer", source / "keras_transformer",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    target = tmp_path_factory.mktemp("site")
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True, timeout=300)
+    python = venv / "bin" / "python"
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(source)], capture_output=True, text=True, timeout=600)
+        [str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         str(source)], capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, install.stderr[-3000:]
-    return target
+    return python
 
 
 @pytest.fixture(scope="module")
-def outside(site, model_dir, shared_data, tmp_path_factory):
+def outside(venv_python, model_dir, shared_data, tmp_path_factory):
     """What the script printed, the source lines it read, and where it ran."""
     work = tmp_path_factory.mktemp("user_project")
     source = work / "test.en"
@@ -70,9 +78,9 @@ def outside(site, model_dir, shared_data, tmp_path_factory):
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     (work / "script.py").write_text(SCRIPT, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run([sys.executable, "script.py", str(site), str(model_dir), str(source),
+    run = subprocess.run([str(venv_python), "script.py", str(model_dir), str(source),
                           str(work / "exports")], cwd=work, capture_output=True, text=True,
-                         env=dict(env, PYTHONPATH=str(site)), timeout=600)
+                         env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert not [line for line in run.stderr.splitlines()  # quiet, as the command line is
                 if LIBRARY_LINE.match(line.encode())], run.stderr[-3000:]
