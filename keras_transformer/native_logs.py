@@ -1,6 +1,7 @@
 """Keeps the C++ libraries' informational and warning lines (TensorFlow's start-up lines,
 SentencePiece's per-model line) out of a user's output; their error and fatal lines pass, but
-for one start-up line that only says this machine has no CUDA driver (`LIBRARY_LINE`).
+for two that TensorFlow writes at error level on every CPU run and that report no failure
+(`LIBRARY_LINE`).
 
 Those libraries write straight to file descriptor 2, past Python and TF_CPP_MIN_LOG_LEVEL.
 `quiet()` puts a pipe there for the duration of a library call (`load`, `Translator`) and a
@@ -20,11 +21,14 @@ LIBRARY_LINE = re.compile(
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
     rb"|To enable the following instructions: .* rebuild TensorFlow"  # cpu_feature_guard's 2nd
     rb"|[\w.+-]+\.cc\(\d+\) LOG\((INFO|WARNING)\) "  # SentencePiece's own logging
-    rb"|E\d{4} [\d:.]+ +\d+ cuda_platform\.cc:\d+\] failed call to cuInit: .*\(303\))")
-"""The start of an informational or warning line a library wrote, not the project; or of
-TensorFlow's CUDA build's start-up error where no CUDA driver library is installed (303:
-CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, after its "Could not find cuda drivers" line), which every
-run on a CPU-only machine writes. Any other cuInit failure (a broken driver) passes."""
+    rb"|E\d{4} [\d:.]+ +\d+ (cuda_platform\.cc:\d+\] failed call to cuInit: .*\(303\)"
+    rb"|util\.cc:\d+\] oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling "
+    rb"back to the default Eigen-based implementation))")
+"""The start of an informational or warning line a library wrote, not the project; or of one
+of two error-level lines that report no failure: TensorFlow's CUDA build's start-up line where
+no CUDA driver library is installed (303: CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, after its "Could
+not find cuda drivers" line; any other cuInit failure, a broken driver, passes), and oneDNN's
+note that an int64 op runs on Eigen instead (written on AVX-512 machines too)."""
 LINE_END = re.compile(rb"(?<=[\r\n])")
 _depth = 0
 _lock = threading.Lock()
