@@ -32,8 +32,9 @@ from pipelines.settings.options import Recipe, config_for
 PROBE_STEPS, PROBE_WARMUP_STEPS, PROBE_SENTENCES = 12, 3, 32
 MIN_CHECKPOINT_STEPS = 10
 """The smallest run: each of the family's checkpoints at least this many steps apart."""
-DEV_DECODES = 6
-"""The dev choice's decodes (pipelines/stages/choose.py: 4 averages, then 2 more alphas)."""
+DEV_DECODES = 8
+"""The dev choice's decodes, in decodes of the recipe's beam (pipelines/stages/choose.py: 4
+averages, then 2 more alphas, then a beam of 8: about two decodes of a beam of 4 or 5)."""
 FIXED_SECONDS = 45.0
 """Averaging, the export and its op check, and the decodes' start-up (the default job's average,
 evaluate and export took 32.6 s with a 10 s decode; the 15-minute run's, with the dev choice,

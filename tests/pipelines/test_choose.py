@@ -1,5 +1,5 @@
-"""The dev choice (`--choose_on_dev`, pipelines/stages/choose.py): the average and alpha chosen
-by dev BLEU, recorded for every later stage, without reading the test split."""
+"""The dev choice (`--choose_on_dev`, pipelines/stages/choose.py): the average, alpha and beam
+chosen by dev BLEU, recorded for every later stage, without reading the test split."""
 import json
 
 import pytest
@@ -23,7 +23,7 @@ def checkpointed(prepared, tmp_path_factory, shared_data):
 def test_the_choice_is_made_on_dev_and_recorded_for_later_stages(checkpointed, tmp_path,
                                                                   shared_data, monkeypatch):
     """Each average of the kept checkpoints at the recipe's alpha, then each alpha at the best
-    average, decode dev; the best (the recipe's on a tie) goes into settings.json with its
+    average, then a wider beam at the best alpha, decode dev; the best (the recipe's on a tie) goes into settings.json with its
     origin, and the test split is never read. A rerun with no new checkpoint chooses nothing
     again; a flag's value is never chosen over."""
     import shutil
@@ -49,27 +49,33 @@ def test_the_choice_is_made_on_dev_and_recorded_for_later_stages(checkpointed, t
     logged = []
     average.run_average(options, log=logged.append)
     record = json.loads((model_dir / md.DEV_CHOICE_FILE).read_text())
-    grid = [(row["average_last"], row["alpha"]) for row in record["grid"]]
-    assert grid[0] == (3, 0.6) and "dev" in read and "test" not in read
-    assert {count for count, _ in grid} == {1, 3}  # 5 and 10: more than the 4 kept
-    best = max(record["grid"], key=lambda row: row["score"])
-    assert record["chosen"] == {"average_last": best["average_last"], "alpha": best["alpha"]}
-    assert sorted(alpha for count, alpha in grid if count == best["average_last"]) == [
+    grid = [(row["average_last"], row["alpha"], row["beam_size"]) for row in record["grid"]]
+    beam = options.decoding.beam.beam_size
+    assert grid[0] == (3, 0.6, beam) and "dev" in read and "test" not in read
+    assert {count for count, _, _ in grid} == {1, 3}  # 5 and 10: more than the 4 kept
+    count = max((row for row in record["grid"] if row["alpha"] == 0.6),
+                key=lambda row: row["score"])["average_last"]
+    assert sorted(alpha for each, alpha, size in grid if each == count and size == beam) == [
         0.6, 1.0, 1.4]
+    alpha = max(record["grid"][:-1], key=lambda row: row["score"])["alpha"]
+    assert grid[-1] == (count, alpha, 8) and beam != 8
+    best = max(record["grid"], key=lambda row: row["score"])
+    assert record["chosen"] == {name: best[name] for name in choose.CHOSEN}
     later = resolver.resolve({"model_dir": str(model_dir)})
-    assert (later.training.average_last, later.decoding.beam.alpha) == (
-        best["average_last"], best["alpha"])
+    assert (later.training.average_last, later.decoding.beam.alpha,
+            later.decoding.beam.beam_size) == (best["average_last"], best["alpha"],
+                                               best["beam_size"])
     assert json.loads((model_dir / SETTINGS_FILE).read_text())["decoding"]["alpha"] == (
         best["alpha"])
-    assert later.origins["alpha"] == later.origins["average_last"] == resolver.CHOSEN_ON_DEV
+    assert {later.origins[name] for name in choose.CHOSEN} == {resolver.CHOSEN_ON_DEV}
     assert "final.weights.h5" in logged[-1] and f"average: {best['average_last']} " in "".join(
         logged)
     logged.clear()
     assert choose.choose_on_dev(later, log=logged.append) == record["chosen"]
     assert "up to date" in logged[0]
     unchosen = resolver.resolve({"model_dir": str(model_dir), "alpha": 0.6,
-                                 "average_last": 3})
-    assert choose.wanted(unchosen) == ()  # both given by flag; off without the recipe's
+                                 "average_last": 3, "beam_size": 4})
+    assert choose.wanted(unchosen) == ()  # each given by flag; off without the recipe's
     assert choose.wanted(resolver.resolve({"model_dir": str(model_dir),
                                            "choose_on_dev": False})) == ()
 
@@ -84,7 +90,7 @@ def test_what_is_chosen(tmp_path):
     def wanted(**flags):
         return choose.wanted(resolver.resolve({"model_dir": str(tmp_path / "m"), **flags}))
 
-    assert wanted() == wanted(choose_on_dev=True) == ("average_last", "alpha")  # the recipe's
-    assert wanted(alpha=1.0) == ("average_last",)
+    assert wanted() == wanted(choose_on_dev=True) == ("average_last", "alpha", "beam_size")
+    assert wanted(alpha=1.0) == ("average_last", "beam_size")
     assert wanted(choose_on_dev=False) == ()
     assert wanted(choose_on_dev=True, task="text", train_src="a", train_tgt="b") == ()
