@@ -43,11 +43,12 @@ root = os.path.dirname(tensorflow_text.__file__)
 libraries = {}
 for path in sorted(glob.glob(os.path.join(root, "**", "*.so"), recursive=True)):
     try:
-        ops = tf.load_op_library(path).OP_LIST.op
+        library = tf.load_op_library(path)
     except Exception:
         continue
-    for op in ops:
-        libraries.setdefault(op.name, os.path.relpath(path, os.path.dirname(root)))
+    for name in after_text:
+        if hasattr(library, name):
+            libraries.setdefault(name, os.path.relpath(path, os.path.dirname(root)))
 json.dump({"tensorflow": tf.__version__, "tensorflow_text": tensorflow_text.__version__,
            "core": core, "after_text": after_text,
            "text_library": {n: libraries.get(n) for n in after_text}}, sys.stdout)
@@ -55,8 +56,9 @@ json.dump({"tensorflow": tf.__version__, "tensorflow_text": tensorflow_text.__ve
 """The op check's probe (export/op_check.py), run by `python -c` in a fresh interpreter in an
 empty directory, so that nothing already imported registers an op: which op names from stdin
 are registered after `import tensorflow`, which only after `import tensorflow_text`, and by
-which of its op libraries (`tf.load_op_library`'s public OP_LIST). TensorFlow has no public
-query of its op registry (`op_def_registry.get`)."""
+which of its op libraries (the module `tf.load_op_library` returns has a wrapper named after
+each op it registers). TensorFlow has no public query of its op registry
+(`op_def_registry.get`)."""
 
 
 def in_xla_context() -> bool:
