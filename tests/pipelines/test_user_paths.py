@@ -51,23 +51,29 @@ def last_checkpoint_step(model_dir) -> int:
     return int(re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', state, re.M).group(1))
 
 
-def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alpha=None):
+def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alpha=None,
+          exported=None):
     """Asserts that every value `log` prints equals the one the run used, and that those are
-    the path's own (`vocab`, `steps`, ... where given)."""
+    the path's own (`vocab`, `steps`, ... where given; `beam` and `alpha` as the path sets them,
+    before a dev choice). Exports decode with settings.json's beam and alpha, or `exported`."""
     from keras_transformer import TransformerConfig
     from pipelines.data import vocab as vocab_lib
+    from pipelines.model_dir.layout import DEV_CHOICE_FILE
 
     settings = json.loads((model_dir / "settings.json").read_text())
     pieces = vocab_lib.vocab_size_of((model_dir / "spm.model").read_bytes())
-    # The task line (prepare) and the options line: the vocabulary and the preset.
-    saved = settings["decoding"]
+    saved, choice = settings["decoding"], model_dir / DEV_CHOICE_FILE
+    own = {**saved, **({key: value for key, value in json.loads(choice.read_text())["grid"][0]
+                        .items() if key in saved} if choice.is_file() else {})}
+    # The task line (prepare, before any dev choice) and the options line: the vocabulary and
+    # the preset.
     for vocab_shown, preset_shown, beam_shown, alpha_shown, extra_shown in printed(
             r"task \w+: \S+, vocab ([\d,]+), max length \d+/\d+, preset (\w+), beam (\d+), "
             r"alpha ([\d.]+), extra length (\d+), ", log):
         assert (int(vocab_shown.replace(",", "")), preset_shown) == (
             pieces, settings["model"]["preset"])
         assert (int(beam_shown), float(alpha_shown), int(extra_shown)) == (
-            saved["beam_size"], saved["alpha"], saved["extra_length"])
+            own["beam_size"], own["alpha"], own["extra_length"])
     options = options_block(log)
     for shown in printed(r"\bvocab_size=(\d+)", options):
         assert int(shown) == pieces
@@ -107,8 +113,10 @@ def check(log, model_dir, *, vocab=None, steps=None, preset=None, beam=None, alp
         assert last_checkpoint_step(model_dir) == steps and steps_shown
     assert vocab is None or pieces == vocab
     assert preset is None or settings["model"]["preset"] == preset
-    assert beam is None or {int(shown[1]) for shown in exports} == {beam}
-    assert alpha is None or {float(shown[2]) for shown in exports} == {alpha}
+    assert {(int(shown[1]), float(shown[2])) for shown in exports} == {
+        exported or (saved["beam_size"], saved["alpha"])}
+    assert beam is None or own["beam_size"] == beam
+    assert alpha is None or own["alpha"] == alpha
 
 
 @pytest.mark.quick
@@ -160,14 +168,15 @@ def test_the_default_job(default_job):
 
 
 def test_a_rerun_that_decodes_differently(default_job, shared_data):
-    """`--override_saved --beam_size 8`: evaluate and export say beam 8 and use it; the
-    model dir keeps its beam 4."""
+    """`--override_saved --beam_size 6`: evaluate and export say beam 6 and use it; the
+    model dir keeps its own beam."""
     model_dir, _ = default_job
+    saved = json.loads((model_dir / "settings.json").read_text())["decoding"]
     log = run([f"--model_dir={model_dir}", "--mode=evaluate,export", "--override_saved",
-               "--beam_size=8", "--eval_sentences=8", "--nocheck_ops"], shared_data)
-    check(log, model_dir, beam=8, alpha=0.6)
-    assert "evaluate: beam 8," in log
-    assert json.loads((model_dir / "settings.json").read_text())["decoding"]["beam_size"] == 4
+               "--beam_size=6", "--eval_sentences=8", "--nocheck_ops"], shared_data)
+    check(log, model_dir, exported=(6, saved["alpha"]))
+    assert "evaluate: beam 6," in log
+    assert json.loads((model_dir / "settings.json").read_text())["decoding"] == saved
 
 
 @pytest.fixture(scope="module")
