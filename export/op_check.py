@@ -122,7 +122,8 @@ def probe_registry(op_names, python=None, timeout=300) -> dict:
     with tempfile.TemporaryDirectory(prefix="op_check_") as cwd:
         result = subprocess.run(
             [python or sys.executable, "-c", tf_internals.OP_REGISTRY_PROBE],
-            input=json.dumps(sorted(op_names)), capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+            input=json.dumps(sorted(op_names)), capture_output=True, text=True, cwd=cwd,
+            env=env, timeout=timeout)
     if result.returncode != 0:
         raise RuntimeError(f"the op registry probe failed (exit {result.returncode}); is "
                            f"tensorflow-text installed for {python or sys.executable}?\n"

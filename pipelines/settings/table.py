@@ -197,9 +197,10 @@ SETTINGS = (
               choices=("last", "dev_metric"), default="last", decided_by=RECIPE),
     _training("choose_on_dev", "bool", "Before averaging into final.weights.h5, choose "
               "--average_last (1, 3, 5 or 10), --alpha (0.6, 1.0, 1.4) and --beam_size (the "
-              "recipe's or 8) by the dev split's metric, where no flag gives them; keep the recipe's unless one scores higher. "
-              "The test split is never read; the choice is recorded in the model dir "
-              "(dev_choice.json, settings.json) for every later stage and the export.",
+              "recipe's or 8) by the dev split's metric, where no flag gives them; keep the "
+              "recipe's unless one scores higher. The test split is never read; the choice is "
+              "recorded in the model dir (dev_choice.json, settings.json) for every later "
+              "stage and the export.",
               default=False, decided_by=RECIPE),
     _training("early_stop_patience", "integer", "Stop training when this many dev-metric "
               "evaluations in a row have not improved on the best (needs --dev_metric_every; "

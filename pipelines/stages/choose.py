@@ -5,9 +5,10 @@ A recipe with `--choose_on_dev` (the sized `--task text` recipe, the default job
 to the user's own dev split: before averaging, the last `AVERAGE_COUNTS` checkpoints are
 averaged in turn and decode dev at the recipe's alpha; the best count then decodes it at each of
 `ALPHAS`, and the best of those with each of `BEAMS`. A value changes only where it scores
-strictly higher than the recipe's, so the dev score never drops. The test split is never read. The choice goes into settings.json (which every
-later stage and the export read) and `layout.DEV_CHOICE_FILE`, whose record makes the options
-block name its origin "chosen on dev".
+strictly higher than the recipe's, so the dev score never drops. The test split is never read.
+The choice goes into settings.json (which every later stage and the export read) and
+`layout.DEV_CHOICE_FILE`, whose record makes the options block name its origin "chosen on
+dev".
 """
 import dataclasses
 import json
