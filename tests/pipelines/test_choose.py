@@ -23,9 +23,9 @@ def checkpointed(prepared, tmp_path_factory, shared_data):
 def test_the_choice_is_made_on_dev_and_recorded_for_later_stages(checkpointed, tmp_path,
                                                                   shared_data, monkeypatch):
     """Each average of the kept checkpoints at the recipe's alpha, then each alpha at the best
-    average, then a wider beam at the best alpha, decode dev; the best (the recipe's on a tie) goes into settings.json with its
-    origin, and the test split is never read. A rerun with no new checkpoint chooses nothing
-    again; a flag's value is never chosen over."""
+    average, then a wider beam at the best alpha, decode dev; the best (the recipe's on a tie)
+    goes into settings.json with its origin, and the test split is never read. A rerun with no
+    new checkpoint chooses nothing again; a flag's value is never chosen over."""
     import shutil
 
     from keras_transformer.model_dir import SETTINGS_FILE
