@@ -33,17 +33,18 @@ def merge(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, str]]:
     """Each setting's value from the last layer that gives it, and that layer's origin."""
     values: dict[str, Any] = {}
     origins: dict[str, str] = {}
-    for origin, layer in layers:
-        for name, value in layer.items():
-            if value is not None:
-                values[name], origins[name] = value, origin
+    for origin, layer in reversed(list(layers)):
+        fill(values, origins, (origin, layer))
     return values, origins
 
 
-def _highest(layers: Iterable[Layer], name: str) -> Any:
-    """`name`'s merged value (None: no layer gives it), read before the lower layers exist."""
-    return next((layer[name] for _, layer in reversed(list(layers))
-                 if layer.get(name) is not None), None)
+def fill(values: dict[str, Any], origins: dict[str, str], layer: Layer) -> None:
+    """The merge's one step, taken from the highest layer down: `layer` gives each setting
+    no higher layer gave (so a lower layer can be made from what those decided)."""
+    origin, settings = layer
+    for name, value in settings.items():
+        if value is not None and name not in values:
+            values[name], origins[name] = value, origin
 
 
 def resolve(given: Mapping[str, Any], *,
@@ -61,21 +62,18 @@ def resolve(given: Mapping[str, Any], *,
     saved = md.load_settings(model_dir)
     check_vocabulary(model_dir, saved.get("spm_sha256"))
     init = init_lib.resolve(given, model_dir, saved)
-    check_against_saved(_flag_layer(given), saved, model_dir)
-    upper = [("init_from", init.model_layer() if init else {}),
-             (CONFIG_FILE, _config_layer(model_dir)),
-             (SETTINGS_FILE, _saved_layer(saved)), ("flag", _flag_layer(given))]
-    task_options, test_files = _task_options(given, saved, model_dir)
-    task = get_task(_highest(upper, "task") or table.default("task"), **task_options)
-    preset = _highest(upper, "config") or task.preset
-    recipe = _preset_layer(preset)
-    # A preset's recipe may say what the task is (parsing's target form).
-    task_options.update({k: recipe[k] for k in task.content_options()
-                         if k in recipe and k not in task_options})
-    task = get_task(task.name, **task_options)
-    values, origins = merge([("default", _paper_layer()), (task.origin, _task_layer(task)),
-                             (f"preset {preset}", recipe), _plan_layer(given, model_dir),
-                             *upper])
+    flags = _flag_layer(given)
+    check_against_saved(flags, saved, model_dir)
+    test_files = _scored_files(flags, saved, model_dir)
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for layer in (("flag", flags), (SETTINGS_FILE, _saved_layer(saved)),
+                  (CONFIG_FILE, _config_layer(model_dir)),
+                  ("init_from", init.model_layer() if init else {}),
+                  _plan_layer(given, model_dir)):
+        fill(values, origins, layer)
+    task = _task_and_preset(values, origins)
+    fill(values, origins, ("default", _paper_layer()))
     _mark_chosen(values, origins, model_dir)
     _derive(values, origins, task, device or device_policy.Device())
     training = TrainingOptions(**{f.name: values.get(f.name)
@@ -84,9 +82,9 @@ def resolve(given: Mapping[str, Any], *,
     init_lib.check_training(init, training.train_steps, training.accumulate_steps)
     return Recipe(
         model_dir=model_dir,
-        data=DataOptions(task.name, {**task_options, **task.content_options()},
+        data=DataOptions(task.name, {k: values[k] for k in TASK_OPTIONS if k in values},
                          values["vocab_size"]),
-        model=ModelOptions(preset, dict(values.get("config_override") or {}),
+        model=ModelOptions(values["config"], dict(values.get("config_override") or {}),
                            int(values["max_length"])),
         training=training, decoding=DecodingOptions(
             BeamSearch(**{f.name: values[f.name] for f in dataclasses.fields(BeamSearch)}),
@@ -105,26 +103,38 @@ def resolve(given: Mapping[str, Any], *,
             "with_alignment", "prefix_file", "terms"))),
         # Progress bars on a terminal; in a file or pipe a plain line per epoch (checkpoint).
         progress=1 if sys.stderr.isatty() else 2, init=init,
-        origins=origins, task=task, scored_task=_scored_task(task, task_options, test_files))
+        origins=origins, task=task, scored_task=_scored_task(task, values, test_files))
 
 
-def _scored_task(task: Task, options: Mapping[str, Any], test_files: Mapping[str, Any]) -> Task:
+def _task_and_preset(values: dict[str, Any], origins: dict[str, str]) -> Task:
+    """Builds the task, once, from the layers above the recipes, and merges the preset's and
+    the task's layers under them. A named preset's recipe may say what the task is (parsing's
+    target form), so it comes first; a task's own preset names no task option (tested)."""
+    named = values.get("config")
+    if named:
+        fill(values, origins, (f"preset {named}", _preset_layer(named)))
+    task = get_task(values.get("task") or table.default("task"),
+                    **{k: values[k] for k in TASK_OPTIONS if k in values})
+    if not named:
+        fill(values, origins, (f"preset {task.preset}", _preset_layer(task.preset)))
+    fill(values, origins, (task.origin, _task_layer(task)))
+    return task
+
+
+def _scored_task(task: Task, values: Mapping[str, Any], test_files: Mapping[str, Any]) -> Task:
     """The task the evaluate stage scores: `task`, with this run's test files."""
-    return get_task(task.name, **{**options, **task.content_options(), **test_files}) \
-        if test_files else task
+    return get_task(task.name, **{**{k: values[k] for k in TASK_OPTIONS if k in values},
+                                  **test_files}) if test_files else task
 
 
-def _task_options(given: Mapping[str, Any], saved: Mapping[str, Any],
-                  model_dir: str) -> tuple[dict, dict]:
-    """(the task's options, settings.json's then the flags'; test files only this run scores)."""
+def _scored_files(flags: dict[str, Any], saved: Mapping[str, Any], model_dir: str) -> dict:
+    """Takes out of `flags` the test files a trained model dir scores for this run only
+    (`SCORED_FILES` other than settings.json's)."""
+    if not md.has_weights(model_dir):
+        return {}
     saved_options = saved.get("task_options") or {}
-    flags = {k: given[k] for k in TASK_OPTIONS if given.get(k) is not None}
-    test_files = {k: flags.pop(k) for k in SCORED_FILES if k in flags
-                  and md.has_weights(model_dir) and flags[k] != saved_options.get(k)}
-    options = {**saved_options, **flags}
-    get_task(given.get("task") or saved.get("task") or table.default("task"),
-             **{**options, **test_files})  # refuses what the task cannot take
-    return options, test_files
+    return {k: flags.pop(k) for k in SCORED_FILES
+            if flags.get(k) is not None and flags[k] != saved_options.get(k)}
 
 
 def _paper_layer() -> dict[str, Any]:
@@ -140,7 +150,7 @@ def _task_layer(task: Task) -> dict[str, Any]:
     """What the task brings: preset, vocabulary, decoding (sources cut as in training), recipe."""
     return {"config": task.preset, "vocab_size": task.vocab_size,
             **dataclasses.asdict(task.decoding), "max_input_length": task.max_source_length,
-            **task.recipe}
+            **task.recipe, **task.content_options()}
 
 
 def _plan_layer(given: Mapping[str, Any], model_dir: str) -> Layer:

@@ -10,9 +10,7 @@ These are the task's layer of the recipe: a preset, the model dir and the flags 
 """
 
 import dataclasses
-import functools
 import itertools
-import os
 
 from keras_transformer.learning_rate import WARMUP_STEPS, scale_for_peak
 from pipelines.durations import format_duration
@@ -83,26 +81,21 @@ class SizedRecipe:
 
 
 def measure(source: str, target: str) -> CorpusSize | None:
-    """The corpus's size, or None when a file cannot be read (prepare names it then)."""
-    try:
-        return _measure(*(os.path.abspath(p) for p in (source, target)),
-                        *(os.stat(p).st_mtime_ns for p in (source, target)))
-    except OSError:
-        return None
-
-
-@functools.lru_cache(maxsize=8)
-def _measure(source: str, target: str, *_mtimes: int) -> CorpusSize:
+    """The corpus's size, read from its files at each call (a sample of lines, and the line
+    count); None when a file cannot be read (prepare names it then)."""
     types: set[bytes] = set()
     means = []
-    for path in (source, target):
-        with open(path, "rb") as f:
-            lines = list(itertools.islice(f, SAMPLE_LINES))
-        words = [line.split() for line in lines]
-        types.update(itertools.chain.from_iterable(words))
-        means.append(sum(map(len, words)) / max(1, len(words)))
-    with open(target, "rb") as f:
-        pairs = sum(1 for _ in f)
+    try:
+        for path in (source, target):
+            with open(path, "rb") as f:
+                lines = list(itertools.islice(f, SAMPLE_LINES))
+            words = [line.split() for line in lines]
+            types.update(itertools.chain.from_iterable(words))
+            means.append(sum(map(len, words)) / max(1, len(words)))
+        with open(target, "rb") as f:
+            pairs = sum(1 for _ in f)
+    except OSError:
+        return None
     return CorpusSize(pairs, len(types), max(means))
 
 

@@ -82,6 +82,8 @@ def test_a_task_or_preset_gives_each_setting_once():
             task.decoding))
         assert not set(task.recipe) & fields, name
         assert set(task.recipe) <= set(table.TABLE), name
+        # The task is built once, so its own preset cannot say what the task is.
+        assert not set(PRESET_RECIPES.get(task.preset, {})) & set(options.TASK_OPTIONS), name
     assert not {"train_steps", "label_smoothing"} & architecture
 
 
@@ -103,3 +105,23 @@ def test_layers_merge_in_order_with_their_origins():
                                       ("flag", {"c": 300})])
     assert values == {"a": 1, "b": 20, "c": 300}
     assert origins == {"a": "paper", "b": "task", "c": "flag"}
+
+
+def test_a_resolution_builds_its_task_once(monkeypatch, tmp_path):
+    """One Task a resolution, the preset's target form included; a second one only for the test
+    files a trained dir scores for this run."""
+    built = []
+
+    def counting(name, **task_options):
+        built.append((name, task_options))
+        return get_task(name, **task_options)
+
+    monkeypatch.setattr(resolver, "get_task", counting)
+    recipe = resolver.resolve({"model_dir": str(tmp_path / "m")})
+    assert [name for name, _ in built] == ["multi30k_ende"] and recipe.task is recipe.scored_task
+    built.clear()
+    recipe = resolver.resolve({"model_dir": str(tmp_path / "p"), "task": "ptb_parsing",
+                               "config": "parsing_wsj_sample"})
+    assert built == [("ptb_parsing", {"target_form": "read_xx"})]
+    assert recipe.origins["target_form"] == "preset parsing_wsj_sample"
+    assert recipe.data.task_options == {"target_form": "read_xx"}
