@@ -5,7 +5,7 @@ import dataclasses
 import importlib.util
 import os
 import sys
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from keras_transformer import learning_rate
 from keras_transformer.config import PRESETS, TRAINING_FIELDS, TransformerConfig
@@ -27,15 +27,6 @@ CHOSEN_ON_DEV = "chosen on dev"
 
 Layer = tuple[str, Mapping[str, Any]]
 """(origin, {setting: value}) by the table's names and `max_length`; a None value says nothing."""
-
-
-def merge(layers: Iterable[Layer]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Each setting's value from the last layer that gives it, and that layer's origin."""
-    values: dict[str, Any] = {}
-    origins: dict[str, str] = {}
-    for origin, layer in reversed(list(layers)):
-        fill(values, origins, (origin, layer))
-    return values, origins
 
 
 def fill(values: dict[str, Any], origins: dict[str, str], layer: Layer) -> None:

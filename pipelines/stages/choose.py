@@ -80,10 +80,15 @@ def choose_on_dev(options: Recipe, log: Log = print) -> dict | None:
 def _search(options: Recipe, names, kept: int, log: Log) -> list[dict]:
     """Dev scores, the recipe's values first: each average at the recipe's alpha and beam, then
     each alpha at the best average, then each beam at the best of those; `kept`: the
-    checkpoints on disk. One model takes each average's weights in turn, so that a compiled
-    search serves every average."""
-    recipe = options.decoding.beam
-    count = options.training.average_last
+    checkpoints on disk. A choice made again (after new checkpoints) starts from the values the
+    first one started from (its grid's first row), not from what it chose, so that it takes the
+    same path. One model takes each average's weights in turn, so that a compiled search
+    serves every average."""
+    start = {k: v for k, v in (md.load_dev_choice(options.model_dir).get("grid") or [{}])[0]
+             .items() if k in names}
+    recipe = dataclasses.replace(options.decoding.beam, **{
+        k: v for k, v in start.items() if k in ("alpha", "beam_size")})
+    count = start.get("average_last", options.training.average_last)
     counts = [count] + [c for c in AVERAGE_COUNTS if c <= kept and c != count
                         and "average_last" in names]
     task, grid = options.task, []

@@ -73,6 +73,10 @@ def test_the_choice_is_made_on_dev_and_recorded_for_later_stages(checkpointed, t
     logged.clear()
     assert choose.choose_on_dev(later, log=logged.append) == record["chosen"]
     assert "up to date" in logged[0]
+    # Chosen again (as after a new checkpoint): from where the first choice started.
+    monkeypatch.setattr(choose.made_from, "up_to_date", lambda *args: None)
+    assert choose.choose_on_dev(later, log=logged.append) == record["chosen"]
+    assert json.loads((model_dir / md.DEV_CHOICE_FILE).read_text())["grid"] == record["grid"]
     unchosen = resolver.resolve({"model_dir": str(model_dir), "alpha": 0.6,
                                  "average_last": 3, "beam_size": 4})
     assert choose.wanted(unchosen) == ()  # each given by flag; off without the recipe's

@@ -95,14 +95,16 @@ def test_the_merge_is_one_short_function_that_reads_in_order():
     nested = [node.name for node in ast.walk(function)
               if isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not function]
     assert nested == []
-    merge = ast.parse(inspect.getsource(resolver.merge)).body[0]
+    merge = ast.parse(inspect.getsource(resolver.fill)).body[0]
     assert merge.end_lineno - merge.lineno + 1 <= 60
 
 
 def test_layers_merge_in_order_with_their_origins():
-    values, origins = resolver.merge([("paper", {"a": 1, "b": 2, "c": 3}),
-                                      ("task", {"b": 20, "c": None}),
-                                      ("flag", {"c": 300})])
+    """From the highest layer down, each setting keeps the first value given (None: none)."""
+    values, origins = {}, {}
+    for layer in (("flag", {"c": 300}), ("task", {"b": 20, "c": None}),
+                  ("paper", {"a": 1, "b": 2, "c": 3})):
+        resolver.fill(values, origins, layer)
     assert values == {"a": 1, "b": 20, "c": 300}
     assert origins == {"a": "paper", "b": "task", "c": "flag"}
 
