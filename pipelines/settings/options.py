@@ -27,6 +27,8 @@ SCORED_FILES = ("test_src", "test_tgt", "test_trees")
 """Test files that, given to a trained model dir, are scored by that run only."""
 SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
 """Any of these makes translate sample instead of beam search."""
+SHOWN = (("data",), ("model",), ("training",), ("decoding",), ("evaluation",))
+"""The Recipe's sections the run log's options block shows (not the run's files and outputs)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,14 +175,17 @@ class Recipe:
     """The task the evaluate stage scores: the model dir's, with this run's test files."""
 
     def values(self) -> dict[str, Any]:
-        """The resolved value of each setting that settings.json or the run log shows."""
-        return {"task": self.data.task, "vocab_size": self.data.vocab_size,
-                "config": self.model.preset, "config_override": self.model.config_overrides,
-                "max_length": self.model.max_length, **dataclasses.asdict(self.training),
-                **dataclasses.asdict(self.decoding.beam),
-                "max_input_length": self.decoding.max_input_length,
-                "decode_precision": self.decoding.precision,
-                "decode_jit_compile": self.evaluation.jit_compile}
+        """The resolved value of each setting that settings.json or the run log shows: the
+        rows in the `SHOWN` sections, read at their `section` paths."""
+        shown = {}
+        for row in table.SETTINGS:
+            if row.section[:1] in SHOWN:
+                value: Any = self
+                for key in row.section:
+                    value = getattr(value, key)
+                shown[row.name] = value
+        return {**shown, "max_length": self.model.max_length,
+                "precision_policy": self.training.precision_policy}
 
     def settings(self, *, trained: bool) -> dict[str, Any]:
         """settings.json by `saved` paths: what prepare decides; once `trained`, everything."""
@@ -190,7 +195,7 @@ class Recipe:
         for name, row in table.saved_rows().items():
             if row.saved[0] in ("task", "vocab_size") or (trained and row.saved[0] in (
                     "model", "training", "decoding")):
-                _place(saved, row.saved, values[name])
+                place(saved, row.saved, values[name])
         if trained:
             saved["training"]["precision_policy"] = self.training.precision_policy  # a record
         if self.init is not None:
@@ -198,11 +203,11 @@ class Recipe:
         return saved
 
 
-def _place(saved: dict, path: tuple, value) -> None:
-    """Sets settings.json's entry at `path` to `value`."""
+def place(tree: dict, path: tuple, value) -> None:
+    """Sets the entry of nested dicts `tree` at `path` (settings.json's, a Recipe's sections)."""
     for key in path[:-1]:
-        saved = saved.setdefault(key, {})
-    saved[path[-1]] = value
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
 
 
 def config_for(options: Recipe, task: Task, vocab_size: int) -> TransformerConfig:

@@ -20,7 +20,8 @@ from pipelines.settings.recipes import PRESET_RECIPES
 from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIONS,
                                         TRAINING_FILES, AverageOptions, DataOptions,
                                         DecodingOptions, EvalOptions, ExportOptions,
-                                        IOOptions, ModelOptions, Recipe, TrainingOptions)
+                                        IOOptions, ModelOptions, Recipe, TrainingOptions,
+                                        place)
 from pipelines.tasks import Task, get_task
 
 CHOSEN_ON_DEV = "chosen on dev"
@@ -67,31 +68,25 @@ def resolve(given: Mapping[str, Any], *,
     fill(values, origins, ("default", _paper_layer()))
     _mark_chosen(values, origins, model_dir)
     _derive(values, origins, task, device or device_policy.Device())
-    training = TrainingOptions(**{f.name: values.get(f.name)
-                                  for f in dataclasses.fields(TrainingOptions)})
+    values.update(config_override=dict(values.get("config_override") or {}),
+                  average_checkpoints=tuple(values.get("average_checkpoints") or ()))
+    sections = _sections(values)
+    training = TrainingOptions(**sections["training"],
+                               precision_policy=values["precision_policy"])
     _check_training(training, values["n_best"])
     init_lib.check_training(init, training.train_steps, training.accumulate_steps)
+    sections["export"]["format"] = _export_format(values)
+    decoding = sections["decoding"]
     return Recipe(
         model_dir=model_dir,
-        data=DataOptions(task.name, {k: values[k] for k in TASK_OPTIONS if k in values},
-                         values["vocab_size"]),
-        model=ModelOptions(values["config"], dict(values.get("config_override") or {}),
-                           int(values["max_length"])),
+        data=DataOptions(**sections["data"],
+                         task_options={k: values[k] for k in TASK_OPTIONS if k in values}),
+        model=ModelOptions(**sections["model"], max_length=int(values["max_length"])),
         training=training, decoding=DecodingOptions(
-            BeamSearch(**{f.name: values[f.name] for f in dataclasses.fields(BeamSearch)}),
-            values["decode_precision"], values["max_input_length"], _sampling(values)),
-        evaluation=EvalOptions(values["eval_split"], values["eval_sentences"],
-                               values["decode_jit_compile"], values.get("checkpoint"),
-                               test_files),
-        average=AverageOptions(tuple(values.get("average_checkpoints") or ()), values.get(
-            "average_output")),
-        export=ExportOptions(values.get("export_dir"), values.get("export_version"),
-                             values["overwrite_export"], values["export_jit_compile"],
-                             values["check_ops"], values.get("quantize"),
-                             _export_format(values)),
-        io=IOOptions(*(values.get(name) for name in (
-            "input", "output", "target", "plot_attention", "n_best", "with_scores",
-            "with_alignment", "prefix_file", "terms"))),
+            BeamSearch(**decoding.pop("beam")), **decoding, sampling=_sampling(values)),
+        evaluation=EvalOptions(**sections["evaluation"], test_files=test_files),
+        average=AverageOptions(**sections["average"]), export=ExportOptions(**sections["export"]),
+        io=IOOptions(**sections["io"]),
         # Progress bars on a terminal; in a file or pipe a plain line per epoch (checkpoint).
         progress=1 if sys.stderr.isatty() else 2, init=init,
         origins=origins, task=task, scored_task=_scored_task(task, values, test_files))
@@ -110,6 +105,15 @@ def _task_and_preset(values: dict[str, Any], origins: dict[str, str]) -> Task:
         fill(values, origins, (f"preset {task.preset}", _preset_layer(task.preset)))
     fill(values, origins, (task.origin, _task_layer(task)))
     return task
+
+
+def _sections(values: Mapping[str, Any]) -> dict[str, dict]:
+    """The resolved values placed at their rows' `section` paths: the Recipe's fields."""
+    sections: dict[str, dict] = {}
+    for row in table.SETTINGS:
+        if row.section:
+            place(sections, row.section, values.get(row.name))
+    return sections
 
 
 def _scored_task(task: Task, values: Mapping[str, Any], test_files: Mapping[str, Any]) -> Task:

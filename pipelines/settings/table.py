@@ -39,6 +39,7 @@ class Setting:
     option: bool = True         # False: read by the command line itself, not `resolve`
     stages: tuple = ()          # the only --mode stages that read it (): any, or none
     stages_use: str = "use it"  # what they do with it, for the refusal without them
+    section: tuple = ()         # where the run's Recipe holds it (options.py), field path
 
     def help_text(self) -> str:
         """The flag's help: the text and its default, written only here."""
@@ -53,12 +54,13 @@ def _s(name, type_, help_, **kw) -> Setting:
 
 
 def _training(name, type_, help_, binding=FREE, **kw) -> Setting:
-    return Setting(name, type_, help_, saved=("training", name), binding=binding, **kw)
+    return Setting(name, type_, help_, saved=("training", name), binding=binding,
+                   section=("training", name), **kw)
 
 
-def _decoding(name, type_, help_, key=None, **kw) -> Setting:
+def _decoding(name, type_, help_, key=None, section=None, **kw) -> Setting:
     return Setting(name, type_, help_, saved=("decoding", key or name), binding=DECODING,
-                   fronts=BOTH, **kw)
+                   fronts=BOTH, section=section or ("decoding", "beam", name), **kw)
 
 
 def _task_option(name, help_, binding=FREE, **kw) -> Setting:
@@ -101,7 +103,7 @@ SETTINGS = (
     # The task and its data.
     _s("task", "string", "Task: multi30k_ende, wmt14_ende, wmt14_enfr, ptb_parsing or text. "
        "After prepare: the model dir's.", default="multi30k_ende", saved=("task",),
-       binding=FIXED),
+       binding=FIXED, section=("data", "task")),
     _task_option("data_dir", "Where the task's data is: the folder holding multi30k/, the "
                  "tfds data dir, or the WSJ tree dir.",
                  decided_by="$KT_DATA_DIR for multi30k_ende, else the task's"),
@@ -132,13 +134,14 @@ SETTINGS = (
     _s("config", "string", "Preset name (keras_transformer/config.py): base, big, the "
        "paper's Table 3 rows A1-A4, B1-B2, C1-C7, D1-D4, E; small, tiny, multi30k_small, "
        "multi30k_quality, multi30k_tiny, parsing_wsj, parsing_wsj_sample.",
-       decided_by="the task's", saved=("model", "preset"), binding=FIXED),
+       decided_by="the task's", saved=("model", "preset"), binding=FIXED,
+       section=("model", "preset")),
     _s("config_override", "multi_string", "key=value overriding a config field; repeatable, "
        "e.g. --config_override dropout=0.3.", saved=("model", "config_overrides"),
-       binding=FIXED),
+       binding=FIXED, section=("model", "config_overrides")),
     _s("vocab_size", "integer", "Shared vocabulary size.", at_least=1,
        decided_by="the preset's own where it declares one, else the task's",
-       saved=("vocab_size",), binding=FIXED),
+       saved=("vocab_size",), binding=FIXED, section=("data", "vocab_size")),
     # Training (defaults: the paper's Section 5, base).
     _training("train_steps", "integer", "Optimizer updates.", at_least=1, default=100_000,
               decided_by=RECIPE + " (big: 300,000), else the paper's base"),
@@ -166,11 +169,12 @@ SETTINGS = (
     _s("average_checkpoints", "list", "average: these checkpoints (ckpt-N names, comma "
        "separated) instead of the --average_last ones, into --average_output; "
        "final.weights.h5 is left as it is.", decided_by="the --average_last ones",
-       stages=("average",), stages_use=AVERAGE_USE),
+       stages=("average",), stages_use=AVERAGE_USE, section=("average", "checkpoints")),
     _s("average_output", "string", "average: the weights file to write instead of "
        "final.weights.h5 (NAME.weights.h5; decode it with --checkpoint).",
        decided_by="with --average_checkpoints, average.CKPTS.weights.h5 in the model dir, "
-       "else final.weights.h5", stages=("average",), stages_use=AVERAGE_USE),
+       "else final.weights.h5", stages=("average",), stages_use=AVERAGE_USE,
+       section=("average", "output")),
     _training("seed", "integer", "Random seed (weights, data order, dropout; and translate's "
               "sampling: the same seed, the same samples).", default=0, at_least=0),
     _training("jit_compile", "bool", "Compile the training step with XLA.",
@@ -207,7 +211,8 @@ SETTINGS = (
               "0: never). The later stages run as usual.", default=0, at_least=0),
     _s("memory_limit_mb", "integer", "Memory one training step may use; checked on the "
        "largest batch before training.", at_least=1,
-       decided_by="on a CPU the RAM available, on a GPU no limit"),
+       decided_by="on a CPU the RAM available, on a GPU no limit",
+       section=("training", "memory_limit_mb")),
     # Decoding: both command lines; a flag decodes its run, settings.json keeps the first.
     _decoding("beam_size", "integer", "Beam size; fixed in an exported graph.", at_least=1,
               decided_by=RECIPE + ", else the task's"),
@@ -217,7 +222,7 @@ SETTINGS = (
               decided_by=RECIPE + ", else the task's"),
     _decoding("max_input_length", "integer", "Longest source in tokens (EOS included); longer "
               "inputs keep their first pieces; at most the model's max_length.", at_least=1,
-              decided_by="the task's limit"),
+              decided_by="the task's limit", section=("decoding", "max_input_length")),
     _decoding("stop_rule", "enum", "When beam search stops a sentence: exact once no live "
               "hypothesis can beat its finished ones; best_finished once its best finished "
               "one beats the best live one as it stands (CTranslate2's rule: fewer steps, "
@@ -226,24 +231,28 @@ SETTINGS = (
     _decoding("decode_precision", "enum", "Precision of evaluate, translate and export.",
               key="precision", choices=("float32", "bfloat16"),
               decided_by="bfloat16 if trained with mixed precision, else float32",
-              aliases=((EXPORT, "precision"),)),
+              aliases=((EXPORT, "precision"),), section=("decoding", "precision")),
     _s("override_saved", "bool", "Accepted for older scripts; changes nothing: decoding "
        "flags apply to the run that gives them without it.", default=False, fronts=BOTH),
     _s("decode_jit_compile", "bool", "Compile evaluation's beam search with XLA.",
-       decided_by="on in float32, off in bfloat16, which XLA's CPU backend does not speed up"),
+       decided_by="on in float32, off in bfloat16, which XLA's CPU backend does not speed up",
+       section=("evaluation", "jit_compile")),
     # Evaluate.
     _s("eval_split", "enum", "Split the evaluate stage scores.", choices=("dev", "test"),
-       default="test", decided_by=RECIPE),
+       default="test", decided_by=RECIPE, section=("evaluation", "split")),
     _s("eval_sentences", "integer", "Score only the first N sentences (0: all).", default=0,
-       at_least=0),
+       at_least=0, section=("evaluation", "sentences")),
     _s("checkpoint", "string", "evaluate, translate, score, export: decode this checkpoint "
        "(ckpt-N), or this weights file (NAME.weights.h5, as --average_output writes), "
-       "instead of final.weights.h5."),
+       "instead of final.weights.h5.", section=("evaluation", "checkpoint")),
     # Translate and score.
-    _s("input", "string", "translate: file of source sentences.", decided_by="stdin"),
-    _s("output", "string", "translate: output file.", decided_by="stdout"),
+    _s("input", "string", "translate: file of source sentences.", decided_by="stdin",
+       section=("io", "input")),
+    _s("output", "string", "translate: output file.", decided_by="stdout",
+       section=("io", "output")),
     _s("n_best", "integer", "translate: the N best hypotheses of each line, as JSON lines (the "
-       "beam is widened to N if smaller; sampling: N samples).", default=1, at_least=1),
+       "beam is widened to N if smaller; sampling: N samples).", default=1, at_least=1,
+       section=("io", "n_best")),
     _s("sampling_topk", "integer", "translate: sample instead of beam search, each token from "
        "the K most likely (0: no cut). Any sampling flag turns sampling on; --seed seeds it.",
        at_least=0, stages=("translate",), stages_use="samples"),
@@ -254,41 +263,46 @@ SETTINGS = (
        "temperature T.", above=0, decided_by="1 when sampling", stages=("translate",),
        stages_use="samples"),
     _s("with_scores", "bool", "translate: add each hypothesis's pieces and their "
-       "log-probabilities (JSON lines).", default=False),
+       "log-probabilities (JSON lines).", default=False, section=("io", "with_scores")),
     _s("with_alignment", "bool", "translate: add, for each target piece, the source piece it "
-       "attends to most (JSON lines).", default=False),
+       "attends to most (JSON lines).", default=False, section=("io", "with_alignment")),
     _s("prefix_file", "string", "translate: target prefixes, line by line with the input "
-       "(empty line: none); every hypothesis starts with its prefix."),
+       "(empty line: none); every hypothesis starts with its prefix.",
+       section=("io", "prefix_file")),
     _s("terms", "string", "translate: required target phrases, line by line with the input, "
        "tab-separated (empty line: none); every translation contains each (lexically "
        "constrained beam search, Post & Vilar 2018).", stages=("translate",),
-       stages_use="takes required phrases"),
-    _s("target", "string", "score: file of translations, line by line with --input."),
+       stages_use="takes required phrases", section=("io", "terms_file")),
+    _s("target", "string", "score: file of translations, line by line with --input.",
+       section=("io", "target")),
     _s("plot_attention", "string", "translate: save the first sentence's encoder-decoder "
-       "attention heat map to this PNG."),
+       "attention heat map to this PNG.", section=("io", "plot_attention")),
     # Export: both command lines.
     _s("export_dir", "string", "SavedModel base dir, the model base path TensorFlow Serving "
-       "watches.", decided_by="<model_dir>/export", fronts=BOTH),
+       "watches.", decided_by="<model_dir>/export", fronts=BOTH, section=("export", "export_dir")),
     _s("export_version", "integer", "Version subdirectory to write.", at_least=0,
        decided_by="one more than the largest existing version, 1 if none", fronts=BOTH,
-       aliases=((EXPORT, "version"),)),
+       aliases=((EXPORT, "version"),), section=("export", "version")),
     _s("overwrite_export", "bool", "Replace an existing export version.", default=False,
-       fronts=BOTH, aliases=((EXPORT, "overwrite"),)),
+       fronts=BOTH, aliases=((EXPORT, "overwrite"),), section=("export", "overwrite")),
     _s("export_jit_compile", "bool", "XLA-compile the exported beam search (TensorFlow Serving "
-       "then needs --xla_cpu_compilation_enabled on CPU).", default=False, fronts=BOTH),
+       "then needs --xla_cpu_compilation_enabled on CPU).", default=False, fronts=BOTH,
+       section=("export", "jit_compile")),
     _s("quantize", "enum", "export (and translate): int8 stores the model's matrices as "
        "int8, a quarter of float32's bytes, dequantized to the decode precision once per "
        "request (export/README.md).", decided_by="the weights as trained", fronts=BOTH,
        choices=QUANTIZE_MODES,
        stages=("export", "translate"),
-       stages_use="use it (evaluate decodes the weights as trained)"),
+       stages_use="use it (evaluate decodes the weights as trained)",
+       section=("export", "quantize")),
     _s("format", "enum", "export: saved_model (TensorFlow Serving), or ctranslate2: a "
        "CTranslate2 model in <model_dir>/export_ct2 (or --export_dir), float32, with "
        "spm.model (export/ctranslate2.py; needs pip install -e \".[ctranslate2]\").",
        choices=("saved_model", "ctranslate2"), default="saved_model", fronts=BOTH,
-       stages=("export",), stages_use="writes one"),
+       stages=("export",), stages_use="writes one", section=("export", "format")),
     _s("check_ops", "bool", "After exporting, check that every op is registered by core "
-       "TensorFlow or tensorflow-text; exit 1 if not.", default=True, fronts=BOTH),
+       "TensorFlow or tensorflow-text; exit 1 if not.", default=True, fronts=BOTH,
+       section=("export", "check_ops")),
 )
 TABLE: dict[str, Setting] = {row.name: row for row in SETTINGS}
 
