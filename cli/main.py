@@ -95,7 +95,9 @@ def run_stages(started: float) -> int:
     device = device_policy.detect(FLAGS.num_cpu_devices, backend)
     options = resolver.resolve(given, device=device)
     log(describe.describe_origins(options, every=FLAGS.verbose))
-    if "train" in modes:
+    stages = [stage_modes.STAGES[name] for name in modes]
+    training = [stage for stage in stages if stage.trains]
+    if training:
         log(describe.describe_device(options, device))
     probe = (planning.check_budget(options, modes, time.monotonic() - started, log)
              if planning.needs_plan(options, modes) else None)
@@ -103,18 +105,19 @@ def run_stages(started: float) -> int:
     # One writer per model dir (its lock). Under multi-worker training only the chief
     # writes it; the other workers only train, into <model_dir>/workers/.
     chief = devices.is_chief()
-    stages = [stage_modes.STAGES[name] for name in modes]
-    if not chief and "train" in modes:  # a worker only trains; the chief runs the rest
-        stages = stages[:modes.index("train") + 1]
+    if not chief and training:  # a worker only trains; the chief runs the rest
+        stages = stages[:stages.index(training[0]) + 1]
     if probe is not None:  # the steps the budget buys, planned just before training
-        stages.insert(modes.index("train"), stage_modes.PLAN)
+        stages.insert(stages.index(training[0]), stage_modes.PLAN)
     context = stage_modes.Context(log=RunLog(log), out=sys.stdout, verbose=FLAGS.verbose,
                                   started=started, probe=probe)
     done = {}  # stage -> what it returned, for the summary
     # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
     with stage_modes.model_dir_lock(stages, options), contextlib.redirect_stdout(sys.stderr):
         for stage in stages:
-            if not _runs(stage.name, options, chief):
+            skipped = _skipped(stage, options, chief)
+            if skipped:
+                log(f"== {stage.name}: skipped, {skipped}")
                 continue
             log(f"== {stage.name} ({options.data.task}, {options.model_dir})")
             done[stage.name] = stage.run(options, context)
@@ -128,19 +131,12 @@ def run_stages(started: float) -> int:
     return 0
 
 
-def _runs(stage: str, options, chief: bool) -> bool:
-    """Whether `stage` runs (else skipped, logged): a worker other than the chief only trains;
-    the default job's evaluate skips a task without the split."""
-    if not chief and stage not in ("train", "plan"):
-        log(f"== {stage}: skipped, a worker other than the chief only trains")
-        return False
-    split = options.evaluation.split
-    if (stage == "evaluate" and not FLAGS["mode"].present
-            and not options.task.has_split(split)):
-        log(f"== evaluate: skipped, task {options.data.task} has no {split} data "
-            f"(--{split}_src/--{split}_tgt; --mode evaluate asks for it)")
-        return False
-    return True
+def _skipped(stage, options, chief: bool) -> str | None:
+    """Why `stage` does not run (logged), or None: a worker other than the chief only trains;
+    the default job skips a stage its recipe does not need (evaluate without the split)."""
+    if not chief and not stage.every_worker:
+        return "a worker other than the chief only trains"
+    return None if FLAGS["mode"].present else stage.unneeded(options)
 
 
 def _finish(started: float, modes, options, done: dict, plan) -> None:

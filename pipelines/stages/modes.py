@@ -34,6 +34,18 @@ class Stage:
     starts_model_dir: bool = False  # may start a new model dir (the others need one)
     changes_settings: bool = False  # the later stages read the settings anew
     writes: Callable[[Recipe], bool] = lambda recipe: True  # needs the model dir's lock
+    every_worker: bool = False      # multi-worker training: every worker runs it (else the chief)
+    trains: bool = False            # a --time_budget run plans its steps just before it
+    unneeded: Callable[[Recipe], str | None] = lambda recipe: None
+    """Why the default job (no --mode) skips it for this recipe; None: it runs."""
+
+
+def _no_split(recipe: Recipe) -> str | None:
+    """Why the default job's evaluate skips a task without the split it scores."""
+    split = recipe.evaluation.split
+    return None if recipe.task.has_split(split) else (
+        f"task {recipe.data.task} has no {split} data (--{split}_src/--{split}_tgt; --mode "
+        f"evaluate asks for it)")
 
 
 def _module(name: str):
@@ -57,11 +69,12 @@ def _plan(recipe: Recipe, context: Context):
 STAGES = {stage.name: stage for stage in (
     Stage("prepare", lambda r, c: _module("prepare").run_prepare(r, log=c.log),
           any_backend=True, starts_model_dir=True),
-    Stage("train", _train, any_backend=True, starts_model_dir=True),
+    Stage("train", _train, any_backend=True, starts_model_dir=True, every_worker=True,
+          trains=True),
     Stage("average", lambda r, c: _module("average").run_average(r, log=c.log),
           any_backend=True, changes_settings=True),  # what --choose_on_dev chose
     Stage("evaluate", lambda r, c: _module("evaluate").run_evaluate(r, log=c.log, out=c.out),
-          any_backend=True),
+          any_backend=True, unneeded=_no_split),
     Stage("export", lambda r, c: _module("export").run_export(r, log=c.log,
                                                               ops_table=c.verbose)),
     Stage("translate", lambda r, c: _module("translate").run_translate(r, log=c.log, out=c.out),
@@ -70,7 +83,7 @@ STAGES = {stage.name: stage for stage in (
           writes=lambda r: False),
 )}
 """The stages --mode names, in their order."""
-PLAN = Stage("plan", _plan, any_backend=True, changes_settings=True)
+PLAN = Stage("plan", _plan, any_backend=True, changes_settings=True, every_worker=True)
 """Before train in a --time_budget run: the steps the budget buys (not named by --mode)."""
 ANY_BACKEND_STAGES = tuple(name for name, stage in STAGES.items() if stage.any_backend)
 
