@@ -27,8 +27,9 @@ SCORED_FILES = ("test_src", "test_tgt", "test_trees")
 """Test files that, given to a trained model dir, are scored by that run only."""
 SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
 """Any of these makes translate sample instead of beam search."""
-SHOWN = (("data",), ("model",), ("training",), ("decoding",), ("evaluation",))
-"""The Recipe's sections the run log's options block shows (not the run's files and outputs)."""
+SHOWN = (("data",), ("model",), ("training",), ("decoding",))
+"""The Recipe's sections the run log's options block shows (and decode_jit_compile): what the
+model is and how it decodes, not which files a run reads and writes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +186,8 @@ class Recipe:
                     value = getattr(value, key)
                 shown[row.name] = value
         return {**shown, "max_length": self.model.max_length,
-                "precision_policy": self.training.precision_policy}
+                "precision_policy": self.training.precision_policy,
+                "decode_jit_compile": self.evaluation.jit_compile}
 
     def settings(self, *, trained: bool) -> dict[str, Any]:
         """settings.json by `saved` paths: what prepare decides; once `trained`, everything."""

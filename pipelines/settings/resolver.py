@@ -23,6 +23,7 @@ from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIO
                                         IOOptions, ModelOptions, Recipe, TrainingOptions,
                                         place)
 from pipelines.tasks import Task, get_task
+from pipelines.tasks.registry import task_options
 
 CHOSEN_ON_DEV = "chosen on dev"
 
@@ -96,11 +97,12 @@ def _task_and_preset(values: dict[str, Any], origins: dict[str, str]) -> Task:
     """Builds the task, once, from the layers above the recipes, and merges the preset's and
     the task's layers under them. A named preset's recipe may say what the task is (parsing's
     target form), so it comes first; a task's own preset names no task option (tested)."""
-    named = values.get("config")
-    if named:
-        fill(values, origins, (f"preset {named}", _preset_layer(named)))
-    task = get_task(values.get("task") or table.default("task"),
-                    **{k: values[k] for k in TASK_OPTIONS if k in values})
+    named, name = values.get("config"), values.get("task") or table.default("task")
+    if named:  # of what says what a task is, only what this task takes
+        fill(values, origins, (f"preset {named}", {
+            k: v for k, v in _preset_layer(named).items()
+            if k not in TASK_OPTIONS or k in task_options(name)}))
+    task = get_task(name, **{k: values[k] for k in TASK_OPTIONS if k in values})
     if not named:
         fill(values, origins, (f"preset {task.preset}", _preset_layer(task.preset)))
     fill(values, origins, (task.origin, _task_layer(task)))
