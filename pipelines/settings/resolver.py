@@ -80,8 +80,7 @@ def resolve(given: Mapping[str, Any], *,
     decoding = sections["decoding"]
     return Recipe(
         model_dir=model_dir,
-        data=DataOptions(**sections["data"],
-                         task_options={k: values[k] for k in TASK_OPTIONS if k in values}),
+        data=DataOptions(**sections["data"], task_options=_given_task_options(values)),
         model=ModelOptions(**sections["model"], max_length=int(values["max_length"])),
         training=training, decoding=DecodingOptions(
             BeamSearch(**decoding.pop("beam")), **decoding, sampling=_sampling(values)),
@@ -99,14 +98,20 @@ def _task_and_preset(values: dict[str, Any], origins: dict[str, str]) -> Task:
     target form), so it comes first; a task's own preset names no task option (tested)."""
     named, name = values.get("config"), values.get("task") or table.default("task")
     if named:  # of what says what a task is, only what this task takes
+        takes = task_options(name)
         fill(values, origins, (f"preset {named}", {
             k: v for k, v in _preset_layer(named).items()
-            if k not in TASK_OPTIONS or k in task_options(name)}))
-    task = get_task(name, **{k: values[k] for k in TASK_OPTIONS if k in values})
+            if k not in TASK_OPTIONS or k in takes}))
+    task = get_task(name, **_given_task_options(values))
     if not named:
         fill(values, origins, (f"preset {task.preset}", _preset_layer(task.preset)))
     fill(values, origins, (task.origin, _task_layer(task)))
     return task
+
+
+def _given_task_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The task options the merged layers give (a task is built from them)."""
+    return {k: values[k] for k in TASK_OPTIONS if k in values}
 
 
 def _sections(values: Mapping[str, Any]) -> dict[str, dict]:
@@ -120,8 +125,8 @@ def _sections(values: Mapping[str, Any]) -> dict[str, dict]:
 
 def _scored_task(task: Task, values: Mapping[str, Any], test_files: Mapping[str, Any]) -> Task:
     """The task the evaluate stage scores: `task`, with this run's test files."""
-    return get_task(task.name, **{**{k: values[k] for k in TASK_OPTIONS if k in values},
-                                  **test_files}) if test_files else task
+    return get_task(task.name, **{**_given_task_options(values), **test_files}) \
+        if test_files else task
 
 
 def _scored_files(flags: dict[str, Any], saved: Mapping[str, Any], model_dir: str) -> dict:
