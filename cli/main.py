@@ -1,7 +1,6 @@
-"""Both command lines, `pipelines/run.py` and `export/run.py`, are fronts of `main`: flags from
-one table; a user error is one line on stderr and exit status 2, a failed op check 1, Ctrl-C 130.
-Results go to stdout, logs to stderr. Flags -> options (`pipelines.settings.resolver`) -> stages.
-"""
+"""Both command lines, `pipelines/run.py` and `export/run.py`, are fronts of `main`: flags ->
+options (`pipelines.settings.resolver`) -> stages; results go to stdout, logs to stderr, and a
+user error is one line on stderr and exit status 2 (a failed op check 1, Ctrl-C 130)."""
 import contextlib
 import os
 import pathlib
@@ -10,14 +9,12 @@ import time
 
 from absl import app
 
-from cli import flags as cli_flags
-from cli import startup, summary
+from cli import flags as cli_flags, startup, summary
 from pipelines import RunLog
 from pipelines.settings.table import EXPORT, RUN
 
 FLAGS = cli_flags.FLAGS
-PREFIX = {RUN: "", EXPORT: "export/run.py: "}
-"""What each front's error line starts with, before "error: "."""
+PREFIX = {RUN: "", EXPORT: "export/run.py: "}  # each front's error line, before "error: "
 
 
 def log(message: str) -> None:
@@ -44,16 +41,13 @@ def main(front: str) -> None:
 
         try:
             return body(started)
-        except UserError as e:
+        except (UserError, OpCheckError) as e:
             log(f"{PREFIX[front]}error: {e}")
-            return startup.USAGE_EXIT
+            return 1 if isinstance(e, OpCheckError) else startup.USAGE_EXIT
         except KeyboardInterrupt as e:  # every file is written under a temporary name first
             log(f"interrupted {e.args[0] if e.args else 'by the user'}; run the same command "
                 f"to resume")
             return 130
-        except OpCheckError as e:
-            log(f"{PREFIX[front]}error: {e}")
-            return 1
 
     app.run(guarded, flags_parser=startup.parse_flags)
 
@@ -102,9 +96,7 @@ def run_stages(started: float) -> int:
     probe = (planning.check_budget(options, modes, time.monotonic() - started, log)
              if planning.needs_plan(options, modes) else None)
     keras.utils.set_random_seed(options.training.seed)
-    # One writer per model dir (its lock). Under multi-worker training only the chief
-    # writes it; the other workers only train, into <model_dir>/workers/.
-    chief = devices.is_chief()
+    chief = devices.is_chief()  # the model dir's one writer (the others train into workers/)
     if not chief and training:  # a worker only trains; the chief runs the rest
         stages = stages[:stages.index(training[0]) + 1]
     if probe is not None:  # the steps the budget buys, planned just before training
@@ -133,15 +125,14 @@ def run_stages(started: float) -> int:
 
 def _skipped(stage, options, chief: bool) -> str | None:
     """Why `stage` does not run (logged), or None: a worker other than the chief only trains;
-    the default job skips a stage its recipe does not need (evaluate without the split)."""
+    the default job skips a stage its recipe does not need."""
     if not chief and not stage.every_worker:
         return "a worker other than the chief only trains"
     return None if FLAGS["mode"].present else stage.unneeded(options)
 
 
 def _finish(started: float, modes, options, done: dict, plan) -> None:
-    """The run's last lines: stages left to TensorFlow, the plan's ETA beside the time taken,
-    the summary."""
+    """The run's last lines: stages left to TensorFlow, the plan's ETA, the summary."""
     from pipelines.durations import format_duration
 
     if modes != FLAGS.mode:

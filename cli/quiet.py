@@ -1,11 +1,6 @@
-"""Keeps the libraries' informational and warning lines out of a run's output unless
-`--verbose` asks for them; their error and fatal lines always reach the user.
-
-TensorFlow's and SentencePiece's C++ logging write straight to file descriptor 2, past Python
-and TF_CPP_MIN_LOG_LEVEL. `filter_stderr` puts a pipe there and a filter process (not a thread,
-so lines still in the pipe when the run aborts are forwarded) that runs
-`keras_transformer/native_logs.py`, which drops those lines.
-"""
+"""Keeps the libraries' C++ informational and warning lines (written straight to descriptor 2)
+out of a run's output unless `--verbose`; their error lines always reach the user. A filter
+process, not a thread, so that lines still in the pipe when the run aborts are forwarded."""
 import atexit
 import os
 import subprocess
@@ -15,8 +10,7 @@ from keras_transformer import native_logs
 
 
 def filter_stderr() -> None:
-    """From now on, lines on descriptor 2 that match `native_logs.LIBRARY_LINE` are dropped
-    (children's too); undone at exit, after every earlier line is forwarded."""
+    """Drops lines on descriptor 2 (children's too) that match `native_logs.LIBRARY_LINE`."""
     sys.stderr.flush()
     target = os.dup(2)
     read_end, write_end = os.pipe()

@@ -1,20 +1,17 @@
-"""What both command lines do before TensorFlow is imported: answer `--help` at once, choose
-the Keras backend, and keep TensorFlow's C++ log lines out of the output unless `--verbose`.
-Imports only the standard library and absl, so that it runs before TensorFlow's slow import.
-"""
+"""What both command lines do before TensorFlow's slow import (so: only the standard library and
+absl): answer `--help`, choose the Keras backend, keep C++ log lines out unless `--verbose`."""
 import importlib
+import logging
 import os
 import sys
 
-from absl import flags
+from absl import app, flags, logging as absl_logging
 
 from pipelines.settings.table import TABLE
 
-USAGE_EXIT = 2
-"""Exit status of a user error (a flag, a file, a model dir): one line on stderr."""
+USAGE_EXIT = 2  # exit status of a user error (a flag, a file, a model dir): one line
 BACKENDS = TABLE["backend"].choices
-INSTALL = {"jax": 'pip install -e ".[jax]"'}
-"""How to install a backend that setup.py offers as an extra."""
+INSTALL = {"jax": 'pip install -e ".[jax]"'}  # the backends setup.py offers as extras
 HELP_FLAGS = ("--help", "-h", "-?", "--helpshort", "--helpfull")
 
 
@@ -25,8 +22,7 @@ def fail(message: str) -> None:
 
 
 def early_flag(argv: list[str], name: str, default: str) -> str:
-    """The value of `--name` in `argv`, read before absl: Keras fixes its backend, and XLA its
-    CPU device count, when first imported."""
+    """`--name`'s value in `argv`, before absl: Keras and XLA read theirs when first imported."""
     for i, arg in enumerate(argv[1:], 1):
         if arg == "--":
             break
@@ -38,8 +34,8 @@ def early_flag(argv: list[str], name: str, default: str) -> str:
 
 
 def select_backend(argv: list[str]) -> str:
-    """Sets KERAS_BACKEND to --backend's value (default tensorflow, whatever the environment
-    says) and, under JAX, XLA's CPU device count; returns it. Fails if it is not installed."""
+    """Sets and returns KERAS_BACKEND from --backend (not the environment), and under JAX XLA's
+    CPU device count; fails if the backend is not installed."""
     backend = early_flag(argv, "backend", "tensorflow")
     backend = backend if backend in BACKENDS else "tensorflow"  # absl refuses it later
     if backend in INSTALL and not any(arg.split("=")[0] in HELP_FLAGS for arg in argv[1:]):
@@ -57,10 +53,7 @@ def select_backend(argv: list[str]) -> str:
 
 
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing, except that help prints to stdout and exits 0, and a malformed flag
-    is a user error (exit status 2)."""
-    from absl import app
-
+    """absl's flag parsing, but help goes to stdout (exit 0) and a bad flag is a user error."""
     asked = [arg for arg in argv[1:] if arg.split("=")[0] in HELP_FLAGS]
     if asked:
         app.usage(shorthelp=asked[0] != "--helpfull", writeto_stdout=True)
@@ -72,30 +65,21 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 
 POOLED_CPU_ALLOCATOR = ("TF_CPU_ALLOCATOR_USE_BFC", "true")
-"""TensorFlow's environment switch for its pooling (BFC) allocator on the CPU. Without it every
-tensor over glibc's mmap threshold is mapped and zeroed anew each step (docs/training.md)."""
+"""TensorFlow's switch for its pooling CPU allocator; without it every tensor over glibc's mmap
+threshold is mapped and zeroed anew each step (docs/training.md)."""
 
 
 def use_pooled_cpu_allocator() -> None:
-    """Turns TensorFlow's pooling CPU allocator on unless the environment already chose; must
-    run before TensorFlow is imported."""
+    """Turns the pooling CPU allocator on unless the environment chose; before TensorFlow loads."""
     os.environ.setdefault(*POOLED_CPU_ALLOCATOR)
 
 
 def import_tensorflow(verbose: bool) -> None:
-    """Imports TensorFlow, with its pooling CPU allocator (`use_pooled_cpu_allocator`).
-
-    Unless `verbose`, Python logging shows errors only and, unless the user set
-    TF_CPP_MIN_LOG_LEVEL, the libraries' informational and warning lines are filtered out of
-    stderr (`cli.quiet`); TensorFlow's C++ log level is left as the user has it, so that its
-    error lines reach them."""
+    """Imports TensorFlow with its pooling CPU allocator; unless `verbose`, Python logging shows
+    errors only, and unless TF_CPP_MIN_LOG_LEVEL is set, `cli.quiet` filters the C++ lines."""
     if not verbose:  # absl's and TensorFlow's Python loggers (retracing warnings, TFDS)
-        import logging as python_logging
-
-        from absl import logging
-
-        logging.set_verbosity(logging.ERROR)
-        python_logging.getLogger("tensorflow").setLevel(python_logging.ERROR)
+        absl_logging.set_verbosity(absl_logging.ERROR)
+        logging.getLogger("tensorflow").setLevel(logging.ERROR)
     use_pooled_cpu_allocator()
     if not verbose and "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
         from cli import quiet

@@ -1,5 +1,4 @@
-"""The few lines (at most `MAX_LINES`) a run ends with on stderr, so that its result does not
-scroll away above the logs."""
+"""The few lines a run ends with on stderr, so that its result does not scroll away."""
 import os
 import pathlib
 import time
@@ -27,8 +26,7 @@ def score_line(split: str, scores: dict, metric: str | None) -> str:
 
 def lines(started: float, model_dir, results: dict, metric: str | None = None,
           split: str = "test", output=None) -> list[str]:
-    """The summary of a run started at `started` (`time.monotonic()`) whose stages returned
-    `results` (stage -> result); `output`: the file translate or score wrote (None: stdout)."""
+    """The summary of a run whose stages returned `results`; `output`: translate's file."""
     wall = time.monotonic() - started
     out = [f"== done in {wall:,.1f} s ({cpu_seconds():,.1f} s CPU): {', '.join(results)}"]
     if model_dir:

@@ -1,8 +1,7 @@
 """CTranslate2 decoding that gives our translations, on a `write_ctranslate2` directory, with
-ctranslate2 and sentencepiece only (no TensorFlow). CTranslate2 ranks and stops differently from
-our search (export/README.md), so `translate` lets it collect beam_size * patience finished
-hypotheses under the length penalty closest to ours (`ct2_length_penalty`), then re-ranks them.
-"""
+ctranslate2 and sentencepiece only. CTranslate2 ranks and stops differently (export/README.md),
+so `translate` lets it collect beam_size * patience finished hypotheses under the length penalty
+closest to ours (`ct2_length_penalty`), then re-ranks them."""
 import json
 import math
 import pathlib
@@ -12,8 +11,8 @@ SETTINGS_FILE = "keras_transformer.json"
 """Beside CTranslate2's files: decoding settings (`translate`'s defaults) and the model's shape."""
 VOCAB_FILE = "spm.model"
 PATIENCE = 1.0
-ASCII_SPACE = " \t\n\v\f\r"
 """CTranslate2 finishes PATIENCE * beam_size hypotheses before it stops (docs/serving.md)."""
+ASCII_SPACE = " \t\n\v\f\r"
 
 
 def ct2_length_penalty(alpha: float) -> float:
@@ -27,9 +26,8 @@ class ConversionError(ValueError):
 
 
 def check_stop_rule(decoding: dict[str, Any]) -> None:
-    """Raises ConversionError for a stop rule `translate` cannot give: re-ranking finished
-    hypotheses approximates "exact"; "best_finished" needs the best live hypothesis, which
-    CTranslate2 hides. With alpha 0 the two rules are one (a live score only falls)."""
+    """ConversionError for a stop rule `translate` cannot give: "best_finished" needs the best
+    live hypothesis, which CTranslate2 hides (with alpha 0 it is "exact": live scores only fall)."""
     rule = decoding.get("stop_rule", "exact")  # absent from older exports
     if rule != "exact" and decoding["alpha"] != 0:
         raise ConversionError(f"CTranslate2 cannot stop sentences by --stop_rule {rule} with "
@@ -67,16 +65,8 @@ def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
               max_length: int, patience: float = PATIENCE, **options) -> list[dict[str, Any]]:
     """Raw sentences -> [{"pieces", "translation", "score"}]: our beam search's choice, lengths
     as `source_pieces` says, never ending before the first token (`min_decoding_length=1`, as
-    ours); a line without pieces (blank, whitespace only) gives "" and score 0, as ours does.
-
-    Args:
-        translator: a `ctranslate2.Translator` on a `write_ctranslate2` directory.
-        sp: its `sentencepiece.SentencePieceProcessor` (spm.model).
-        decoding: beam_size, alpha, extra_length, stop_rule, max_input_length (SETTINGS_FILE's).
-        max_length: the model's max_length (SETTINGS_FILE's "model").
-        patience: CTranslate2 collects beam_size * patience finished hypotheses.
-        options: more `translate_batch` options (max_batch_size, ...).
-    """
+    ours); a line without pieces gives "" and score 0, as ours does. `translator`, `sp` as `load`
+    gives them; `decoding`, `max_length` from SETTINGS_FILE; `options` go to `translate_batch`."""
     check_stop_rule(decoding)
     if not lines:
         return []
@@ -86,13 +76,12 @@ def translate(translator, sp, lines: Sequence[str], decoding: dict[str, Any],
     given = [i for i, p in enumerate(pieces) if p]
     if not given:
         return out
-    candidates = max(1, round(beam_size * patience))
     penalty = ct2_length_penalty(alpha)
     results = translator.translate_batch(
         [pieces[i] for i in given], beam_size=beam_size, patience=patience,
-        num_hypotheses=candidates, length_penalty=penalty, return_scores=True,
-        return_end_token=True, max_decoding_length=limit, min_decoding_length=1,
-        max_input_length=0, **options)
+        num_hypotheses=max(1, round(beam_size * patience)), length_penalty=penalty,
+        return_scores=True, return_end_token=True, max_decoding_length=limit,
+        min_decoding_length=1, max_input_length=0, **options)
     for i, result in zip(given, results):
         best, score = gnmt_best(result.hypotheses, result.scores, alpha, penalty)
         best = best[:-1] if best and best[-1] == "</s>" else best

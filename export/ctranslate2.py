@@ -2,17 +2,14 @@
 
 `write_ctranslate2` writes a float32 `Transformer` and its SentencePiece model as <dir>/model.bin,
 config.json, shared_vocabulary.json (CTranslate2's), spm.model and keras_transformer.json (the
-settings of `export.ct2_decoding`, which decodes as our beam search does). Install with
-``pip install -e ".[ctranslate2]"``. The Keras side imports no ctranslate2 and the CTranslate2
+settings of `export.ct2_decoding`). The Keras side imports no ctranslate2 and the CTranslate2
 side no Keras: benchmarks/ct2_convert.py runs them in two environments.
 
-Layout (keras_transformer -> CTranslate2): Dense kernels [in, out] are transposed to [out, in].
-Self-attention's fused Q | K | V (heads contiguous) is `linear_0`; cross-attention's `query`,
-`kv`, `output` are `linear_0`, `linear_1`, `linear_2`. Our sinusoidal positions interleave sin
-and cos from position 0 (CTranslate2's concatenate them from 1), so our layer's table is saved
-(`position_encodings/encodings`); learned ones as they are. Embeddings are scaled by sqrt(d_model)
-(`scale_embeddings`); the shared one is written under all three names. LayerNorm epsilon 1e-6;
-pre-norm adds the stacks' final norms. Sources end with EOS, targets start with "<s>" (BOS id 2).
+Layout: Dense kernels [in, out] become [out, in]; self-attention's fused Q | K | V is
+`linear_0`, cross-attention's `query`, `kv`, `output` `linear_0`..`linear_2`. Our sinusoidal
+positions interleave sin and cos from position 0 (CTranslate2's concatenate them from 1), so our
+layer's table is saved. Embeddings are scaled by sqrt(d_model), the shared one written under all
+three names.
 """
 
 import json
@@ -29,7 +26,6 @@ from export.ct2_decoding import SETTINGS_FILE, VOCAB_FILE, ConversionError, chec
 SPECIAL_PIECES = {0: "<pad>", 1: "<unk>", 2: "<s>", 3: "</s>"}  # what CT2's config names
 
 
-# --------------------------------------------------------------------------- Keras side
 def _numpy(variable) -> np.ndarray:
     import keras
 
@@ -48,30 +44,25 @@ def _norm(arrays, name, norm):
     arrays[f"{name}/beta"] = _numpy(norm.beta)
 
 
-def position_table(layer, length: int, depth: int) -> np.ndarray:
-    """Our position vectors [length, depth] for positions 0 .. length-1, from the layer itself."""
-    return _numpy(layer(np.zeros([1, length, depth], np.float32))[0])
-
-
 def model_arrays(model) -> dict[str, np.ndarray]:
     """{CTranslate2 variable path: float32 array} for a built float32 `Transformer`."""
-    config = model.config
     arrays = {"encoder/embeddings_0/weight": _numpy(model.source_embedding.embeddings),
               "decoder/embeddings/weight": _numpy(model.target_embedding.embeddings)}
     if model.output_projection is None:
         arrays["decoder/projection/weight"] = arrays["decoder/embeddings/weight"]
     else:
         _linear(arrays, "decoder/projection", model.output_projection)
-    for stack in ("encoder", "decoder"):
-        layer = getattr(model, "source_positions" if stack == "encoder" else "target_positions")
-        arrays[f"{stack}/position_encodings/encodings"] = position_table(
-            layer, config.max_length, config.d_model)
+    for stack, positions in (("encoder", model.source_positions),
+                             ("decoder", model.target_positions)):
+        zeros = np.zeros([1, model.config.max_length, model.config.d_model], np.float32)
+        arrays[f"{stack}/position_encodings/encodings"] = _numpy(positions(zeros)[0])
+        if getattr(model, stack).final_norm is not None:
+            _norm(arrays, f"{stack}/layer_norm", getattr(model, stack).final_norm)
 
     def self_attention_and_ffn(prefix, block, attention_norm):
         """The two sub-layers an encoder and a decoder layer share, in CT2's names."""
         _linear(arrays, f"{prefix}/self_attention/linear_0", block.self_attention.qkv_projection)
-        _linear(arrays, f"{prefix}/self_attention/linear_1",
-                block.self_attention.output_projection)
+        _linear(arrays, f"{prefix}/self_attention/linear_1", block.self_attention.output_projection)
         _norm(arrays, f"{prefix}/self_attention/layer_norm", attention_norm)
         _linear(arrays, f"{prefix}/ffn/linear_0", block.feed_forward.inner)
         _linear(arrays, f"{prefix}/ffn/linear_1", block.feed_forward.outer)
@@ -86,10 +77,6 @@ def model_arrays(model) -> dict[str, np.ndarray]:
         _linear(arrays, f"{prefix}/attention/linear_1", block.cross_attention.kv_projection)
         _linear(arrays, f"{prefix}/attention/linear_2", block.cross_attention.output_projection)
         _norm(arrays, f"{prefix}/attention/layer_norm", block.cross_attention_norm)
-    for stack in ("encoder", "decoder"):
-        final = getattr(model, stack).final_norm
-        if final is not None:
-            _norm(arrays, f"{stack}/layer_norm", final)
     return arrays
 
 
@@ -109,10 +96,9 @@ def model_settings(config) -> dict[str, Any]:
     if config.d_k != config.d_v:
         raise ConversionError(f"CTranslate2 needs d_k == d_v (the model has {config.d_k} and "
                               f"{config.d_v})")
-    return {"num_layers": config.num_layers, "num_heads": config.num_heads,
-            "head_dim": config.d_k, "d_model": config.d_model,
-            "pre_norm": config.norm == "pre", "max_length": config.max_length,
-            "layer_norm_epsilon": LAYER_NORM_EPSILON}
+    return {"num_layers": config.num_layers, "num_heads": config.num_heads, "head_dim": config.d_k,
+            "d_model": config.d_model, "pre_norm": config.norm == "pre",
+            "max_length": config.max_length, "layer_norm_epsilon": LAYER_NORM_EPSILON}
 
 
 def vocabulary(spm_proto: bytes, vocab_size: int) -> list[str]:
@@ -128,7 +114,6 @@ def vocabulary(spm_proto: bytes, vocab_size: int) -> list[str]:
     return pieces + [f"<unused_{i}>" for i in range(len(pieces), vocab_size)]
 
 
-# --------------------------------------------------------------------------- CTranslate2 side
 def _set(spec, path: str, value: np.ndarray) -> None:
     """Sets `spec`'s variable at CTranslate2 path "a/layer_0/b/weight" ("x_3" indexes list x)."""
     *scopes, name = path.split("/")
@@ -144,19 +129,18 @@ def _set(spec, path: str, value: np.ndarray) -> None:
 
 
 def build_spec(arrays: dict[str, np.ndarray], settings: dict[str, Any], pieces: list[str]):
-    """A validated float32 `TransformerSpec` from `model_arrays`, `model_settings` and
-    `vocabulary` (CTranslate2 quantizes at load time if asked)."""
+    """A validated float32 `TransformerSpec` (CTranslate2 quantizes at load time if asked)."""
     from ctranslate2.specs import common_spec, transformer_spec
 
     head_dim = settings["head_dim"]
     if head_dim * settings["num_heads"] == settings["d_model"]:
         head_dim = None  # CTranslate2's default, d_model / heads
-    common = dict(pre_norm=settings["pre_norm"], activation=common_spec.Activation.RELU)
+    shape = (settings["num_layers"], settings["num_heads"])
+    common = dict(pre_norm=settings["pre_norm"], activation=common_spec.Activation.RELU,
+                  head_dim=head_dim)
     spec = transformer_spec.TransformerSpec(
-        transformer_spec.TransformerEncoderSpec(settings["num_layers"], settings["num_heads"],
-                                                head_dim=head_dim, **common),
-        transformer_spec.TransformerDecoderSpec(settings["num_layers"], settings["num_heads"],
-                                                head_dim=head_dim, **common))
+        transformer_spec.TransformerEncoderSpec(*shape, **common),
+        transformer_spec.TransformerDecoderSpec(*shape, **common))
     for path, value in arrays.items():
         _set(spec, path, value)
     spec.encoder.scale_embeddings = True
@@ -202,20 +186,12 @@ def save(spec, spm_proto: bytes, settings: dict[str, Any], output_dir,
 
 def write_ctranslate2(model, spm_proto: bytes, output_dir, decoding: dict[str, Any],
                       overwrite: bool = False) -> pathlib.Path:
-    """Converts a float32 `model` and its SentencePiece model into `output_dir`.
-
-    Args:
-        model: a built `keras_transformer.Transformer` with float32 weights.
-        spm_proto: the SentencePiece model's bytes (copied as spm.model).
-        decoding: `decoding_settings`: `translate`'s defaults.
-        overwrite: replace an existing `output_dir` (else FileExistsError).
-    Raises:
-        ConversionError: a vocabulary or shape CTranslate2 cannot take.
-    """
+    """Converts a built float32 `Transformer` and its SentencePiece model's bytes into
+    `output_dir` (replaced only when `overwrite`), with `decoding_settings`; ConversionError for a
+    vocabulary or shape CTranslate2 cannot take."""
     import ctranslate2
 
     settings = model_settings(model.config)
-    spec = build_spec(model_arrays(model), settings, vocabulary(spm_proto,
-                                                                model.config.vocab_size))
+    spec = build_spec(model_arrays(model), settings, vocabulary(spm_proto, model.config.vocab_size))
     info = {"decoding": dict(decoding), "model": settings, "ctranslate2": ctranslate2.__version__}
     return save(spec, spm_proto, info, output_dir, overwrite)

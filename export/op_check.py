@@ -28,14 +28,9 @@ TENSORFLOW_TEXT = "tensorflow_text"
 
 @dataclasses.dataclass
 class OpReport:
-    """What `check_ops` found.
-
-    Attributes:
-        ops: op type -> "core", "tensorflow_text" or the reason it fails.
-        libraries: tensorflow_text op type -> the op library (.so) that registers it.
-        function_calls: node types that are names of library functions.
-        versions: TensorFlow and tensorflow-text versions of the probing process.
-    """
+    """What `check_ops` found: `ops` maps each op type to "core", "tensorflow_text" or why it
+    fails; `libraries` each tensorflow_text op to its op library (.so); `function_calls` are node
+    types naming library functions; `versions` the probing process's TF and tensorflow-text."""
 
     saved_model_dir: str
     ops: dict[str, str]
@@ -45,28 +40,28 @@ class OpReport:
 
     @property
     def problems(self) -> dict[str, str]:
-        return {op: where for op, where in self.ops.items()
-                if where not in (CORE, TENSORFLOW_TEXT)}
+        return {op: where for op, where in self.ops.items() if where not in (CORE, TENSORFLOW_TEXT)}
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
+    def _versions(self) -> str:
+        return (f"TensorFlow {self.versions.get('tensorflow')}, tensorflow-text "
+                f"{self.versions.get('tensorflow_text')}")
+
     def summary(self) -> str:
         """The verdict in one line (a run prints this unless --verbose asks for the table)."""
+        verdict = self.format().splitlines()[-1]
         if not self.ok:
-            return self.format().splitlines()[-1]
+            return verdict
         text = sum(where == TENSORFLOW_TEXT for where in self.ops.values())
         return (f"{self.saved_model_dir}: {len(self.ops)} op types, {text} of them "
-                f"tensorflow-text's (TensorFlow {self.versions.get('tensorflow')}, "
-                f"tensorflow-text {self.versions.get('tensorflow_text')}). "
-                f"{self.format().splitlines()[-1]}")
+                f"tensorflow-text's ({self._versions()}). {verdict}")
 
     def format(self) -> str:
         """A table of the ops, then the verdict."""
-        lines = [f"{self.saved_model_dir}: {len(self.ops)} op types (TensorFlow "
-                 f"{self.versions.get('tensorflow')}, tensorflow-text "
-                 f"{self.versions.get('tensorflow_text')})"]
+        lines = [f"{self.saved_model_dir}: {len(self.ops)} op types ({self._versions()})"]
         width = max((len(op) for op in self.ops), default=0)
         for op in sorted(self.ops):
             where = self.ops[op]
@@ -77,11 +72,9 @@ class OpReport:
             lines.append(f"  {op:<{width}}  {where}")
         if self.function_calls:
             lines.append(f"  + {len(self.function_calls)} direct calls of library functions")
-        if self.ok:
-            lines.append("OK: every op is registered by core TensorFlow or tensorflow-text.")
-        else:
-            lines.append(f"FAILED: {len(self.problems)} op type(s) stock TensorFlow Serving "
-                         f"cannot run: {', '.join(sorted(self.problems))}")
+        lines.append("OK: every op is registered by core TensorFlow or tensorflow-text."
+                     if self.ok else f"FAILED: {len(self.problems)} op type(s) stock TensorFlow "
+                     f"Serving cannot run: {', '.join(sorted(self.problems))}")
         return "\n".join(lines)
 
 
@@ -89,18 +82,16 @@ def _saved_model_path(saved_model_dir) -> pathlib.Path:
     path = pathlib.Path(saved_model_dir)
     pb = path / "saved_model.pb"
     if not pb.is_file():
-        hint = ""
-        if path.is_dir():
-            versions = sorted(p.name for p in path.iterdir() if p.name.isdigit())
-            if versions:
-                hint = f" It holds versions {', '.join(versions)}: pass {path / versions[-1]}."
+        versions = (sorted(p.name for p in path.iterdir() if p.name.isdigit())
+                    if path.is_dir() else [])
+        hint = (f" It holds versions {', '.join(versions)}: pass {path / versions[-1]}."
+                if versions else "")
         raise FileNotFoundError(f"{pb}: no SavedModel here.{hint}")
     return pb
 
 
 def graph_op_types(saved_model_dir) -> tuple[set[str], set[str]]:
-    """(op types, names of called library functions) of a SavedModel: the nodes of every meta
-    graph and of every function in its library."""
+    """(op types, called library functions' names) of a SavedModel's graphs and functions."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
@@ -120,10 +111,9 @@ def probe_registry(op_names, python=None, timeout=300) -> dict:
     """Asks a fresh Python process where each op is registered (see the module docstring)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     with tempfile.TemporaryDirectory(prefix="op_check_") as cwd:
-        result = subprocess.run(
-            [python or sys.executable, "-c", tf_internals.OP_REGISTRY_PROBE],
-            input=json.dumps(sorted(op_names)), capture_output=True, text=True, cwd=cwd,
-            env=env, timeout=timeout)
+        result = subprocess.run([python or sys.executable, "-c", tf_internals.OP_REGISTRY_PROBE],
+                                input=json.dumps(sorted(op_names)), capture_output=True,
+                                text=True, cwd=cwd, env=env, timeout=timeout)
     if result.returncode != 0:
         raise RuntimeError(f"the op registry probe failed (exit {result.returncode}); is "
                            f"tensorflow-text installed for {python or sys.executable}?\n"
@@ -132,12 +122,8 @@ def probe_registry(op_names, python=None, timeout=300) -> dict:
 
 
 def check_ops(saved_model_dir, python=None) -> OpReport:
-    """Classifies every op type of a SavedModel; `report.ok` says whether it can be served.
-
-    Args:
-        saved_model_dir: a SavedModel directory (one version, e.g. ``export/1``).
-        python: the interpreter to probe (default: this one), with the server's TF versions.
-    """
+    """Classifies every op type of a SavedModel (one version, e.g. ``export/1``); `report.ok`
+    says whether it can be served. `python`: the interpreter to probe (default: this one)."""
     ops, calls = graph_op_types(saved_model_dir)
     probe = probe_registry(ops, python=python)
     tf_internals.warn_unless_checked("tensorflow", probe["tensorflow"])
@@ -156,10 +142,9 @@ def check_ops(saved_model_dir, python=None) -> OpReport:
                            "op libraries")
         else:
             verdict[op] = "not registered by TensorFlow or tensorflow-text (custom op?)"
+    versions = {"tensorflow": probe["tensorflow"], "tensorflow_text": probe["tensorflow_text"]}
     return OpReport(saved_model_dir=str(saved_model_dir), ops=verdict, libraries=libraries,
-                    function_calls=sorted(calls),
-                    versions={"tensorflow": probe["tensorflow"],
-                              "tensorflow_text": probe["tensorflow_text"]})
+                    function_calls=sorted(calls), versions=versions)
 
 
 def main(argv=None) -> int:

@@ -10,29 +10,22 @@ from typing import Iterator
 PathLike = os.PathLike | str
 
 
-def _umask_mode(full: int) -> int:
-    """`full` (0o666) under the umask: the mode `open` gives, which `tempfile` makes private."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return full & ~mask
-
-
 def _temp_beside(path: pathlib.Path) -> pathlib.Path:
-    """A fresh hidden file in `path`'s directory (same file system), ending like `path` (some
-    writers insist on their extension), with the umask's mode (others may read the result)."""
+    """A fresh hidden file beside `path`, ending like it (some writers insist on an extension)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
                                suffix=".tmp" + "".join(path.suffixes))
-    os.fchmod(fd, _umask_mode(0o666))
+    mask = os.umask(0)  # read the umask: the mode `open` gives, which `tempfile` makes private
+    os.umask(mask)
+    os.fchmod(fd, 0o666 & ~mask)
     os.close(fd)
     return pathlib.Path(tmp)
 
 
 @contextlib.contextmanager
 def atomic_files(*paths: PathLike) -> Iterator[list[pathlib.Path]]:
-    """Yields one temporary path per final path, e.g. ``with atomic_files(a, b) as (ta, tb):``;
-    on success renames each into place in order (the last marks the set complete), on any
-    error deletes them all."""
+    """Yields one temporary path per final path (``with atomic_files(a, b) as (ta, tb):``); renames
+    each into place in order on success (the last marks the set complete), else deletes them."""
     finals = [pathlib.Path(p) for p in paths]
     temps = [_temp_beside(p) for p in finals]
     try:

@@ -3,11 +3,7 @@ import keras
 
 
 def require_tensorflow(module: str) -> None:
-    """Raises ImportError unless TensorFlow is the Keras backend.
-
-    Args:
-        module: the importing module's `__name__`, for the message.
-    """
+    """Raises ImportError unless TensorFlow is the Keras backend (`module`: the importer's name)."""
     backend = keras.backend.backend()
     if backend != "tensorflow":
         raise ImportError(

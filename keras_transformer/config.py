@@ -1,13 +1,9 @@
-"""`TransformerConfig`, every hyper-parameter of the model, and `PRESETS`: Table 2's "base" and
-"big", Table 3's rows (each changes only what the paper lists), Section 6.3's parser, and
-CPU-sized models for Multi30k and the 10% WSJ sample: each the `TransformerConfig` fields it
-sets (else base's). Presets describe the model only; what a run trains them with is the
-application's (`pipelines/settings/recipes.py`)."""
+"""`TransformerConfig`, every hyper-parameter of the model, and `PRESETS`, the named models
+(the model only: how a run trains them is the application's, `pipelines/settings/recipes.py`)."""
 
 import dataclasses
 import json
 from typing import Any
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,10 +41,9 @@ class TransformerConfig:
     share_embeddings: bool = True
 
     def __post_init__(self):
-        if self.d_k is None:
-            object.__setattr__(self, "d_k", self.d_model // self.num_heads)
-        if self.d_v is None:
-            object.__setattr__(self, "d_v", self.d_model // self.num_heads)
+        for name in ("d_k", "d_v"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, self.d_model // self.num_heads)
         problems = []
         for name in ("vocab_size", "num_layers", "d_model", "d_ff", "num_heads", "d_k", "d_v",
                      "max_length"):
@@ -58,13 +53,13 @@ class TransformerConfig:
             if not 0.0 <= float(getattr(self, name)) < 1.0:
                 problems.append(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if self.positional not in ("sinusoidal", "learned"):
-            problems.append(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+            problems.append(
+                f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
         if self.norm not in ("post", "pre"):
             problems.append(f"norm must be 'post' or 'pre', got {self.norm!r}")
         if problems:
             raise ValueError("Invalid TransformerConfig: " + "; ".join(problems))
 
-    # ------------------------------------------------------------------ presets
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> "TransformerConfig":
         """The configuration named by a key of `PRESETS`, with `overrides` applied."""
@@ -76,12 +71,9 @@ class TransformerConfig:
         """A copy with `changes` applied (d_k/d_v recomputed unless given)."""
         fields = self.to_dict()
         if "d_model" in changes or "num_heads" in changes:
-            fields.pop("d_k")
-            fields.pop("d_v")
-        fields.update(changes)
-        return TransformerConfig(**fields)
+            del fields["d_k"], fields["d_v"]
+        return TransformerConfig(**{**fields, **changes})
 
-    # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -104,47 +96,30 @@ class TransformerConfig:
 
 TRAINING_FIELDS = ("label_smoothing", "train_steps")  # older config.json files' training fields
 
-
 _SMALL = dict(num_layers=3, d_model=256, d_ff=1024, num_heads=4)
 _TINY = dict(vocab_size=10000, num_layers=4, d_model=128, d_ff=256, num_heads=4, dropout=0.3,
              max_length=256)
 
-# Table 3, in the paper's order: A vary heads (d_k = d_v = d_model / h), B shrink d_k, C vary size,
-# D regularisation, E learns positions; 100K steps each, big 300K. A `vocab_size` or `max_length`
-# written here wins over a task's; presets without them take the task's.
 PRESETS: dict[str, dict] = {
     "base": {},
     "big": dict(d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
-    "A1": dict(num_heads=1, d_k=512, d_v=512),
-    "A2": dict(num_heads=4, d_k=128, d_v=128),
-    "A3": dict(num_heads=16, d_k=32, d_v=32),
-    "A4": dict(num_heads=32, d_k=16, d_v=16),
-    "B1": dict(d_k=16),
-    "B2": dict(d_k=32),
-    "C1": dict(num_layers=2),
-    "C2": dict(num_layers=4),
-    "C3": dict(num_layers=8),
-    "C4": dict(d_model=256, d_k=32, d_v=32),
-    "C5": dict(d_model=1024, d_k=128, d_v=128),
-    "C6": dict(d_ff=1024),
-    "C7": dict(d_ff=4096),
-    "D1": dict(dropout=0.0),
-    "D2": dict(dropout=0.2),
-    "D3": {},  # label smoothing 0: a training setting (the recipe's)
-    "D4": {},  # label smoothing 0.2
+    "A1": dict(num_heads=1, d_k=512, d_v=512), "A2": dict(num_heads=4, d_k=128, d_v=128),
+    "A3": dict(num_heads=16, d_k=32, d_v=32), "A4": dict(num_heads=32, d_k=16, d_v=16),
+    "B1": dict(d_k=16), "B2": dict(d_k=32),
+    "C1": dict(num_layers=2), "C2": dict(num_layers=4), "C3": dict(num_layers=8),
+    "C4": dict(d_model=256, d_k=32, d_v=32), "C5": dict(d_model=1024, d_k=128, d_v=128),
+    "C6": dict(d_ff=1024), "C7": dict(d_ff=4096),
+    "D1": dict(dropout=0.0), "D2": dict(dropout=0.2),
+    "D3": {}, "D4": {},  # label smoothing 0 and 0.2: training settings (the recipe's)
     "E": dict(positional="learned"),
-    # Not from Table 3: trains in minutes on a 2-core CPU, for tens of thousands of pairs;
-    # `--task text` picks it for a corpus below a million pairs.
+    # Not from the paper: trains in minutes on a 2-core CPU (`--task text` picks it below a
+    # million pairs); and with Multi30k's 8,000 pieces.
     "small": dict(**_SMALL, dropout=0.1),
-    # The same model with Multi30k's 8,000 pieces.
     "multi30k_small": dict(vocab_size=8000, **_SMALL, dropout=0.1, max_length=256),
-    # fairseq's `transformer_tiny` (4 layers, d_model 128, dropout 0.3) with the task's
-    # vocabulary.
+    # fairseq's `transformer_tiny` with the task's vocabulary; with Multi30k's, as Wu et al.'s
+    # (ACL 2021) text-only baseline, and trained with the recipe that reproduced its figure.
     "tiny": {k: v for k, v in _TINY.items() if k != "vocab_size"},
-    # fairseq's `transformer_tiny`, Wu et al.'s (ACL 2021) text-only Multi30k baseline (its
-    # protocol: benchmarks/multi30k_published_protocol.py).
     "multi30k_tiny": dict(_TINY),
-    # The same model, trained with the recipe that reproduced the published figure.
     "multi30k_quality": dict(_TINY),
     # Section 6.3: 4 layers, d_model 1024, the base model's other settings, 16K vocabulary.
     "parsing_wsj": dict(vocab_size=16000, num_layers=4, d_model=1024, d_k=128, d_v=128,
@@ -153,5 +128,6 @@ PRESETS: dict[str, dict] = {
     "parsing_wsj_sample": dict(vocab_size=4000, num_layers=4, d_model=256, d_ff=1024,
                                num_heads=4, dropout=0.3, max_length=1024),
 }
-"""Every named model, `TransformerConfig.preset(name)`: the paper's, Table 3's rows, and
-the CPU-sized presets of this project."""
+"""Every named model, `TransformerConfig.preset(name)`, as the fields it sets (else base's):
+Table 2's, Table 3's rows (A heads, B d_k, C size, D regularisation, E positions) and CPU-sized
+ones. A `vocab_size` or `max_length` here wins over a task's; presets without them take it."""

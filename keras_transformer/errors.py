@@ -1,5 +1,4 @@
-"""`UserError`: the base of every error a user fixes by changing their input, flags or files.
-In the library, the lowest layer, so that `pipelines.errors` and `ExportError` derive from it;
+"""`UserError`: the base of every error a user fixes by changing their input, flags or files;
 each command line prints it as one line on stderr, exit status 2, no traceback."""
 
 

@@ -1,13 +1,11 @@
 """Package names that import their module on first use (PEP 562), so that importing a light
-part of the library (settings, constants, the model dir's format) never starts Keras or
-TensorFlow: the command line resolves its settings before either is loaded."""
+part of the library (settings, constants, the model dir's format) never starts TensorFlow."""
 import importlib
 import sys
 
 
 def lazy_names(package: str, where: dict[str, list[str]]):
-    """(`__getattr__`, `__dir__`, `__all__`) for `package`, whose public names live in the
-    modules of `where` ({module: [name, ...]})."""
+    """(`__getattr__`, `__dir__`, `__all__`) of `package`, whose names are `where`'s values."""
     module_of = {name: module for module, names in where.items() for name in names}
 
     def __getattr__(name):

@@ -1,7 +1,5 @@
-"""The paper's training numbers without Keras: Eq. 3's warm-up and Adam's epsilon (Section
-5.3), label smoothing (5.4), the batch's token budget (5.1), and the scale that puts Eq. 3's peak
-at a chosen rate. The settings read them before Keras is loaded, as the library's defaults
-(`schedules`, `losses`, `data.buckets`) do: one home each."""
+"""The paper's training numbers without Keras, for the settings and the library's defaults:
+Eq. 3's warm-up and Adam's epsilon (5.3), label smoothing (5.4), a batch's tokens (5.1)."""
 
 WARMUP_STEPS = 4000
 """Eq. 3's warm-up in the paper (Section 5.3): every default of it reads this one value."""
@@ -14,12 +12,7 @@ BATCH_TOKENS = 25_000
 
 
 def scale_for_peak(peak_lr: float, d_model: int, warmup_steps: int) -> float:
-    """The `NoamSchedule` scale whose peak, at step `warmup_steps`, is `peak_lr`.
-
-    Eq. 3's rising term meets its falling one at step = warmup, where the rate is
-    scale * (d_model * warmup)^-0.5; setting that to `peak_lr` gives scale = peak_lr *
-    sqrt(d_model * warmup). After the peak the rate is then peak_lr * sqrt(warmup / step),
-    fairseq's inverse_sqrt schedule (whose linear rise starts at 1e-7 instead of
-    peak_lr / warmup).
-    """
+    """The `NoamSchedule` scale whose peak, at step `warmup_steps`, is `peak_lr` (the peak is
+    scale * (d_model * warmup)^-0.5); after it the rate is peak_lr * sqrt(warmup / step), as
+    fairseq's inverse_sqrt schedule."""
     return peak_lr * (d_model * warmup_steps) ** 0.5

@@ -1,4 +1,5 @@
 """Label-smoothed cross-entropy over non-pad target tokens (Section 5.4), on every backend."""
+import importlib
 import math
 
 import keras
@@ -10,16 +11,12 @@ from keras_transformer.learning_rate import LABEL_SMOOTHING
 
 def _tensorflow():
     """The `tensorflow` module when it is the Keras backend, else None."""
-    if keras.backend.backend() != "tensorflow":
-        return None
-    import tensorflow as tf
-
-    return tf
+    on_tensorflow = keras.backend.backend() == "tensorflow"
+    return importlib.import_module("tensorflow") if on_tensorflow else None
 
 
 def target_nll(target_ids, logits):
-    """-log softmax(logits)[target]: int32 [batch, length], float32 [batch, length, vocab]
-    -> float32 [batch, length]."""
+    """-log softmax(logits)[target]: int32 [batch, length], [batch, length, vocab] -> float32."""
     tf = _tensorflow()
     if tf is not None:
         # One fused kernel; the log-softmax and gather below materialise [tokens, vocab].
@@ -29,8 +26,7 @@ def target_nll(target_ids, logits):
 
 
 def _global_sum(value):
-    """Sum of `value` over the replicas of a `tf.distribute` step; `value` itself elsewhere (other
-    backends, JAX under `keras.distribution` included, see the global batch in one program)."""
+    """Sum of `value` over a `tf.distribute` step's replicas; elsewhere `value` itself."""
     tf = _tensorflow()
     context = tf.distribute.get_replica_context() if tf is not None else None
     if context is None or context.num_replicas_in_sync == 1:
@@ -45,15 +41,8 @@ def _smoothed_values(vocab, label_smoothing):
 
 def smoothed_token_losses(target_ids, logits, label_smoothing):
     """Per-token cross-entropy against targets smoothed with eps_ls (Section 5.4): 1 - eps on the
-    true token, eps / (V - 1) on each other (as tensor2tensor); padding positions get loss 0.
-
-    Args:
-        target_ids: int [batch, length], 0 = padding.
-        logits: float [batch, length, vocab].
-        label_smoothing: eps_ls.
-    Returns:
-        (losses [batch, length] float32, mask [batch, length] float32 of non-pad tokens).
-    """
+    true token, eps / (V - 1) on each other (as tensor2tensor). int [batch, length] (0: padding),
+    float [batch, length, vocab] -> float32 (losses, 0 on padding; mask of non-pad tokens)."""
     logits = ops.cast(logits, "float32")
     target_ids = ops.cast(target_ids, "int32")
     vocab = ops.shape(logits)[-1]
@@ -77,14 +66,9 @@ def smoothed_token_losses(target_ids, logits, label_smoothing):
 
 
 def target_nll_beside_loss(target_ids, logits, label_smoothing):
-    """``target_nll`` where the step also computes the loss with ``label_smoothing``: derived
-    from ``smoothed_token_losses``' kernel, whose identical ops TensorFlow's graph optimizer
-    computes once for the loss and this, instead of a second softmax over the vocabulary
-    (docs/results.md). Padding positions are not meaningful.
-
-    -log p(t) = loss + (on - off - 1) * logit(t) + off * sum_v logit(v), as the loss is
-    logsumexp - (on - off) * logit(t) - off * sum_v logit(v).
-    """
+    """``target_nll`` (not on padding) from the kernel of the step's loss with ``label_smoothing``,
+    which TensorFlow computes once for both: as the loss is logsumexp - (on - off) * logit(t) -
+    off * sum_v logit(v), -log p(t) is the expression returned."""
     if _tensorflow() is None:  # the loss has no kernel of its own there
         return target_nll(target_ids, logits)
     losses, _ = smoothed_token_losses(target_ids, logits, label_smoothing)
@@ -98,8 +82,7 @@ def target_nll_beside_loss(target_ids, logits, label_smoothing):
 
 
 def smoothed_loss_floor(vocab_size, label_smoothing):
-    """The smallest reachable loss, the entropy of the smoothed target distribution (0 only
-    without smoothing): the training loss's reference point."""
+    """The smallest reachable loss: the entropy of the smoothed target distribution."""
     on, off = (float(value) for value in _smoothed_values(vocab_size, label_smoothing))
     entropy = -on * math.log(on) if on > 0 else 0.0
     if off > 0:
@@ -109,14 +92,9 @@ def smoothed_loss_floor(vocab_size, label_smoothing):
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
-    """Mean label-smoothed cross-entropy per non-pad target token, for `model.fit`.
-
-    Correct under any number of replicas: each divides its token-loss sum by the GLOBAL batch's
-    token count, so the summed gradients (and the progress bar) give the global per-token mean.
-
-    Args:
-        label_smoothing: eps_ls (0.1 in the paper).
-    """
+    """Mean label-smoothed (eps_ls: `label_smoothing`) cross-entropy per non-pad target token,
+    for `model.fit`. Each replica divides its token-loss sum by the GLOBAL batch's token count,
+    so the summed gradients give the global per-token mean."""
 
     def __init__(self, label_smoothing=LABEL_SMOOTHING, name="label_smoothed_cross_entropy",
                  **kwargs):
@@ -130,8 +108,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             while len(weights.shape) < len(losses.shape):
                 weights = weights[..., None]
             losses, mask = losses * weights, mask * weights
-        total_tokens = _global_sum(ops.sum(mask))
-        return ops.sum(losses) / ops.maximum(total_tokens, 1.0)
+        return ops.sum(losses) / ops.maximum(_global_sum(ops.sum(mask)), 1.0)
 
     def call(self, y_true, y_pred):
         return smoothed_token_losses(y_true, y_pred, self.label_smoothing)[0]

@@ -22,17 +22,12 @@ class TokenAccuracy(keras.metrics.Mean):
             mask = mask * ops.cast(ops.reshape(sample_weight, (-1, 1)), "float32")
         return super().update_state(correct, sample_weight=mask)
 
-    def get_config(self):
-        return {"name": self.name, "dtype": self.dtype}
-
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Perplexity(keras.metrics.Metric):
     """exp of the mean unsmoothed cross-entropy per non-pad word-piece: Table 3's "PPL (dev)".
-
     ``label_smoothing``: the eps_ls of the loss compiled beside it, whose kernel it then shares
-    (``losses.target_nll_beside_loss``); the value is the same whatever it is.
-    """
+    (``losses.target_nll_beside_loss``); the value is the same whatever it is."""
 
     def __init__(self, name="perplexity", label_smoothing=0.0, **kwargs):
         super().__init__(name=name, **kwargs)
@@ -50,10 +45,6 @@ class Perplexity(keras.metrics.Metric):
     def result(self):
         return ops.exp(self.total / ops.maximum(self.count, 1.0))
 
-    def reset_state(self):
-        self.total.assign(0.0)
-        self.count.assign(0.0)
-
     def get_config(self):
         return {"name": self.name, "dtype": self.dtype, "label_smoothing": self.label_smoothing}
 
@@ -67,6 +58,3 @@ class TokenCount(keras.metrics.Sum):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         return super().update_state(ops.sum(ops.cast(ops.not_equal(y_true, PAD_ID), "float32")))
-
-    def get_config(self):
-        return {"name": self.name, "dtype": self.dtype}

@@ -19,6 +19,7 @@ row's pairs 1, 2, ... (0 on padding); positions restarting at 0 with each pair."
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     """The paper's model: `model((source_ids, target_in_ids))` -> float32 logits; id 0 is padding.
+    `config`: a `TransformerConfig` (or its dict form, as `from_config` passes it).
 
     Example:
         >>> config = TransformerConfig.preset("base", vocab_size=100, num_layers=1,
@@ -28,9 +29,6 @@ class Transformer(keras.Model):
         >>> target_in = keras.ops.array([[2, 8, 9]])
         >>> tuple(model((source, target_in)).shape)
         (1, 3, 100)
-
-    Args:
-        config: a `TransformerConfig` (or its dict form, as `from_config` passes it).
     """
 
     def __init__(self, config, **kwargs):
@@ -83,7 +81,6 @@ class Transformer(keras.Model):
             self.output_projection.build(vector_shape)
         self.built = True
 
-    # ------------------------------------------------------------------ pieces
     def _embed(self, ids, embedding, position_layer, start=0, positions=None, training=None):
         """Token embeddings + positions (from `start`, or a packed row's), dropout on the sum."""
         x = embedding(ids)
@@ -98,20 +95,12 @@ class Transformer(keras.Model):
 
     def project(self, x):
         """Decoder output [..., d_model] -> float32 logits [..., vocab_size]."""
-        if self.output_projection is None:
-            logits = self.target_embedding.project(x)
-        else:
-            logits = self.output_projection(x)
-        return ops.cast(logits, "float32")
+        project = self.output_projection or self.target_embedding.project
+        return ops.cast(project(x), "float32")
 
     def encode(self, source_ids, training=None):
-        """Runs the encoder once.
-
-        Args:
-            source_ids: int [batch, source_len], 0-padded.
-        Returns:
-            (memory [batch, source_len, d_model], source padding mask [batch, 1, 1, source_len]).
-        """
+        """int [batch, source_len] 0-padded -> (memory [batch, source_len, d_model], source
+        padding mask [batch, 1, 1, source_len])."""
         mask = padding_mask(source_ids)
         return self._encode(source_ids, mask, training=training), mask
 
@@ -129,11 +118,8 @@ class Transformer(keras.Model):
         return self.project(out)
 
     def call(self, inputs, training=None):
-        """Logits [batch, tgt_len, vocab] of pairs, or of packed rows (each pair's as if alone).
-
-        Args:
-            inputs: (source_ids, target_in_ids), int [batch, len] each; or a `PACKED_INPUTS` dict.
-        """
+        """Logits [batch, tgt_len, vocab] of `(source_ids, target_in_ids)` (int [batch, len] each),
+        or of packed rows (a `PACKED_INPUTS` dict; each pair's as if alone)."""
         if isinstance(inputs, dict):
             return self._call_packed(inputs, training)
         source_ids, target_in_ids = inputs
@@ -146,8 +132,7 @@ class Transformer(keras.Model):
         if missing:
             raise ValueError(f"a packed batch needs the inputs {PACKED_INPUTS}; "
                              f"missing: {missing}")
-        source_segments = inputs["source_segments"]
-        target_segments = inputs["target_segments"]
+        source_segments, target_segments = inputs["source_segments"], inputs["target_segments"]
         memory = self._encode(inputs["source_ids"],
                               segment_mask(source_segments, source_segments),
                               positions=inputs["source_positions"], training=training)
@@ -156,45 +141,28 @@ class Transformer(keras.Model):
                            self_mask=segment_mask(target_segments, target_segments),
                            positions=inputs["target_positions"])
 
-    # ------------------------------------------------------------------ incremental decoding
     def initial_decode_state(self, memory, memory_mask, num_rows, max_length=None):
-        """What `decode_step` needs for a batch of sources.
-
-        Args:
-            memory, memory_mask: from `encode`.
-            num_rows: hypotheses per sentence (the beam size; 1 for greedy).
-            max_length: fixed cache slots for that many positions (XLA); None: caches that grow.
-        Returns:
-            (cache per hypothesis, reordered on axis 1; memory_state per sentence, constant).
-        """
-        batch = ops.shape(memory)[0]
-        cache = self.decoder.initial_cache(batch, num_rows, max_length)
+        """What `decode_step` needs for `encode`'s output: (cache of `num_rows` hypotheses per
+        sentence, reordered on axis 1; memory_state per sentence, constant). `max_length`: fixed
+        cache slots for that many positions (XLA); None: caches that grow."""
+        cache = self.decoder.initial_cache(ops.shape(memory)[0], num_rows, max_length)
         return cache, {"memory_kv": self.decoder.project_memory(memory), "mask": memory_mask}
 
     def decode_step(self, token_ids, position, cache, memory_state,
                     return_attention_scores=False, attention_layer=-1):
-        """Next-token logits of every hypothesis: `decode` a position at a time, from the cache.
-
-        Args:
-            token_ids: int [batch, rows], the tokens at `position` (a scalar int).
-            cache, memory_state: from `initial_decode_state` or the previous step.
-        Returns:
-            (logits float32 [batch, rows, vocab], new cache[, attention weights as `decode`'s]).
-        """
+        """`decode` one position at a time, from the cache: `token_ids` int [batch, rows] at
+        `position` (a scalar int) -> (logits float32 [batch, rows, vocab], new cache[, attention
+        weights as `decode`'s]); `cache`, `memory_state` as `initial_decode_state` returns them."""
         x = self.target_embedding(token_ids)
         # Axis 1 holds hypotheses, all at `position`: one positional vector for every row.
         x = x + self.target_positions(x[:, :1], start=position)
         out = self.decoder.step(x, position, cache, memory_state["memory_kv"],
                                 memory_state["mask"], return_attention_scores,
                                 attention_layer)
-        logits = self.project(out[0])
-        return (logits,) + tuple(out[1:])
+        return (self.project(out[0]), *out[1:])
 
-    # ------------------------------------------------------------------ serialization
     def get_config(self):
-        config = super().get_config()
-        config.update(config=self.config.to_dict())
-        return config
+        return {**super().get_config(), "config": self.config.to_dict()}
 
     @classmethod
     def from_config(cls, config):

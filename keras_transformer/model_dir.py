@@ -1,28 +1,22 @@
-"""The model dir as a library format: `save` writes one, `load` reads one back as a `Translator`.
-
-A model dir holds what translating needs (the files `pipelines/run.py` writes too, beside its
-training records):
+"""The model dir as a library format: `save` writes one, `load` reads one back as a `Translator`
+(also every model dir `pipelines/run.py` writes, whose other files are its own):
 
     config.json         the `TransformerConfig`
     final.weights.h5    the weights to translate with
     spm.model           the SentencePiece model, source and target
     settings.json       {"format": 2, "decoding": {beam_size, alpha, extra_length, stop_rule,
                         max_input_length, precision}, "spm_sha256", "vocab_size", ...}
-
-`load` reads every model dir `pipelines/run.py` writes (its other files are its own), and the
-command line reads every one `save` writes.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import os
 import pathlib
 from typing import Any
 
 from keras_transformer import native_logs
-from keras_transformer.atomic_files import write_atomic
+from keras_transformer.atomic_files import atomic_files, write_atomic
 from keras_transformer.config import TransformerConfig
 from keras_transformer.decoding import BeamSearch
 from keras_transformer.errors import ModelDirError
@@ -75,23 +69,15 @@ def recorded_decoding(settings: dict[str, Any]) -> dict[str, Any]:
 def save(model_dir, model, spm_proto: bytes, search: BeamSearch = BeamSearch(), *,
          max_input_length: int | None = None, precision: str = "float32") -> pathlib.Path:
     """Writes `model` (a `Transformer`), its SentencePiece model and its decoding settings as a
-    model dir that `load` (and `pipelines/run.py --mode translate,export`) read; returns it.
-
-    Args:
-        search: the decoding settings recorded (every later call's default).
-        max_input_length: the longest source in tokens, EOS included (default: the model's).
-        precision: the precision `load` decodes in, "float32" or "bfloat16".
-    """
+    model dir that `load` and `pipelines/run.py` read; returns it. `search`, `max_input_length`
+    (EOS included; default: the model's) and `precision` are `load`'s defaults."""
     if precision not in PRECISIONS:
         raise ModelDirError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     model_dir = pathlib.Path(model_dir)
-    model_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(model_dir / VOCAB_FILE, bytes(spm_proto))
     write_atomic(model_dir / CONFIG_FILE, model.config.to_json() + "\n")
-    weights = model_dir / FINAL_WEIGHTS_FILE
-    tmp = weights.with_name(f".{weights.name}.tmp{WEIGHTS_SUFFIX}")
-    model.save_weights(tmp)
-    os.replace(tmp, weights)
+    with atomic_files(model_dir / FINAL_WEIGHTS_FILE) as (weights,):
+        model.save_weights(weights)
     decoding = {**dataclasses.asdict(search), "max_input_length": max_input_length,
                 "precision": precision}
     settings = {**read_settings(model_dir), "format": SETTINGS_FORMAT, "decoding": decoding,
@@ -103,14 +89,9 @@ def save(model_dir, model, spm_proto: bytes, search: BeamSearch = BeamSearch(), 
 
 @native_logs.quiet()
 def load(model_dir, **decoding):
-    """The model dir's `Translator`: final.weights.h5 in the recorded precision, spm.model and
-    the recorded decoding settings; a keyword (`beam_size=8`, `alpha`, `extra_length`,
-    `stop_rule`, `max_input_length`, `precision`) overrides one.
-
-    Raises:
-        ModelDirError: no config or final weights, a damaged file, a changed spm.model, or a
-            task whose decoding needs the application (`HOOKED_TASKS`).
-    """
+    """The model dir's `Translator` with the recorded decoding settings, which a keyword
+    (`beam_size=8`, `alpha`, `extra_length`, `stop_rule`, `max_input_length`, `precision`)
+    overrides; `ModelDirError` for a missing, damaged or changed file, or a `HOOKED_TASKS` task."""
     from keras_transformer.model import Transformer
     from keras_transformer.serving.translator import Translator
 
@@ -143,10 +124,9 @@ def load(model_dir, **decoding):
         model.load_weights(weights)
     except (OSError, ValueError, KeyError) as e:
         raise ModelDirError(f"{weights}: cannot load ({e}); average or save it again") from None
-    max_input_length = chosen.pop("max_input_length", None)
     search = BeamSearch(**{k: v for k, v in chosen.items() if k in BeamSearch.__dataclass_fields__})
     return Translator(model, (model_dir / VOCAB_FILE).read_bytes(), search,
-                      max_input_length=max_input_length)
+                      max_input_length=chosen.get("max_input_length"))
 
 
 def check_vocabulary(model_dir, sha256: str | None) -> None:

@@ -1,14 +1,8 @@
 """Keeps the C++ libraries' informational and warning lines (TensorFlow's start-up lines,
-SentencePiece's per-model line) out of a user's output; their error and fatal lines pass, but
-for two that TensorFlow writes at error level on every CPU run and that report no failure
-(`LIBRARY_LINE`).
-
-Those libraries write straight to file descriptor 2, past Python and TF_CPP_MIN_LOG_LEVEL.
-`quiet()` puts a pipe there for the duration of a library call (`load`, `Translator`) and a
-thread that forwards every other line; the command line runs this file as a filter process for
-the whole run (`cli/quiet.py`). Imports only the standard library (the process runs it with
-`python -S`).
-"""
+SentencePiece's per-model line) out of a user's output; error lines pass but for two harmless
+ones (`LIBRARY_LINE`). The libraries write straight to descriptor 2, past Python and
+TF_CPP_MIN_LOG_LEVEL: `quiet()` filters it during a library call, and the command line runs
+this file as a filter process (`cli/quiet.py`, with `python -S`: standard library only)."""
 import contextlib
 import os
 import re
@@ -24,11 +18,9 @@ LIBRARY_LINE = re.compile(
     rb"|E\d{4} [\d:.]+ +\d+ (cuda_platform\.cc:\d+\] failed call to cuInit: .*\(303\)"
     rb"|util\.cc:\d+\] oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling "
     rb"back to the default Eigen-based implementation))")
-"""The start of an informational or warning line a library wrote, not the project; or of one
-of two error-level lines that report no failure: TensorFlow's CUDA build's start-up line where
-no CUDA driver library is installed (303: CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, after its "Could
-not find cuda drivers" line; any other cuInit failure, a broken driver, passes), and oneDNN's
-note that an int64 op runs on Eigen instead (written on AVX-512 machines too)."""
+"""The start of an informational or warning line a library wrote; or of one of two error lines
+that report no failure: the CUDA build's cuInit error where no CUDA driver is installed (303;
+any other cuInit failure passes), and oneDNN's note that an int64 op runs on Eigen."""
 LINE_END = re.compile(rb"(?<=[\r\n])")
 _depth = 0
 _lock = threading.Lock()
@@ -46,17 +38,14 @@ def forward(pipe, out) -> None:
 
 def _write(out, data: bytes) -> None:
     """Writes to the real stderr; if that is gone, the pipe still drains so no writer blocks."""
-    try:
+    with contextlib.suppress(OSError):
         out.write(data)
         out.flush()
-    except OSError:
-        pass
 
 
 @contextlib.contextmanager
 def quiet():
-    """Inside, lines on descriptor 2 matching `LIBRARY_LINE` are dropped; the others reach it,
-    in order, by the end of the block. Re-entrant (the outermost block filters)."""
+    """Drops `LIBRARY_LINE`s from descriptor 2 inside the block, passing the rest; re-entrant."""
     global _depth
     with _lock:
         _depth += 1
@@ -90,8 +79,7 @@ def _filtered_stderr():
         os.close(target)
 
 
-if __name__ == "__main__":  # the command line's filter process: Ctrl-C and SIGTERM reach the
-    # run, which closes the pipe as it ends; the filter ends on that EOF, after the last line.
+if __name__ == "__main__":  # the filter process: Ctrl-C and SIGTERM are the run's; EOF ends it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     with os.fdopen(0, "rb", buffering=0) as stdin, os.fdopen(1, "wb", buffering=0) as stdout:

@@ -7,20 +7,14 @@ from keras_transformer.learning_rate import ADAM_EPSILON, WARMUP_STEPS
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class NoamSchedule(keras.optimizers.schedules.LearningRateSchedule):
-    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) (Eq. 3).
-
-    Steps are optimizer UPDATES counted from 1 (`iterations + 1`: the first rate is not 0).
+    """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5) (Eq. 3; scale 1),
+    steps being optimizer UPDATES counted from 1: `accumulation_steps` is the k of
+    `gradient_accumulation_steps=k` (1 with `paper_optimizer`, which counts updates itself).
 
     Example:
         >>> schedule = NoamSchedule(d_model=512, warmup_steps=4000)
         >>> float(schedule(3999))   # step 4000, the peak: 512^-0.5 * 4000^-0.5
         0.000698771...
-
-    Args:
-        d_model: model width.
-        warmup_steps: 4000 in the paper.
-        scale: a constant factor (1 in the paper; tensor2tensor's `learning_rate`).
-        accumulation_steps: k under `gradient_accumulation_steps=k` (1 with `paper_optimizer`).
     """
 
     def __init__(self, d_model, warmup_steps=WARMUP_STEPS, scale=1.0, accumulation_steps=1):

@@ -1,20 +1,16 @@
-"""The private TensorFlow and Keras APIs the project needs, in one place. Each has no public
-equivalent (the reason is beside it); `check_versions` says, once, when TensorFlow or Keras is
-not a release they were checked against (setup.py pins TensorFlow's minor version). Elsewhere:
-`schedules.UpdateCountingAdam` overrides Keras' `_get_current_learning_rate` (a subclass hook:
-Eq. 3 must count updates, not the micro-batches of gradient accumulation)."""
+"""The private TensorFlow and Keras APIs the project needs, each without a public equivalent;
+`check_versions` warns once when TensorFlow or Keras is not a release they were checked against.
+(`schedules.UpdateCountingAdam` also overrides a private Keras hook.)"""
+import functools
 import warnings
 
 CHECKED = {"tensorflow": ("2.21.",), "keras": ("3.",)}
 """Version prefixes these private APIs were checked against."""
-_warned = []
 
 
+@functools.cache
 def check_versions() -> None:
     """Warns once if TensorFlow or Keras is not a version in `CHECKED`."""
-    if _warned:
-        return
-    _warned.append(True)
     import keras
     import tensorflow as tf
 
@@ -53,17 +49,12 @@ json.dump({"tensorflow": tf.__version__, "tensorflow_text": tensorflow_text.__ve
            "core": core, "after_text": after_text,
            "text_library": {n: libraries.get(n) for n in after_text}}, sys.stdout)
 """
-"""The op check's probe (export/op_check.py), run by `python -c` in a fresh interpreter in an
-empty directory, so that nothing already imported registers an op: which op names from stdin
-are registered after `import tensorflow`, which only after `import tensorflow_text`, and by
-which of its op libraries (the module `tf.load_op_library` returns has a wrapper named after
-each op it registers). TensorFlow has no public query of its op registry
-(`op_def_registry.get`)."""
+"""The op check's probe (export/op_check.py): which op names from stdin a fresh interpreter
+registers after `import tensorflow`, which only after `import tensorflow_text`, and where."""
 
 
 def in_xla_context() -> bool:
-    """Whether the graph being traced is XLA-compiled at any depth (`tf.function(
-    jit_compile=True)` around it): TensorFlow has no public query for it."""
+    """Whether the graph being traced is XLA-compiled at any depth (no public query exists)."""
     check_versions()
     import tensorflow as tf
 
@@ -75,20 +66,15 @@ def in_xla_context() -> bool:
 
 
 def sublayers(layer) -> list:
-    """`layer` and every layer inside it, depth first: Keras 3 has no public walk (this is the
-    one `keras.Model.quantize` uses)."""
+    """`layer` and every layer inside it, depth first: Keras 3 has no public walk."""
     check_versions()
     return list(layer._flatten_layers(include_self=True, recursive=True))
 
 
 def fit_under_multi_worker(model):
-    """Patches this model instance (only) so that Keras 3 `fit` runs under
-    MultiWorkerMirroredStrategy, until keras-team/keras#20585 is fixed. Two Keras internals fail
-    there: `_maybe_symbolic_build` reduces the PerReplica first batch to build the metrics
-    ("Attempt to convert a value (PerReplica...)"): it builds from one replica's batch instead;
-    and the step reduces its scalar logs along axis 0 ("Invalid reduction dimension 0 for input
-    with 0 dimensions"): each log gets shape [1] (the logs are already synchronised across
-    replicas, so their mean is the value itself)."""
+    """Patches this model instance so that Keras 3 `fit` runs under MultiWorkerMirroredStrategy
+    (keras-team/keras#20585): `_maybe_symbolic_build` builds from one replica's first batch, and
+    the steps' scalar logs (already synchronised) get shape [1] for Keras' reduction on axis 0."""
     check_versions()
     import types
 

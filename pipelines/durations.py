@@ -1,5 +1,4 @@
-"""Durations as people write them: `format_duration` for logs, `parse_duration` for flags
-(`--time_budget 2h`)."""
+"""Durations as people write them: `format_duration` for logs, `parse_duration` for flags."""
 import re
 
 

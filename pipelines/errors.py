@@ -1,6 +1,5 @@
-"""The errors a user can fix: `cli.main` catches `UserError`, prints one line, exits 2.
-
-Messages name the file, line or flag at fault and the fix (`UserError`: `keras_transformer`)."""
+"""The errors a user can fix: `cli.main` catches `UserError` (`keras_transformer`'s), prints its
+one line, naming the file, line or flag at fault and the fix, and exits 2."""
 from keras_transformer.errors import ModelDirError, UserError
 
 __all__ = ["UserError", "DataError", "ModelDirError", "ConfigError"]

@@ -1,8 +1,5 @@
-"""Data for `model.fit` from the library alone: the SentencePiece vocabulary (`tokenizer`),
-sentences <-> ids (`text`), tokenized pairs of text files and token-budget training batches
-(`batches`, `buckets`). The pipeline (`pipelines/`) builds on these same functions. Names load
-on first use (`keras_transformer.lazy`).
-"""
+"""Data for `model.fit` from the library alone: the vocabulary (`tokenizer`), sentences <-> ids
+(`text`), training batches (`batches`, `buckets`). Names load on first use (`lazy`)."""
 from keras_transformer.lazy import lazy_names, load_when_documented
 
 __getattr__, __dir__, __all__ = lazy_names(__name__, {

@@ -1,7 +1,6 @@
 """Training batches for `model.fit`: tokenized pairs in, token-budget batches of
 ``((source, target_in), target_out)`` out (``ids + [EOS]``, ``[BOS] + ids``, ``ids + [EOS]``),
-0-padded and grouped by length (`keras_transformer.data.buckets`).
-"""
+0-padded and grouped by length (`keras_transformer.data.buckets`)."""
 
 from typing import Sequence
 
@@ -27,24 +26,16 @@ def text_pairs(source_path, target_path, tokenizer) -> tf.data.Dataset:
 
 def to_model_example(source: tf.Tensor, target: tf.Tensor):
     """``(ids, ids) -> ((ids + [EOS], [BOS] + ids), ids + [EOS])``: teacher forcing pairs."""
-    eos = tf.constant([EOS_ID], tf.int32)
-    bos = tf.constant([BOS_ID], tf.int32)
-    source = tf.cast(source, tf.int32)
-    target = tf.cast(target, tf.int32)
+    eos, bos = tf.constant([EOS_ID], tf.int32), tf.constant([BOS_ID], tf.int32)
+    source, target = tf.cast(source, tf.int32), tf.cast(target, tf.int32)
     return (tf.concat([source, eos], 0), tf.concat([bos, target], 0)), tf.concat([target, eos], 0)
 
 
 def reshuffled(ds: tf.data.Dataset, buffer: int, seed: int, *, repeat: bool = False
                ) -> tf.data.Dataset:
-    """``ds`` shuffled (and ``repeat``-ed, each pass in a new order), in the same orders in
-    every iterator made of it.
-
-    A plain reshuffling ``shuffle`` keeps one seed generator in the dataset for all its
-    iterators, so an iterator's orders depend on how many were made before it, and
-    tf.distribute's workers make theirs concurrently: a worker's order could depend on timing,
-    and the workers train on halves of different global batches. Made inside ``flat_map``'s
-    function, the shuffle and its generator are new for each iterator, starting from ``seed``.
-    """
+    """``ds`` shuffled (and ``repeat``-ed, each pass in a new order), in the same orders in every
+    iterator made of it (tf.distribute's workers make theirs concurrently): made inside
+    ``flat_map``, the shuffle's seed generator is new for each iterator, not shared."""
     def make(_):
         shuffled = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
         return shuffled.repeat() if repeat else shuffled
@@ -55,9 +46,7 @@ def reshuffled(ds: tf.data.Dataset, buffer: int, seed: int, *, repeat: bool = Fa
 def training_examples(pairs: tf.data.Dataset, *, max_source_length: int, max_target_length: int,
                       shuffle: bool = True, shuffle_buffer: int = 100_000, seed: int = 0,
                       repeat: bool = True, teacher_inputs=None) -> tf.data.Dataset:
-    """Unbatched ``((source, target_in), target_out)`` of the pairs within the length limits,
-    shuffled and repeated (before bucketing or packing). Args: as ``training_batches``."""
-
+    """``training_batches``' examples (same args) before bucketing or packing, unbatched."""
     def within_limits(source, target):
         return tf.logical_and(tf.size(source) + 1 <= max_source_length,
                               tf.size(target) + 1 <= max_target_length)
@@ -81,35 +70,29 @@ def training_batches(pairs: tf.data.Dataset, *, max_source_length: int, max_targ
                      shuffle: bool = True, shuffle_buffer: int = 100_000, seed: int = 0,
                      repeat: bool = True, drop_remainder: bool | None = None,
                      pad_to_bucket: bool = True, teacher_inputs=None) -> tf.data.Dataset:
-    """Token-budget batches of ``((source, target_in), target_out)`` from tokenized pairs.
+    """Token-budget batches of ``((source, target_in), target_out)`` from tokenized pairs,
+    prefetched, 0-padded; global batches under ``tf.distribute`` (``global_batches``).
 
     Args:
       pairs: ``(source_ids, target_ids)``, no specials (``text_pairs``, ``TokenCache.dataset``).
-      max_source_length, max_target_length: limits including EOS/BOS; longer pairs are
-        dropped (count them with ``length_filter_counts``).
+      max_source_length, max_target_length: limits including EOS/BOS; longer pairs are dropped.
       batch_tokens: GLOBAL token budget per side and batch (all replicas together).
       boundaries: padded bucket lengths; ``default_boundaries(max length)`` if None.
       batch_multiple: every batch size is a multiple of this (the number of replicas).
       shuffle, shuffle_buffer, seed: seeded example shuffle (each epoch) and a batch shuffle.
       repeat: repeat forever (use ``steps_per_epoch``); False gives one pass.
       drop_remainder: drop each bucket's last partial batch; defaults to ``batch_multiple > 1``.
-      pad_to_bucket: pad both sides to the bucket boundary (few shapes, so few XLA compilations);
-        False pads each side to its own longest sentence (least padding when lengths differ).
-      teacher_inputs: optional ``f(source, target_in) -> target_in``: what the decoder reads
-        instead of [BOS] + target (``Task.teacher_inputs``).
-    Returns:
-      A prefetched dataset padded with ``PAD_ID``; global batches under ``tf.distribute``.
+      pad_to_bucket: pad to the bucket boundary (few XLA shapes), else to each side's longest.
+      teacher_inputs: optional ``f(source, target_in) -> target_in`` (``Task.teacher_inputs``).
     """
     max_length = max(max_source_length, max_target_length)
-    boundaries = list(boundaries) if boundaries is not None else default_boundaries(max_length)
+    boundaries = default_boundaries(max_length) if boundaries is None else list(boundaries)
     check_boundaries(boundaries, max_length)
     sizes = bucket_batch_sizes(boundaries, batch_tokens, batch_multiple)
-    if drop_remainder is None:
-        drop_remainder = batch_multiple > 1
+    drop_remainder = batch_multiple > 1 if drop_remainder is None else drop_remainder
 
-    def example_length(inputs, target_out):
-        source, target_in = inputs
-        return tf.maximum(tf.shape(source)[0], tf.shape(target_in)[0])
+    def example_length(inputs, target_out):  # inputs: (source, target_in)
+        return tf.maximum(tf.shape(inputs[0])[0], tf.shape(inputs[1])[0])
 
     ds = training_examples(pairs, max_source_length=max_source_length,
                            max_target_length=max_target_length, shuffle=shuffle,
@@ -127,10 +110,8 @@ def training_batches(pairs: tf.data.Dataset, *, max_source_length: int, max_targ
 
 
 def global_batches(batches: tf.data.Dataset) -> tf.data.Dataset:
-    """``batches`` as GLOBAL batches under ``tf.distribute``: every worker builds the same stream,
-    ``model.fit`` splits each batch into one part per replica, and the DATA auto-shard policy keeps
-    this worker's parts (AUTO would shard by file, OFF would train every worker on the same part).
-    Parts are equal when batch sizes are multiples of the replica count (``batch_multiple``)."""
+    """``batches`` as GLOBAL batches under ``tf.distribute``: every worker builds the same stream
+    and keeps its replicas' parts (the DATA auto-shard policy; AUTO would shard by file)."""
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return batches.with_options(options)

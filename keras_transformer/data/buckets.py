@@ -1,8 +1,5 @@
-"""Token-budget buckets: which padded lengths, and how many sentences each.
-
-As the paper batches by tokens (Section 5.1: about 25,000 per side), a bucket of boundary ``L``
-holds ``floor(budget / L)`` sentences, so ``batch_size * L <= budget`` on each side.
-"""
+"""Token-budget buckets (the paper batches by tokens, Section 5.1): which padded lengths, and
+how many sentences each: a bucket of boundary ``L`` holds ``floor(budget / L)`` sentences."""
 
 import math
 from typing import Sequence
@@ -26,11 +23,8 @@ def default_boundaries(max_length: int, *, min_length: int = 8, step: int = 4,
 
 def bucket_batch_sizes(boundaries: Sequence[int], batch_tokens: int,
                        batch_multiple: int = 1) -> list[int]:
-    """Sentences per batch of each bucket: ``batch_tokens // L``, a multiple of ``batch_multiple``.
-
-    Raises:
-      UserError: a bucket cannot hold even ``batch_multiple`` sentences within the budget.
-    """
+    """Sentences per batch of each bucket: ``batch_tokens // L``, a multiple of ``batch_multiple``;
+    `UserError` if a bucket cannot hold even ``batch_multiple`` sentences within the budget."""
     if batch_multiple < 1:
         raise ValueError(f"batch_multiple must be >= 1, got {batch_multiple}")
     sizes = [(batch_tokens // length) // batch_multiple * batch_multiple for length in boundaries]

@@ -1,26 +1,14 @@
-"""Sentences <-> ids around any in-graph tokenizer: one rule for training, evaluation, serving.
-
-Sentence -> ids: the tokenizer's pieces, cut to `max_length - 1` so that EOS always fits, EOS,
-rows 0-padded to the longest. Ids -> sentence: the pieces before the first EOS or padding,
-detokenized. An empty or all-space line translates to an empty line with score 0 (`blank_rows`).
-The tokenizer is anything with tensorflow-text's `tokenize(strings) -> RaggedTensor` and
-`detokenize(RaggedTensor) -> strings`, e.g. `tensorflow_text.SentencepieceTokenizer`.
-"""
+"""Sentences <-> ids, one rule for training, evaluation and serving, around any tokenizer with
+tensorflow-text's `tokenize(strings) -> RaggedTensor` and `detokenize(RaggedTensor) -> strings`
+(`tensorflow_text.SentencepieceTokenizer`). An empty or all-space line translates to an empty
+line with score 0 (`blank_rows`)."""
 import tensorflow as tf
 
 from keras_transformer.constants import EOS_ID, PAD_ID
 
 
 def sentences_to_ids(tokenizer, sentences, max_length):
-    """tf.string [batch] -> int32 [batch, length]: pieces, EOS, truncation, padding.
-
-    Args:
-        tokenizer: an in-graph tokenizer (see the module docstring).
-        sentences: tf.string [batch].
-        max_length: the longest row in tokens, EOS included (longer sentences are cut).
-    Returns:
-        int32 [batch, length], 0-padded after each row's EOS; length <= max_length.
-    """
+    """tf.string [batch] -> int32 [batch, <= max_length]: pieces (cut to fit), EOS, 0-padding."""
     sentences = tf.convert_to_tensor(sentences, tf.string)
     # An all-space line is an empty one: no piece (`blank_rows`), whatever the vocabulary.
     sentences = tf.where(tf.equal(tf.strings.strip(sentences), ""), "", sentences)
@@ -31,8 +19,7 @@ def sentences_to_ids(tokenizer, sentences, max_length):
 
 def truncate_ids(ids, max_length):
     """int32 [batch, length] source ids (pieces, EOS, 0-padding) -> [batch, <= max_length], cut as
-    `sentences_to_ids` cuts sentences: a longer row keeps its first `max_length - 1` pieces and
-    ends with EOS (which cutting columns alone would drop); shorter rows are unchanged."""
+    `sentences_to_ids` cuts sentences: a longer row keeps its first pieces and its EOS."""
     ids = tf.convert_to_tensor(ids, tf.int32)
     kept = ids[:, :max_length]
     cut = tf.reduce_any(tf.not_equal(ids[:, max_length:], PAD_ID), axis=1, keepdims=True)

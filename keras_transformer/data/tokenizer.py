@@ -1,17 +1,7 @@
-"""The shared source+target SentencePiece BPE vocabulary: train it, load it in the graph.
-
-One model serves both languages (as the paper's shared BPE vocabulary, Section 5.1), so the
-embedding matrices can be tied. Training choices:
-
-* ``normalization_rule_name="identity"``, ``remove_extra_whitespaces=False``: no Unicode
-  normalization or whitespace squeezing, so ``detokenize(tokenize(x)) == x`` for any text but
-  leading whitespace, which tensorflow-text's detokenizer drops: trim lines.
-* ``character_coverage=1.0``, ``byte_fallback=True``: every training character gets a piece, and
-  unseen ones are UTF-8 byte pieces (256 entries), so ``<unk>`` is practically never produced.
-* Ids: pad=0 (the model's padding), unk=1, bos=2, eos=3.
-
-Training, evaluation and the exported SavedModel tokenize with the same serialized proto.
-"""
+"""The shared source+target SentencePiece BPE vocabulary (Section 5.1): train it, load it in the
+graph. No normalization or whitespace squeezing, so ``detokenize(tokenize(x)) == x`` but for
+leading whitespace, which tensorflow-text's detokenizer drops (trim lines); byte fallback, so
+``<unk>`` is practically never made."""
 
 import io
 import os
@@ -24,11 +14,8 @@ from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 def train_sentencepiece(sentences: Iterable[str], vocab_size: int, *,
                         num_threads: int | None = None,
                         user_defined_symbols: Sequence[str] = ()) -> bytes:
-    """Train a BPE SentencePiece model on ``sentences``; return its serialized proto.
-
-    Deterministic for a given input. ``user_defined_symbols`` become single pieces wherever they
-    occur (write them with the leading ``▁`` so that a space-separated symbol is one piece).
-    """
+    """A serialized BPE SentencePiece model of ``sentences``; ``user_defined_symbols`` become
+    single pieces (write them with the leading ``▁``, so that a separate symbol is one piece)."""
     import sentencepiece as spm
 
     sentences = list(sentences)
@@ -48,8 +35,8 @@ def train_sentencepiece(sentences: Iterable[str], vocab_size: int, *,
 
 
 def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
-    """An in-graph ``tensorflow_text.SentencepieceTokenizer`` (int32 ids, no BOS/EOS: the data
-    pipeline adds them) of a serialized model or a model file."""
+    """An in-graph int32 ``tensorflow_text.SentencepieceTokenizer`` (no BOS/EOS) of a model or
+    its file."""
     import tensorflow as tf
     import tensorflow_text as tf_text
 

@@ -1,11 +1,5 @@
-"""Beam search: `BeamSearchLoop` (a search's settings) runs each batch with a run-scoped
-driver: its state under named keys, its loop of named steps (`extend`, `grow`, `pick_alive`,
-`pick_finished`, `advance`; `continues`), its rules from `core`.
-
-Two drivers: `BeamRun`, with fixed slots (every backend; TensorFlow under XLA), keeps every
-sentence in the batch until all are done; `CompactingRun`, in TensorFlow's graph outside XLA,
-grows the cache a position a step and lets a sentence that cannot improve leave the batch (its
-`advance`), with the same results."""
+"""Beam search: `beam_search` runs each batch with a driver (`BeamRun`, `CompactingRun`), its
+state under named keys, its loop of named steps, its rules from `core`."""
 import dataclasses
 from typing import Any, NamedTuple
 
@@ -16,13 +10,10 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.decoding import core
 from keras_transformer.decoding.core import NEG, gather_beams, length_penalty, take_along
 
-STATE = ("step", "sentences", "alive", "alive_log_probs", "cache", "finished",
-         "finished_scores")
+STATE = ("step", "sentences", "alive", "alive_log_probs", "cache", "finished", "finished_scores")
 """Loop state entries: "sentences", per searched sentence (batch index, length limit, forced
 tokens, caller's state); "alive", "finished": per-hypothesis storage (tokens; with details,
 log-probabilities, alignment), finished for the whole batch; "cache": live decoder state."""
-LEAVING = ("sentences", "alive", "alive_log_probs", "cache")
-"""The entries whose first axis shrinks as sentences leave the batch (compacting driver)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,68 +64,46 @@ def beam_search(step_fn, initial_ids, initial_cache, search, max_lengths, eos_id
         search: a `BeamSearch` (beam size a Python int, or under TensorFlow an int32 scalar
             tensor); its extra length is the caller's, in `max_lengths`.
         max_lengths: int32 [batch] or scalar, most tokens per sentence, the end token forced last.
-        eos_id: the end token.
-        options: `SearchOptions`.
     Returns:
         `Decoded` with ids [batch, num_results, max_steps] (0-padded after the end token) and
         scores best first; details (0 / -1 at padding) with `track_details`.
     """
-    return BeamSearchLoop(step_fn, search, eos_id, options).run(initial_ids, initial_cache,
-                                                                max_lengths)
+    k, n = search.beam_size, options.num_results
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in (k, n)) and not 1 <= n <= k:
+        raise ValueError(f"num_results must be in [1, beam_size={k}], got {n}")
+    initial_ids = ops.cast(ops.convert_to_tensor(initial_ids), "int32")
+    batch = ops.shape(initial_ids)[0]
+    max_lengths = ops.broadcast_to(ops.cast(max_lengths, "int32"), (batch,))
+    steps = ops.max(max_lengths) if options.max_steps is None else options.max_steps
+    driver = CompactingRun if _compacts(options) else BeamRun
+    run = driver(step_fn, search, eos_id, options, batch, steps)
+    initial = run.initial_state(initial_ids, initial_cache, max_lengths)
+    return run.results(initial, run.loop(initial))
 
 
-def _is_static(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+def _compacts(options) -> bool:
+    """Whether sentences leave the batch: in TensorFlow's graph outside XLA, given their
+    state, when the search stops early."""
+    if not (core.on_tensorflow() and options.sentence_state is not None and options.early_finish):
+        return False
+    from keras_transformer.decoding import tf_graph
 
-
-class BeamSearchLoop:
-    """One beam search's settings; `run` decodes a batch (see `beam_search`) with a driver made
-    for that run (`BeamRun`, or `CompactingRun` where sentences may leave the batch)."""
-
-    def __init__(self, step_fn, search, eos_id, options=SearchOptions()):
-        k, n = search.beam_size, options.num_results
-        if _is_static(k) and _is_static(n) and not 1 <= n <= k:
-            raise ValueError(f"num_results must be in [1, beam_size={k}], got {n}")
-        self.step_fn, self.eos_id, self.options = step_fn, eos_id, options
-        self.k, self.alpha, self.stop_rule = k, search.alpha, search.stop_rule
-        self.on_tf = core.on_tensorflow()
-
-    def run(self, initial_ids, initial_cache, max_lengths):
-        initial_ids = ops.cast(ops.convert_to_tensor(initial_ids), "int32")
-        batch = ops.shape(initial_ids)[0]
-        max_lengths = ops.broadcast_to(ops.cast(max_lengths, "int32"), (batch,))
-        steps = ops.max(max_lengths) if self.options.max_steps is None else self.options.max_steps
-        driver = CompactingRun if self._compacts() else BeamRun
-        search = driver(self, batch, steps)
-        initial = search.initial_state(initial_ids, initial_cache, max_lengths)
-        return search.results(initial, search.loop(initial))
-
-    def _compacts(self) -> bool:
-        """Whether sentences leave the batch: in TensorFlow's graph outside XLA, given their
-        state, when the search stops early."""
-        if not (self.on_tf and self.options.sentence_state is not None
-                and self.options.early_finish):
-            return False
-        from keras_transformer.decoding import tf_graph
-
-        return not tf_graph.compiling_with_xla()
+    return not tf_graph.compiling_with_xla()
 
 
 class BeamRun:
-    """One run of a `BeamSearchLoop` over one batch, with fixed slots (every backend; TensorFlow
-    under XLA): its named steps, over the loop's settings and this run's batch size and bound."""
+    """One beam search over one batch, with fixed slots (every backend; TensorFlow under XLA):
+    its named steps, over the search's settings and this run's batch size and bound."""
 
     SHRINKING = ()
     """Loop state entries whose first axis shrinks (`CompactingRun`'s)."""
 
-    def __init__(self, loop: BeamSearchLoop, batch, steps):
-        self.step_fn, self.eos_id, self.options = loop.step_fn, loop.eos_id, loop.options
-        self.k, self.alpha, self.stop_rule = loop.k, loop.alpha, loop.stop_rule
-        self.on_tf = loop.on_tf
+    def __init__(self, step_fn, search, eos_id, options, batch, steps):
+        self.step_fn, self.eos_id, self.options = step_fn, eos_id, options
+        self.k, self.alpha, self.stop_rule = search.beam_size, search.alpha, search.stop_rule
         self.batch, self.steps = batch, steps
         self.positions = ops.arange(steps + 1, dtype="int32")
 
-    # ------------------------------------------------------------------ the run
     def initial_state(self, initial_ids, initial_cache, max_lengths):
         """The state before the first step."""
         o = self.options
@@ -180,7 +149,7 @@ class BeamRun:
 
     def loop(self, state):
         """The state after the last step: `step` while `continues`."""
-        if not self.on_tf:
+        if not core.on_tensorflow():
             return ops.while_loop(self.continues, self.step, state,
                                   maximum_iterations=self.steps)
         from keras_transformer.decoding import tf_graph
@@ -198,7 +167,6 @@ class BeamRun:
             shrinking=tuple(STATE.index(name) for name in self.SHRINKING))
         return named(out)
 
-    # ------------------------------------------------------------------ the steps
     def can_improve(self, step, alive_log_probs, finished_scores, max_lengths):
         return core.can_improve(step, alive_log_probs, finished_scores, max_lengths,
                                 self.alpha, self.options.num_results, self.stop_rule)
@@ -301,7 +269,6 @@ class BeamRun:
                 "alive_log_probs": alive_log_probs, "cache": gather_beams(cache, parents),
                 "finished": kept, "finished_scores": kept_scores}
 
-    # ------------------------------------------------------------------ the results
     def _live_of_every_sentence(self, initial, final):
         """(live storage, log-probabilities) of every sentence at the end: the final state's."""
         return final["alive"], final["alive_log_probs"]
@@ -331,7 +298,7 @@ class CompactingRun(BeamRun):
     whose sentences leave the batch once they cannot improve (`advance`), with the same
     results; the finished hypotheses stay in their rows of the whole batch."""
 
-    SHRINKING = LEAVING
+    SHRINKING = ("sentences", "alive", "alive_log_probs", "cache")
 
     def continues(self, state):
         """Whether the bound is not reached and a sentence is left (the others have left)."""

@@ -12,14 +12,11 @@ NEG = -1e9
 
 
 class Decoded(NamedTuple):
-    """What every search returns: n-best (or sampled) outputs per sentence, best first.
-
-    Attributes:
-        ids: int32 [batch, n, length], 0-padded after the end token.
-        scores: float32 [batch, n]: log-probabilities divided by the length penalty.
-        token_log_probs: float32 [batch, n, length], 0 at padding, where asked for.
-        alignment: likewise, int32: each token's most-attended source position, -1 at padding.
-    """
+    """What every search returns: n-best (or sampled) outputs per sentence, best first: `ids`
+    int32 [batch, n, length], 0-padded after the end token; `scores` float32 [batch, n],
+    log-probabilities divided by the length penalty; where asked for, `token_log_probs` float32
+    [batch, n, length], 0 at padding, and `alignment`, int32: each token's most-attended source
+    position, -1 at padding."""
 
     ids: Any
     scores: Any
@@ -39,11 +36,6 @@ def top_k(values, k, wide=False):
         return tf_graph.top_k(values, k)
     top, indices = ops.top_k(values, k)
     return top, ops.cast(indices, "int32")
-
-
-def _min(a, b):
-    """min(a, b), a Python int where both are (JAX's top-k needs a static k)."""
-    return min(a, b) if isinstance(a, int) and isinstance(b, int) else ops.minimum(a, b)
 
 
 def take_along(x, indices):
@@ -75,19 +67,12 @@ def alignment_layer(num_layers):
 
 
 def output_lengths(source_ids, extra_length, cap, prefix_ids=None, terms_ids=None):
-    """How many tokens a translation of each source may have, and the search's bound.
-
-    Args:
-        source_ids: int32 [batch, source_len], 0-padded.
-        extra_length, cap: at most source length + extra_length tokens, and at most cap.
-        prefix_ids: optional int [batch, width] forced first tokens, 0-padded, cut to `cap - 1`:
-            each sentence gets room for its prefix and the end token (within `cap`).
-        terms_ids: optional int [batch, phrases, length] required phrases, 0-padded: room for
-            them too (TensorFlow only; InvalidArgumentError where they need more than `cap`).
-    Returns:
-        (max_lengths int32 [batch], max_steps, the cut prefix int32 or None); max_steps, from
-        the padded widths (a Python int where static), keeps one compiled search per shape.
-    """
+    """(max_lengths int32 [batch], max_steps, the cut prefix int32 or None): how many tokens a
+    translation of each 0-padded source may have (source length + extra_length, at most cap),
+    and the search's bound (from the padded widths, a Python int where static: one compiled
+    search per shape). A 0-padded `prefix_ids` [batch, width] (forced first tokens, cut to
+    `cap - 1`) and `terms_ids` [batch, phrases, length] (required phrases; TensorFlow only;
+    InvalidArgumentError where they need more than `cap`) get room, with the end token."""
     source_lengths = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
     max_lengths = ops.minimum(source_lengths + extra_length, cap)
     width = source_ids.shape[1]
@@ -148,30 +133,25 @@ def log_softmax_parts(logits):
 
 
 def candidates(logits, alive_log_probs, width, eos_id, last, forced, first=False):
-    """The `width` best one-token continuations of each sentence's live hypotheses.
+    """The `width` (int or int32 scalar) best one-token continuations of each sentence's live
+    hypotheses, from `logits` [batch, beam, vocab] and `alive_log_probs` float32 [batch, beam]:
+    (sums float32 best first, beams int32, tokens int32, token log-probabilities float32), each
+    [batch, width]; `NEG` log-probabilities where fewer than `width` are allowed.
 
-    As if ranking all beam x vocabulary continuations (padding never, only the end token at `last`,
-    the `forced` token where forced, the end token not `first`; scores unmasked), ranking each
-    hypothesis's best `width` + 2. A hypothesis never ends before its first token (fairseq's
-    `--min-len 1`): under a length penalty an empty one may outscore every real translation.
-
-    Args:
-        logits: [batch, beam, vocab] (any float dtype).
-        alive_log_probs: float32 [batch, beam].
-        width: int or int32 scalar tensor, the candidates to return (2 x beam).
-        last: bool [batch], the next token is the sentence's last allowed one.
-        forced: None or int32 [batch], the token forced next where > 0.
-        first: bool scalar, the next token is the first one (unless `last` or forced, the end
-            token is not allowed).
-    Returns:
-        (sums float32 best first, beams int32, tokens int32, token log-probabilities float32),
-        each [batch, width]; `NEG` log-probabilities where fewer than `width` are allowed.
+    As if ranking all beam x vocabulary continuations (padding never, only the end token where
+    `last` (bool [batch]), the `forced` token (int32 [batch] or None) where > 0, the end token
+    not `first` (bool scalar); scores unmasked), ranking each hypothesis's best `width` + 2. A
+    hypothesis never ends before its first token (fairseq's `--min-len 1`): under a length
+    penalty an empty one may outscore every real translation.
     """
     batch, beams, vocab = ops.shape(logits)
     rows, row_max, normaliser = log_softmax_parts(logits)
-    # `width` + 1 per hypothesis (padding, never chosen, may be among them), plus the end (or
-    # forced) token as its own column: the only one allowed where it must come, else never.
-    values, tokens = top_k(rows, _min(width + 1, vocab), wide=True)
+    # `width` + 1 per hypothesis (padding, never chosen, may be among them; a Python int where
+    # static: JAX's top-k needs a static k), plus the end (or forced) token as its own column:
+    # the only one allowed where it must come, else never.
+    static = isinstance(width, int) and isinstance(vocab, int)
+    k = min(width + 1, vocab) if static else ops.minimum(width + 1, vocab)
+    values, tokens = top_k(rows, k, wide=True)
     special, only_special = ops.full((batch,), eos_id, "int32"), last
     if forced is not None:
         special = ops.where(forced > 0, forced, special)

@@ -15,22 +15,18 @@ PAPER = BeamSearch()
 
 
 class Required(NamedTuple):
-    """What every output of a sentence must hold, beside what the search chooses.
-
-    Attributes:
-        prefix_ids: optional int [batch, width], 0-padded: forced (and scored) first tokens.
-        terms_ids: optional int [batch, phrases, length], 0-padded: phrases every output contains
-            (`terms`; beam search under TensorFlow only; InvalidArgumentError if over the cap).
-    """
+    """What every output of a sentence must hold, beside what the search chooses: `prefix_ids`
+    int [batch, width], 0-padded, forced (and scored) first tokens; `terms_ids` int [batch,
+    phrases, length], 0-padded, phrases every output contains (`terms`; beam search under
+    TensorFlow only; InvalidArgumentError if over the cap)."""
     prefix_ids: Any = None
     terms_ids: Any = None
 
 
 def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, constraint=None,
            required=Required(), details=False):
-    """Decodes a batch of sources with a `Transformer`: source ids in, `Decoded` out.
-
-    Encodes once; runs eagerly, in `tf.function` (with or without XLA) and in `jax.jit`.
+    """Decodes a batch of sources with a `Transformer`, encoded once: source ids in, `Decoded`
+    (ids [batch, num_results, length]) out; eagerly, in `tf.function` (XLA or not), in `jax.jit`.
 
     Example:
         >>> import numpy as np
@@ -43,7 +39,6 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, c
         ((1, 2, 7), (1, 2))
 
     Args:
-        model: a `keras_transformer.Transformer`.
         source_ids: int [batch, source_len], 0-padded.
         search: `BeamSearch` (the paper's by default) or `Sampling` (TensorFlow only); under
             TensorFlow, fields but `stop_rule` may be scalar tensors.
@@ -52,8 +47,6 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, c
         constraint: an optional `DecodingConstraint` on the generated tokens.
         required: a `Required`: a target prefix and phrases per sentence (default none).
         details: also return each token's log-probability and alignment.
-    Returns:
-        `Decoded` (ids [batch, num_results, length]).
     """
     if isinstance(search, Sampling) and not core.on_tensorflow():
         raise ValueError(f"sampling needs the TensorFlow backend, not {keras.backend.backend()}")
@@ -74,8 +67,6 @@ def decode(model, source_ids, search=PAPER, *, num_results=1, max_length=None, c
         return decoding.sample(search)
     if terms_ids is None:
         return decoding.beam(search)
-    import tensorflow as tf
-
     # The plain search is faster where no sentence has phrases.
     return tf.cond(tf.reduce_any(tf.not_equal(terms_ids, PAD_ID)),
                    lambda: decoding.beam(search, terms_ids), lambda: decoding.beam(search))
@@ -88,12 +79,11 @@ class _Decoding:
         self.model, self.source_ids, self.constraint = model, source_ids, constraint
         self.max_lengths, self.options = max_lengths, options
         self.memory, self.mask = model.encode(source_ids, training=False)
+        self.cache_length = options.max_steps
         if core.on_tensorflow():  # outside XLA the decoder cache grows a position a step
-            from keras_transformer.decoding.tf_graph import cache_length
+            from keras_transformer.decoding import tf_graph
 
-            self.cache_length = cache_length(options.max_steps)
-        else:
-            self.cache_length = options.max_steps
+            self.cache_length = tf_graph.cache_length(options.max_steps)
 
     def begin(self, rows, step_fn):
         """(step_fn, cache, per-sentence state) for `rows` rows per sentence."""
@@ -132,9 +122,8 @@ class _Decoding:
         n = self.options.num_results
         step_fn, cache, memory_state = self.begin(
             n, step.model_step(self.model, self.options.track_details))
-        out = sampling.sample(step_fn, self.start_ids(n), cache, search, self.max_lengths,
-                              EOS_ID, dataclasses.replace(self.options,
-                                                          sentence_state=memory_state))
+        out = sampling.sample(step_fn, self.start_ids(n), cache, search, self.max_lengths, EOS_ID,
+                              dataclasses.replace(self.options, sentence_state=memory_state))
         lengths = ops.sum(ops.cast(ops.not_equal(out.ids, PAD_ID), "int32"), axis=2)
         scores, order = core.top_k(out.scores / core.length_penalty(lengths, search.alpha), n)
         return core.Decoded(scores=scores, **{
@@ -143,12 +132,9 @@ class _Decoding:
 
 
 def token_details(model, memory, mask, ids, scores):
-    """`Decoded` with the search's per-token details of finished `ids`, by one teacher-forced pass.
-
-    Args:
-        memory, mask: `model.encode` of the sources [batch, ...].
-        ids: int32 [batch, n, length], 0-padded after the end token; scores: theirs.
-    """
+    """`Decoded` with the search's per-token details of finished `ids` int32 [batch, n, length]
+    (0-padded after the end token; `scores` theirs), by one teacher-forced pass over `memory`,
+    `mask` (`model.encode` of the sources)."""
     batch, n, length = ops.shape(ids)
     flat = ops.reshape(ids, (batch * n, length))
     target_in = ops.concatenate([ops.full((batch * n, 1), BOS_ID, "int32"), flat[:, :-1]],
@@ -171,13 +157,10 @@ def token_details(model, memory, mask, ids, scores):
 
 def score_ids(model, source_ids, target_ids, alpha=PAPER.alpha, bos_id=BOS_ID,
               teacher_inputs=None):
-    """The score beam search reports for `target_ids`, by the full forward pass (its reference).
-
-    Args:
-        target_ids: int [batch, length], each ending with the end token, 0-padded after it.
-        teacher_inputs: optional `f(source_ids, target_in) -> target_in`, what the decoder reads
-            instead of [BOS] + target (`DecodingConstraint.decoder_inputs`).
-    """
+    """The score beam search reports for `target_ids` (int [batch, length], each ending with the
+    end token, 0-padded after it), by the full forward pass (its reference). `teacher_inputs`:
+    optional `f(source_ids, target_in) -> target_in`, what the decoder reads instead of [BOS] +
+    target (`DecodingConstraint.decoder_inputs`)."""
     target_ids = ops.cast(ops.convert_to_tensor(target_ids), "int32")
     target_in = ops.concatenate([ops.full((ops.shape(target_ids)[0], 1), bos_id, "int32"),
                                  target_ids[:, :-1]], axis=1)
@@ -192,13 +175,12 @@ def score_ids(model, source_ids, target_ids, alpha=PAPER.alpha, bos_id=BOS_ID,
 
 
 def make_translate_function(model, search=PAPER, *, jit_compile=False, **options):
-    """A compiled `source_ids -> Decoded` function for the current Keras backend.
+    """A compiled `source_ids -> Decoded` function of `decode` (`search`, `options` as it takes
+    them) for the current Keras backend; each call compiles anew: keep the result.
 
-    TensorFlow: a `tf.function` of `decode` for int batches of any shape (`jit_compile`: XLA), no
-    AutoGraph (slow; `decode` is graph code). JAX: `jax.jit` with the variables as arguments (in a
+    TensorFlow: a `tf.function` for int batches of any shape (`jit_compile`: XLA), no AutoGraph
+    (slow; `decode` is graph code). JAX: `jax.jit` with the variables as arguments (in a
     `keras.StatelessScope`), one compilation per shape. Other backends: `decode` itself.
-
-    Args: `search` and `options` as `decode` takes them. Each call compiles anew: keep the result.
     """
     backend = keras.backend.backend()
     if backend == "tensorflow":

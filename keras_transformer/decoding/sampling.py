@@ -1,14 +1,9 @@
-"""Sampling decoding: top-k, top-p (nucleus) and temperature, reproducible from a seed.
-
-Back-translation trains better on sampled translations than on beam search's near-copies (Edunov et
-al., 2018). `sample` draws each token from the model's log-probabilities, restricted as in beam
-search (no PAD, only EOS at the last position, a constraint, a prefix), divided by `temperature`,
-cut to the top k, then to the top-p nucleus of those renormalised (at least the most likely token),
-in Hugging Face's order.
+"""Sampling decoding: top-k, top-p (nucleus) and temperature (`truncated_logits`), reproducible
+from a seed (for back-translation: Edunov et al., 2018).
 
 Stateless ops seeded with (`seed`, step) give the same samples for the same seed, sources and
-settings, eagerly, in `tf.function` and in an exported SavedModel; row i's result j uses stream
-position i * num_results + j, whatever the other rows. Pure TensorFlow: TensorFlow Serving runs it.
+settings, eagerly, in `tf.function` and in a SavedModel; row i's result j uses stream position
+i * num_results + j, whatever the other rows. Pure TensorFlow: TensorFlow Serving runs it.
 """
 from keras_transformer.backend import require_tensorflow
 
@@ -16,21 +11,18 @@ require_tensorflow(__name__)
 import tensorflow as tf  # noqa: E402  (TensorFlow is the backend: checked above)
 
 from keras_transformer.constants import PAD_ID  # noqa: E402
+from keras_transformer.decoding import tf_graph  # noqa: E402
 from keras_transformer.decoding.beam import SearchOptions  # noqa: E402
 from keras_transformer.decoding.core import NEG as _NEG  # noqa: E402
 from keras_transformer.decoding.core import Decoded  # noqa: E402
 
 
 def truncated_logits(log_probs, topk, topp, temperature):
-    """The distribution a token is drawn from, as logits over the most likely tokens.
-
-    Args:
-        log_probs: float32 [rows, vocab]; disallowed tokens at about -1e9.
-        topk, topp, temperature: int32, float32, float32 scalars (see `Sampling`).
-    Returns:
-        (logits float32 [rows, width], token ids int32 [rows, width]): scaled log-probabilities,
-        cut tokens at -1e9, of the `width` most likely tokens (all unless only top-k cuts).
-    """
+    """The distribution a token is drawn from `log_probs` float32 [rows, vocab] (disallowed
+    tokens at about -1e9): divided by `temperature`, cut to the top k, then to the top-p nucleus
+    of those renormalised (at least the most likely token), in Hugging Face's order. Returns
+    (logits float32 [rows, width], token ids int32 [rows, width]): scaled log-probabilities, cut
+    tokens at -1e9, of the `width` most likely tokens (all unless only top-k cuts)."""
     scaled = tf.where(log_probs > _NEG / 2, log_probs / temperature, _NEG)
     vocab = tf.shape(scaled)[1]
     # A full sort only when top-p needs the cumulative probabilities.
@@ -62,13 +54,9 @@ def _draw(log_probs, topk, topp, temperature, seed):
 def sample(step_fn, initial_ids, cache, sampling, max_lengths, eos_id, options=SearchOptions()):
     """Draws `options.num_results` outputs per sentence, a token a step from `step_fn`'s logits.
 
-    Args:
-        step_fn: see `keras_transformer.decoding.step` (with `options.track_details`, the
-            alignment as a third value); `cache` has num_results rows per sentence.
-        initial_ids: int32 [batch * num_results], the start token of every row.
-        sampling: a `Sampling` (Python numbers, or scalar tensors not checked here).
-        max_lengths: int32 [batch], most tokens per output (EOS forced at the last one).
-        options: as `beam_search`'s (num_results: int or int32 scalar; no early_finish, terms).
+    Args: as `beam_search`'s, but `initial_ids` [batch * num_results] and `cache` have
+    num_results rows per sentence, `max_lengths` is [batch], `sampling` is a `Sampling`
+    (numbers or unchecked scalar tensors) and `options` have no early_finish or terms.
     Returns:
         `Decoded` in draw order: ids int32 [batch, num_results, length], 0-padded after EOS;
         scores: the sums of the drawn tokens' model log-probabilities (no temperature or cut), as
@@ -94,9 +82,8 @@ def sample(step_fn, initial_ids, cache, sampling, max_lengths, eos_id, options=S
                                [-1, vocab])
         aligned = tf.reshape(out[2], [-1]) if track_details else tf.zeros_like(ids)
         columns = tf.range(vocab)[None, :]
-        # As in beam search: PAD never, only EOS at the last position, EOS never first, the
-        # prefix's token where there is one; the choice is restricted, the scores stay the
-        # model's.
+        # As in beam search: PAD never, only EOS last, EOS never first, the prefix's token
+        # where there is one; the choice is restricted, the scores stay the model's.
         last = tf.equal(step + 1, row_lengths)[:, None]
         disallowed = tf.equal(columns, PAD_ID) | (last & tf.not_equal(columns, eos_id)) | (
             ~last & tf.equal(step, 0) & tf.equal(columns, eos_id))
@@ -116,8 +103,6 @@ def sample(step_fn, initial_ids, cache, sampling, max_lengths, eos_id, options=S
     def not_done(step, ids, done, *_):
         return (step < max_steps) & ~tf.reduce_all(done)
 
-    from keras_transformer.decoding import tf_graph
-
     arrays = [tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=[None])
               for dtype in (tf.int32, tf.float32, tf.int32)]
     rows = tf.shape(initial_ids)[0]
@@ -129,7 +114,5 @@ def sample(step_fn, initial_ids, cache, sampling, max_lengths, eos_id, options=S
     def per_sentence(array):  # [steps, batch * n] -> [batch, n, steps]
         return tf.reshape(tf.transpose(array.stack()), [batch, n, -1])
 
-    if not track_details:
-        return Decoded(per_sentence(arrays[0]), tf.reshape(total, [batch, n]))
-    return Decoded(per_sentence(arrays[0]), tf.reshape(total, [batch, n]),
-                   per_sentence(arrays[1]), per_sentence(arrays[2]))
+    details = map(per_sentence, arrays[1:]) if track_details else ()
+    return Decoded(per_sentence(arrays[0]), tf.reshape(total, [batch, n]), *details)

@@ -26,18 +26,21 @@ RULES = {"beam_size": (_integer(1), "an integer >= 1"),
 """Each field's rule and how a refusal says it."""
 
 
-def _check(strategy) -> None:
-    """ValueError naming every field whose Python value breaks its rule (tensors: the graph's)."""
-    problems = [f"{f.name} must be {RULES[f.name][1]}, got {value!r}"
-                for f in dataclasses.fields(strategy)
-                if isinstance(value := getattr(strategy, f.name), (int, float, str))
-                and not RULES[f.name][0](value)]
-    if problems:
-        raise ValueError("; ".join(problems))
+class _Checked:
+    """Base of the strategies: a ValueError naming every field whose Python value breaks its
+    rule (tensors: the graph's)."""
+
+    def __post_init__(self) -> None:
+        problems = [f"{f.name} must be {RULES[f.name][1]}, got {value!r}"
+                    for f in dataclasses.fields(self)
+                    if isinstance(value := getattr(self, f.name), (int, float, str))
+                    and not RULES[f.name][0](value)]
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 @dataclasses.dataclass(frozen=True)
-class BeamSearch:
+class BeamSearch(_Checked):
     """Beam search with a length penalty: the paper's defaults (Section 6.1).
 
     Attributes:
@@ -52,12 +55,9 @@ class BeamSearch:
     extra_length: int = 50
     stop_rule: str = "exact"
 
-    def __post_init__(self):
-        _check(self)
-
 
 @dataclasses.dataclass(frozen=True)
-class Sampling:
+class Sampling(_Checked):
     """Sampling from the model's distribution, cut to the top k or nucleus p (`sampling`).
 
     Attributes:
@@ -73,6 +73,3 @@ class Sampling:
     seed: int = 0
     alpha: float = BeamSearch.alpha
     extra_length: int = BeamSearch.extra_length
-
-    def __post_init__(self):
-        _check(self)

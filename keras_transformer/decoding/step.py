@@ -11,11 +11,9 @@ from keras_transformer.decoding.core import NEG, alignment_layer
 
 
 class DecodingConstraint(abc.ABC):
-    """Restricts which tokens a search may choose, e.g. to well-formed parse trees.
-
-    Its per-hypothesis state lives in the search cache; before each step it allows tokens (the
-    rest get probability 0): always at least one, and the end token at a sentence's last position.
-    """
+    """Restricts which tokens a search may choose, e.g. to well-formed parse trees. Its
+    per-hypothesis state lives in the search cache; before each step it allows tokens (the rest
+    get probability 0): always at least one, and the end token at a sentence's last position."""
 
     @abc.abstractmethod
     def initial_state(self, source_ids, beam_size, max_steps):

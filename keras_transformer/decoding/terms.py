@@ -1,13 +1,9 @@
-"""Terminology constraints: target phrases every translation must contain (Post & Vilar, 2018).
-
-Dynamic beam allocation: candidates are the model's best tokens plus each lacking phrase's next
-token; the beam is shared round-robin (as in fairseq) between banks of hypotheses that met as many
-phrase tokens. A hypothesis ends only once every phrase is met, and takes only phrase tokens once
-they just fit before its length limit: every output holds every phrase (the paper's may not). A
-phrase is a 0-padded row of ids (no end token); phrases are met in any order, a repeated one twice.
-A hypothesis works on one phrase at a time: a token that breaks it abandons it, one that starts a
-lacking phrase begins that. State per hypothesis [batch, n, ...]: "met" bool [.., phrases],
-"phrase" int32 (in progress; -1: none), "position" int32 (its tokens done).
+"""Terminology constraints: target phrases every translation must contain (Post & Vilar, 2018),
+by dynamic beam allocation (`candidates`); every output holds every phrase (the paper's may not).
+A phrase is a 0-padded row of ids (no end token); phrases are met in any order, a repeated one
+twice. A hypothesis works on one phrase at a time: a token that breaks it abandons it, one that
+starts a lacking phrase begins that. State per hypothesis [batch, n, ...]: "met" bool [..,
+phrases], "phrase" int32 (in progress; -1: none), "position" int32 (its tokens done).
 """
 from keras_transformer.backend import require_tensorflow
 
@@ -24,12 +20,8 @@ def phrase_lengths(terms):
 
 
 def initial_state(lengths, hypotheses):
-    """The state before any token: nothing met but the empty phrases.
-
-    Args:
-        lengths: int32 [batch, phrases] from `phrase_lengths`.
-        hypotheses: int or int32 scalar, hypotheses per sentence.
-    """
+    """The state before any token of `hypotheses` (int or int32 scalar) per sentence: nothing
+    met but the empty phrases (`lengths` from `phrase_lengths`)."""
     batch = tf.shape(lengths)[0]
     return {"met": tf.tile(tf.equal(lengths, 0)[:, None, :], [1, hypotheses, 1]),
             "phrase": tf.fill([batch, hypotheses], -1),
@@ -50,12 +42,8 @@ def _one_hot(index, depth):
 
 
 def advance(state, tokens, terms, lengths):
-    """The state after each hypothesis takes `tokens` int32 [batch, n].
-
-    Args:
-        state: nest of [batch, n, ...] (see the module docstring).
-        terms: int32 [batch, phrases, length]; lengths: their `phrase_lengths`.
-    """
+    """The `state` (see the module docstring) after each hypothesis takes `tokens` int32 [batch,
+    n], given `terms` int32 [batch, phrases, length] and their `phrase_lengths`."""
     phrases = tf.shape(terms)[1]
     met, phrase, position = state["met"], state["phrase"], state["position"]
     continues = (phrase >= 0) & tf.equal(tokens, _expected(state, terms))
@@ -98,16 +86,10 @@ def forced_token(state, terms):
 
 
 def round_robin(scores, banks, valid, k):
-    """The `k` candidates dynamic beam allocation keeps: the best of every bank (candidates with as
-    many phrase tokens met; fullest first), then the second best of every bank, and so on.
-
-    Args:
-        scores: float32 [batch, m] (higher is better); banks: int32 [batch, m];
-        valid: bool [batch, m], the candidates that may be kept.
-        k: int or int32 scalar.
-    Returns:
-        int32 [batch, k] indices into m, valid ones first (invalid only where fewer are valid).
-    """
+    """int32 [batch, k]: the `k` of m candidates dynamic beam allocation keeps (round-robin, as in
+    fairseq), valid ones first: the best by `scores` (float32 [batch, m]) of every bank (`banks`
+    int32: candidates with as many phrase tokens met; fullest first) among the `valid` (bool),
+    then the second best of every bank, and so on; invalid ones only where fewer are valid."""
     m = tf.shape(scores)[1]
     order = tf.range(m)
     ahead = (scores[:, None, :] > scores[:, :, None]) | (
@@ -122,24 +104,17 @@ def round_robin(scores, banks, valid, k):
 
 
 def candidates(logits, alive_log_probs, k, eos_id, forced, room_left, phrases, first=False):
-    """`core.candidates` with required phrases: 2k candidates, the k live ones by dynamic beam
-    allocation, then the k best endings.
+    """`core.candidates` (the arguments but `k`, `room_left`, `phrases` as there) with required
+    phrases, width 2k: the k live picks by dynamic beam allocation, then the k best endings
+    (`NEG` sums where fewer).
 
     Each hypothesis offers its 2k + 1 best tokens, the `next_tokens` and the end token, each once.
-    The end token needs every phrase met; where the `needed` tokens just fill `room_left`, only the
-    `forced_token` is allowed; a prefix token (`forced` > 0) wins. Live picks: `round_robin` over
-    banks counted after the token. A sentence without phrases gets `core.candidates`' candidates.
-
-    Args:
-        logits, alive_log_probs, eos_id, forced, first: as for `core.candidates`.
-        k: the beam size.
-        room_left: int32 [batch], max_lengths - 1 - step: tokens a hypothesis may still take
-            before its end token, this one included.
-        phrases: (terms int32 [batch, phrases, length], their `phrase_lengths`, the phrase
-            state of the live hypotheses [batch, beam, ...]).
-    Returns:
-        (sums, beams, tokens, token log-probabilities) as in `core.candidates`, width 2k: the k
-        live picks, then k endings (`NEG` sums where fewer).
+    The end token needs every phrase met; where the `needed` tokens just fill `room_left` (int32
+    [batch], max_lengths - 1 - step: the tokens left before the end token, this one included),
+    only the `forced_token` is allowed; a prefix token (`forced` > 0) wins. Live picks:
+    `round_robin` over banks counted after the token. A sentence without phrases gets
+    `core.candidates`' candidates. `phrases`: (terms int32 [batch, phrases, length], their
+    `phrase_lengths`, the live hypotheses' phrase state); `k`: the beam size.
     """
     batch, beams = tf.shape(logits)[0], tf.shape(logits)[1]
     (terms, lengths, state), last = phrases, tf.equal(room_left, 0)

@@ -15,17 +15,10 @@ def _block_size(n):
 
 
 def top_k(values, k):
-    """`tf.math.top_k(values, k)` over the last axis of a [rows, n] tensor, faster for large n.
-
-    The k largest lie in the k blocks of about `TOP_K_BLOCK` with the largest maxima (CPU TopKV2
-    keeps a heap per row: docs/library.md); ties go to the lower index, as in `tf.math.top_k`.
-
-    Args:
-        values: float [rows, n]; n may be dynamic.
-        k: int or int32 scalar tensor, 1 <= k <= n.
-    Returns:
-        (values [rows, k], int32 indices [rows, k]), largest first.
-    """
+    """`tf.math.top_k(values, k)` (int32 indices) over float [rows, n] (n may be dynamic; 1 <= k
+    <= n), faster for large n: the k largest lie in the k blocks of about `TOP_K_BLOCK` with the
+    largest maxima (CPU TopKV2 keeps a heap per row: docs/library.md); ties go to the lower
+    index, as in `tf.math.top_k`."""
     block = _block_size(values.shape[-1])
     rows, n = tf.shape(values)[0], tf.shape(values)[1]
     blocks = (n + block - 1) // block

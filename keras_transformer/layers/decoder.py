@@ -1,53 +1,19 @@
 """Decoder layer and stack (Section 3.1), with a cached single-step path for decoding."""
 import keras
 
-from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.feed_forward import FeedForward
+from keras_transformer.layers.encoder import _Block
 from keras_transformer.layers.masks import causal_mask
 from keras_transformer.layers.residual import residual
-from keras_transformer.layers.stack import LAYER_NORM_EPSILON, LayerStack
+from keras_transformer.layers.stack import LayerStack
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class DecoderLayer(keras.layers.Layer):
-    """Masked self-attention, attention to the encoder output, then a position-wise FFN.
+class DecoderLayer(_Block):
+    """Masked self-attention, attention to the encoder output, then a position-wise FFN (args:
+    as `EncoderLayer`)."""
 
-    Example:
-        >>> layer = DecoderLayer(d_ff=64, num_heads=2, d_k=8, d_v=8)
-        >>> memory = keras.ops.zeros((2, 7, 16))
-        >>> tuple(layer(keras.ops.zeros((2, 5, 16)), memory).shape)
-        (2, 5, 16)
-
-    Args: as `EncoderLayer`.
-    """
-
-    def __init__(self, d_ff, num_heads, d_k, d_v, dropout=0.1, attention_dropout=0.0,
-                 relu_dropout=0.0, norm="post", **kwargs):
-        super().__init__(**kwargs)
-        self.d_ff, self.num_heads, self.d_k, self.d_v = int(d_ff), int(num_heads), int(d_k), int(d_v)
-        self.dropout_rate = float(dropout)
-        self.attention_dropout, self.relu_dropout = float(attention_dropout), float(relu_dropout)
-        self.norm = norm
-        policy = self.dtype_policy
-        self.self_attention = MultiHeadAttention(num_heads, d_k, d_v, self_attention=True,
-                                                 attention_dropout=attention_dropout,
-                                                 name="self_attention", dtype=policy)
-        self.cross_attention = MultiHeadAttention(num_heads, d_k, d_v, self_attention=False,
-                                                  attention_dropout=attention_dropout,
-                                                  name="cross_attention", dtype=policy)
-        self.feed_forward = FeedForward(d_ff, relu_dropout, name="feed_forward", dtype=policy)
-        self.self_attention_norm, self.cross_attention_norm, self.feed_forward_norm = (
-            keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name, dtype=policy)
-            for name in ("self_attention_norm", "cross_attention_norm", "feed_forward_norm"))
-        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
-
-    def build(self, x_shape, memory_shape=None):
-        self.self_attention.build(x_shape)
-        self.cross_attention.build(x_shape, memory_shape or x_shape)
-        for layer in (self.feed_forward, self.self_attention_norm, self.cross_attention_norm,
-                      self.feed_forward_norm):
-            layer.build(x_shape)
-        self.built = True
+    NORMS = ("self_attention_norm", "cross_attention_norm", "feed_forward_norm")
+    CROSS = True
 
     def _attend_memory_and_feed_forward(self, x, memory, memory_kv, memory_mask, training,
                                         return_attention_scores=False):
@@ -69,17 +35,11 @@ class DecoderLayer(keras.layers.Layer):
 
     def call(self, x, memory, self_mask=None, memory_mask=None, memory_kv=None,
              return_attention_scores=False, training=None):
-        """The full-sequence (teacher-forced) path.
-
-        Args:
-            x: embedded targets [batch, target_len, d_model].
-            memory: encoder output [batch, source_len, d_model].
-            self_mask: [.., target_len, target_len], normally `causal_mask(target_len)`.
-            memory_mask: source padding mask [batch, 1, 1, source_len].
-            memory_kv: optional precomputed `cross_attention.project_memory(memory)`.
-            return_attention_scores: also return the cross-attention weights
-                [batch, heads, target_len, source_len].
-        """
+        """The full-sequence (teacher-forced) path of embedded targets `x` [batch, target_len,
+        d_model] over the encoder output `memory` [batch, source_len, d_model]; `self_mask`
+        [.., target_len, target_len] (normally `causal_mask`), `memory_mask` the source padding
+        mask, `memory_kv` an optional `cross_attention.project_memory(memory)`; with the
+        cross-attention weights [batch, heads, target_len, source_len] if asked."""
         pre = self.norm == "pre"
         x = residual(x, lambda h: self.self_attention(h, attention_mask=self_mask,
                                                       training=training),
@@ -89,18 +49,11 @@ class DecoderLayer(keras.layers.Layer):
 
     def step(self, x, position, cache, memory_kv, memory_mask=None,
              return_attention_scores=False):
-        """One new position per hypothesis, attending to the cached prefix.
-
-        Args:
-            x: embedded tokens at `position` [batch, rows, d_model]; rows are a sentence's beams.
-            position: scalar index of the new tokens.
-            cache: this layer's self-attention cache (see `MultiHeadAttention.initial_cache`).
-            memory_kv: `cross_attention.project_memory(memory)`, shared by a sentence's rows.
-            memory_mask: [batch, 1, 1, source_len].
-        Returns:
-            (output [batch, rows, d_model], updated cache) and the cross-attention weights
-            [batch, heads, rows, source_len] if asked.
-        """
+        """One new position per hypothesis (`x` [batch, rows, d_model], a sentence's beams at
+        `position`) attending to the prefix in `cache` (`MultiHeadAttention.initial_cache`) and
+        to `memory_kv` (`cross_attention.project_memory`, shared by a sentence's rows) ->
+        (output, updated cache) and the cross-attention weights [batch, heads, rows, source_len]
+        if asked."""
         new_cache = {}
 
         def attend_prefix(h):
@@ -112,16 +65,7 @@ class DecoderLayer(keras.layers.Layer):
                      self.norm == "pre", training=False)
         out = self._attend_memory_and_feed_forward(x, None, memory_kv, memory_mask, False,
                                                    return_attention_scores)
-        if return_attention_scores:
-            return out[0], new_cache, out[1]
-        return out, new_cache
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(d_ff=self.d_ff, num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v,
-                      dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
-                      relu_dropout=self.relu_dropout, norm=self.norm)
-        return config
+        return (out[0], new_cache, out[1]) if return_attention_scores else (out, new_cache)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -5,25 +5,13 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class SharedEmbedding(keras.layers.Layer):
-    """Token embeddings scaled by sqrt(d_model); `project` reuses them as output weights (3.4).
-
-    Initialised with stddev d_model^-0.5: the scaled embeddings have unit variance, as positions.
-
-    Example:
-        >>> embedding = SharedEmbedding(vocab_size=100, d_model=16)
-        >>> x = embedding(keras.ops.array([[5, 7, 0]]))     # [1, 3, 16]
-        >>> tuple(embedding.project(x).shape)              # logits over the vocabulary
-        (1, 3, 100)
-
-    Args:
-        vocab_size: number of ids.
-        d_model: embedding width.
-    """
+    """`vocab_size` token embeddings of width `d_model`, scaled by sqrt(d_model); `project`
+    reuses them as output weights (3.4). Initialised with stddev d_model^-0.5: the scaled
+    embeddings have unit variance, as positions."""
 
     def __init__(self, vocab_size, d_model, **kwargs):
         super().__init__(**kwargs)
-        self.vocab_size = int(vocab_size)
-        self.d_model = int(d_model)
+        self.vocab_size, self.d_model = int(vocab_size), int(d_model)
 
     def build(self, inputs_shape=None):
         self.embeddings = self.add_weight(

@@ -1,4 +1,6 @@
 """Encoder layer and stack (Section 3.1): self-attention and a feed-forward network."""
+import functools
+
 import keras
 
 from keras_transformer.layers.attention import MultiHeadAttention
@@ -7,45 +9,56 @@ from keras_transformer.layers.residual import residual
 from keras_transformer.layers.stack import LAYER_NORM_EPSILON, LayerStack
 
 
-@keras.saving.register_keras_serializable(package="keras_transformer")
-class EncoderLayer(keras.layers.Layer):
-    """Multi-head self-attention then a position-wise FFN, each residual with dropout.
+class _Block(keras.layers.Layer):
+    """Base of `EncoderLayer` and `DecoderLayer`: their settings, sub-layers (with
+    cross-attention where `CROSS`; a LayerNorm per name in `NORMS`) and config."""
 
-    Example:
-        >>> layer = EncoderLayer(d_ff=64, num_heads=2, d_k=8, d_v=8)
-        >>> tuple(layer(keras.ops.zeros((2, 5, 16))).shape)
-        (2, 5, 16)
-
-    Args:
-        d_ff, num_heads, d_k, d_v: see `TransformerConfig`.
-        dropout: on each sub-layer output before the residual sum (Section 5.4).
-        attention_dropout, relu_dropout: extra dropouts, 0 in the paper.
-        norm: "post" (the paper) or "pre".
-    """
+    NORMS = ("attention_norm", "feed_forward_norm")
+    CROSS = False
 
     def __init__(self, d_ff, num_heads, d_k, d_v, dropout=0.1, attention_dropout=0.0,
                  relu_dropout=0.0, norm="post", **kwargs):
         super().__init__(**kwargs)
-        self.d_ff, self.num_heads, self.d_k, self.d_v = int(d_ff), int(num_heads), int(d_k), int(d_v)
-        self.dropout_rate = float(dropout)
+        self.d_ff, self.num_heads = int(d_ff), int(num_heads)
+        self.d_k, self.d_v, self.dropout_rate = int(d_k), int(d_v), float(dropout)
         self.attention_dropout, self.relu_dropout = float(attention_dropout), float(relu_dropout)
         self.norm = norm
         policy = self.dtype_policy
-        self.self_attention = MultiHeadAttention(num_heads, d_k, d_v, self_attention=True,
-                                                 attention_dropout=attention_dropout,
-                                                 name="self_attention", dtype=policy)
+        attention = functools.partial(MultiHeadAttention, num_heads, d_k, d_v,
+                                      attention_dropout=attention_dropout, dtype=policy)
+        self.self_attention = attention(self_attention=True, name="self_attention")
+        if self.CROSS:
+            self.cross_attention = attention(self_attention=False, name="cross_attention")
         self.feed_forward = FeedForward(d_ff, relu_dropout, name="feed_forward", dtype=policy)
-        self.attention_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="attention_norm", dtype=policy)
-        self.feed_forward_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, name="feed_forward_norm", dtype=policy)
+        for name in self.NORMS:
+            setattr(self, name, keras.layers.LayerNormalization(
+                epsilon=LAYER_NORM_EPSILON, name=name, dtype=policy))
         self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=policy)
 
-    def build(self, x_shape):
-        for layer in (self.self_attention, self.feed_forward, self.attention_norm,
-                      self.feed_forward_norm):
+    def build(self, x_shape, memory_shape=None):
+        self.self_attention.build(x_shape)
+        if self.CROSS:
+            self.cross_attention.build(x_shape, memory_shape or x_shape)
+        for layer in (self.feed_forward, *(getattr(self, name) for name in self.NORMS)):
             layer.build(x_shape)
         self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_ff=self.d_ff, num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v,
+                      dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
+                      relu_dropout=self.relu_dropout, norm=self.norm)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class EncoderLayer(_Block):
+    """Multi-head self-attention then a position-wise FFN, each residual with `dropout` on the
+    sub-layer's output (Section 5.4); `attention_dropout`, `relu_dropout`: extra dropouts, 0 in
+    the paper; `norm`: "post" (the paper) or "pre"; the others: see `TransformerConfig`."""
+
+    def build(self, x_shape):  # one argument: Keras passes the first input's shape
+        super().build(x_shape)
 
     def call(self, x, padding_mask=None, training=None):
         """x [batch, source_len, d_model]; padding_mask [batch, 1, 1, source_len] or a packed
@@ -56,13 +69,6 @@ class EncoderLayer(keras.layers.Layer):
                      self.attention_norm, self.dropout, pre, training)
         return residual(x, lambda h: self.feed_forward(h, training=training),
                         self.feed_forward_norm, self.dropout, pre, training)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(d_ff=self.d_ff, num_heads=self.num_heads, d_k=self.d_k, d_v=self.d_v,
-                      dropout=self.dropout_rate, attention_dropout=self.attention_dropout,
-                      relu_dropout=self.relu_dropout, norm=self.norm)
-        return config
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -4,21 +4,12 @@ import keras
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class FeedForward(keras.layers.Layer):
-    """Two linear maps with a ReLU between, applied to every position alike (Section 3.3).
-
-    Example:
-        >>> tuple(FeedForward(d_ff=64)(keras.ops.zeros((2, 5, 16))).shape)
-        (2, 5, 16)
-
-    Args:
-        d_ff: inner width.
-        relu_dropout: dropout after the ReLU (0 in the paper).
-    """
+    """Two linear maps with a ReLU between (inner width `d_ff`; `relu_dropout` after the ReLU,
+    0 in the paper), applied to every position alike (Section 3.3)."""
 
     def __init__(self, d_ff, relu_dropout=0.0, **kwargs):
         super().__init__(**kwargs)
-        self.d_ff = int(d_ff)
-        self.relu_dropout = float(relu_dropout)
+        self.d_ff, self.relu_dropout = int(d_ff), float(relu_dropout)
         self.inner = keras.layers.Dense(self.d_ff, activation="relu", name="inner",
                                         dtype=self.dtype_policy)
         self.dropout = keras.layers.Dropout(self.relu_dropout, dtype=self.dtype_policy)

@@ -18,12 +18,10 @@ def causal_mask(length):
 
 
 def segment_mask(query_segments, key_segments):
-    """Mask keeping attention within each pair of a packed row -> [batch, 1, queries, keys].
-
+    """Mask keeping attention within each pair of a packed row -> [batch, 1, queries, keys]:
     `*_segments` [batch, length] number a row's (source, target) pairs 1, 2, ... (0: padding). A
     query sees only its own pair's keys, so each pair is computed as if alone; padding queries see
-    only padding, so no query is left without a key.
-    """
+    only padding, so no query is left without a key."""
     same = ops.equal(ops.expand_dims(query_segments, 2), ops.expand_dims(key_segments, 1))
     return ops.expand_dims(same, 1)
 
@@ -33,5 +31,3 @@ def apply_mask(scores, mask):
     if mask is None:
         return scores
     return ops.where(mask, scores, ops.cast(-1e9, scores.dtype))
-
-

@@ -5,33 +5,25 @@ import keras
 from keras import ops
 
 
+class _Positions(keras.layers.Layer):
+    """Base of the two: [batch, length, d] inputs -> their positions' shape [1, length, d]."""
+
+    def compute_output_shape(self, inputs_shape):  # Keras' default build names it so
+        return (1,) + tuple(inputs_shape[1:])
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class SinusoidalPositionalEncoding(keras.layers.Layer):
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (Section 3.5), interleaved.
-
-    Computed on the fly: no length limit, no weights.
-
-    Example:
-        >>> tuple(SinusoidalPositionalEncoding()(keras.ops.zeros((2, 7, 16))).shape)
-        (1, 7, 16)
-    """
+class SinusoidalPositionalEncoding(_Positions):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (Section 3.5), interleaved,
+    computed on the fly: no length limit, no weights."""
 
     def get_config(self):  # not dead: without an override Keras' auto-config raises here
         return super().get_config()
 
-    def compute_output_shape(self, input_shape):  # Keras' default build names it so
-        return positions_shape(input_shape)
-
     def call(self, inputs, start=0, positions=None):
-        """Encodings of positions start .. start + length - 1, or of the given `positions`.
-
-        Args:
-            inputs: [batch, length, d]; only its length and width are used.
-            start: the first position (incremental decoding).
-            positions: int [batch, length] (a packed row's restart at 0 with each pair).
-        Returns:
-            [1, length, d] ([batch, length, d] with `positions`) in the compute dtype.
-        """
+        """Encodings of positions start .. start + length - 1 of `inputs` [batch, length, d]
+        (only its length and width are used) -> [1, length, d], or of the given `positions` int
+        [batch, length] (a packed row's restart at 0 with each pair) -> [batch, length, d]."""
         depth = inputs.shape[-1]
         if positions is None:
             positions = (ops.arange(ops.shape(inputs)[1]) + start)[None]
@@ -45,19 +37,12 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class LearnedPositionalEmbedding(keras.layers.Layer):
-    """One trained vector per position up to `max_length` (Table 3 row E).
-
-    Args:
-        max_length: number of positions that have a vector.
-    """
+class LearnedPositionalEmbedding(_Positions):
+    """One trained vector per position below `max_length` (Table 3 row E)."""
 
     def __init__(self, max_length, **kwargs):
         super().__init__(**kwargs)
         self.max_length = int(max_length)
-
-    def compute_output_shape(self, inputs_shape):
-        return positions_shape(inputs_shape)
 
     def build(self, inputs_shape):
         self.embeddings = self.add_weight(
@@ -75,8 +60,3 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         config = super().get_config()
         config.update(max_length=self.max_length)
         return config
-
-
-def positions_shape(inputs_shape) -> tuple:
-    """[batch, length, d] inputs -> their positions' shape [1, length, d] (added to them)."""
-    return (1,) + tuple(inputs_shape[1:])

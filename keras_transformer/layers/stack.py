@@ -5,13 +5,9 @@ LAYER_NORM_EPSILON = 1e-6
 
 
 class LayerStack(keras.layers.Layer):
-    """Base of `Encoder` and `Decoder`: `num_layers` copies of `layer_class`, and under pre-norm
-    a final LayerNorm (the residual stream is never normalised otherwise).
-
-    Args:
-        num_layers: N (6 in the paper).
-        d_ff, num_heads, d_k, d_v, dropout, attention_dropout, relu_dropout, norm: each layer's.
-    """
+    """Base of `Encoder` and `Decoder`: `num_layers` (N, 6 in the paper) copies of `layer_class`
+    with the other arguments, and under pre-norm a final LayerNorm (the residual stream is never
+    normalised otherwise)."""
 
     layer_class = None  # set by subclasses
 
@@ -34,11 +30,9 @@ class LayerStack(keras.layers.Layer):
         return tuple(x_shape)
 
     def build(self, x_shape, memory_shape=None):
+        shapes = (x_shape,) if memory_shape is None else (x_shape, memory_shape)
         for layer in self.blocks:
-            if memory_shape is None:
-                layer.build(x_shape)
-            else:
-                layer.build(x_shape, memory_shape)
+            layer.build(*shapes)
         if self.final_norm is not None:
             self.final_norm.build(x_shape)
         self.built = True

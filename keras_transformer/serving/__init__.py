@@ -1,8 +1,5 @@
-"""Serving: `Translator` (text in, text out from Python; `export` writes the SavedModel that
-stock TensorFlow Serving loads), over `ServingFunctions`, the six in-graph functions the
-SavedModel serves (functions.py); saved_model.py writes them, quantize.py stores int8 weights.
-TensorFlow only.
-"""
+"""Serving, TensorFlow only: `Translator` (text in, text out; `export` writes the SavedModel that
+TensorFlow Serving loads) over `ServingFunctions`, the six in-graph functions it serves."""
 from keras_transformer.serving.functions import ExportError, ServingFunctions
 from keras_transformer.serving.quantize import Int8Weights
 from keras_transformer.serving.saved_model import (
@@ -12,6 +9,6 @@ from keras_transformer.serving.saved_model import (
 from keras_transformer.serving.translator import Translator
 
 __all__ = ["ALL_OPTIONS_SIGNATURE", "ExportError", "IDS_ALL_OPTIONS_SIGNATURE",
-           "IDS_OPTIONS_SIGNATURE", "IDS_SIGNATURE", "Int8Weights",
-           "OPTIONS_SIGNATURE", "SERVING_SIGNATURE", "ServingFunctions", "Translator",
-           "existing_versions", "library_versions", "next_version", "write_saved_model"]
+           "IDS_OPTIONS_SIGNATURE", "IDS_SIGNATURE", "Int8Weights", "OPTIONS_SIGNATURE",
+           "SERVING_SIGNATURE", "ServingFunctions", "Translator", "existing_versions",
+           "library_versions", "next_version", "write_saved_model"]

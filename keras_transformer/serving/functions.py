@@ -1,22 +1,10 @@
 """The serving functions: raw sentences in, translations out, everything in the graph.
 
-`ServingFunctions` holds the six functions an exported SavedModel serves (also callable
-in-process; `Translator` calls them with Python values):
-
-* ``translate``: ``source`` tf.string [batch] -> ``translation`` tf.string [batch], ``score``
-  float32 [batch]: pre-processing, SentencePiece (the proto is in the graph), EOS, truncation,
-  padding (`keras_transformer.data.text`), beam search, detokenization, post-processing.
-* ``translate_ids``: ``source_ids`` int32 [batch, length] -> ``ids`` int32 [batch, length'],
-  ``score``: ids outside the vocabulary fail with InvalidArgument; long rows keep their EOS.
-* ``translate_with_options`` / ``translate_ids_with_options``: source (ids), beam_size, alpha,
-  num_results, max_extra_length, target_prefix (ids) -> n-best ``translations`` (``ids``),
-  ``scores``, (``tokens``,) ``token_log_probs``, ``alignment``, by beam search.
-* ``translate_with_all_options`` / ``translate_ids_with_all_options``: also sampling_topk,
-  sampling_topp, sampling_temperature (0: beam search), seed, then terms (ids): required target
-  phrases (`keras_transformer.decoding.terms`). Every request must send every input.
-
-A released signature never gains an input (Serving has no optional inputs): new signatures do.
-"""
+`ServingFunctions` holds the six functions an exported SavedModel serves: ``translate`` and
+``translate_ids`` (the 1-best of sentences or of id rows: SentencePiece is in the graph), the
+``*_with_options`` pair (per-request beam, alpha, n-best, extra length, target prefix) and the
+``*_with_all_options`` pair (also sampling and required phrases); their inputs and outputs:
+export/README.md. Serving has no optional inputs: a released signature never gains one."""
 
 import contextlib
 import dataclasses
@@ -26,6 +14,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.data import text
+from keras_transformer.data.tokenizer import load_tokenizer
 from keras_transformer.constants import BOS_ID, EOS_ID, PAD_ID
 from keras_transformer.errors import UserError
 from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Required, Sampling, decode
@@ -40,14 +29,12 @@ SAMPLING_SPECS = [tf.TensorSpec([], tf.int32, name="sampling_topk"),
                   tf.TensorSpec([], tf.int64, name="seed")]
 """The sampling inputs of the all-options functions, after the target prefix."""
 BEAM_SEARCH = (0, 1.0, 0.0, 0)
-"""The sampling inputs that mean beam search (the six-option functions'): temperature 0, which
-needs top-k 0 and top-p 1; the seed is unused."""
+"""The sampling inputs that mean beam search: temperature 0, top-k 0, top-p 1 (seed unused)."""
 TERMS_SPEC = tf.TensorSpec([None, None], tf.string, name="terms")
 """The terms input: phrases that row i's translations must contain ("" is none; [[]]: none)."""
 TERMS_IDS_SPEC = tf.TensorSpec([None, None, None], tf.int32, name="terms_ids")
 """The terms_ids input: the phrases as 0-padded ids [batch, phrases, length] ([[[]]]: none)."""
-NO_TERMS = (("",),)
-NO_TERMS_IDS = (((0,),),)
+NO_TERMS, NO_TERMS_IDS = (("",),), (((0,),),)
 """No phrase (Python values: a tensor made at import would start TensorFlow's runtime early)."""
 
 
@@ -57,36 +44,26 @@ def _beam_search_sampling():
 
 
 class ExportError(UserError):
-    """An export cannot be written as asked: a `UserError`, which each CLI reports in one line."""
+    """An export cannot be written as asked (a `UserError`)."""
 
 
 class ServingFunctions:
-    """The serving functions, callable in-process: exactly what the SavedModel runs.
-
-    The six `tf.function`s of the module docstring, registered by the export as its signatures.
-    The options functions check their inputs in the graph before decoding (InvalidArgumentError);
-    each translation contains its source's terms; a temperature > 0 samples, best first.
-
-    Example:
-        >>> functions = ServingFunctions(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6))
-        >>> out = functions.translate(tf.constant(["A dog runs through the snow."]))
-        >>> out["translation"], out["score"]
+    """The six `tf.function`s of the module docstring, callable in-process: exactly what the
+    SavedModel runs. The options functions check their inputs in the graph before decoding
+    (InvalidArgumentError); a temperature > 0 samples, best first. `ExportError` if the
+    SentencePiece model has more pieces than the model has embeddings.
 
     Args:
         model: a built `keras_transformer.Transformer` (its dtype is the decoding precision).
         spm_proto: the serialized SentencePiece model (bytes) the model was trained with.
         search: the `BeamSearch` of `translate` and `translate_ids` (its beam size is fixed: it
             sets tensor shapes); its stop rule serves every signature.
-        max_input_length: the longest source in tokens (capped by and defaulting to
-            `model.config.max_length`); longer inputs keep their first pieces.
+        max_input_length: the longest source in tokens (at most and by default the model's).
         jit_compile: XLA-compile the beam search of `translate` and `translate_ids`.
         constraint: a `keras_transformer.decoding.DecodingConstraint` on the output tokens.
         preprocess: in-graph `sentences -> sentences` applied before tokenization.
         postprocess: in-graph `(sentences, outputs) -> answers` on the detokenized outputs.
-        weights: None (the model's variables) or an `Int8Weights` (serving/quantize.py), whose
-            int8 copies are dequantized once per request.
-    Raises:
-        ExportError: the SentencePiece model has more pieces than the model has embeddings.
+        weights: None (the model's variables) or an `Int8Weights`.
     """
 
     def __init__(self, model, spm_proto: bytes, search: BeamSearch = BeamSearch(), *,
@@ -95,18 +72,15 @@ class ServingFunctions:
         self.model = model
         self.spm_proto = bytes(spm_proto)
         self.search = search
-        self.max_length = min(max_input_length or model.config.max_length,
-                              model.config.max_length)
+        # Translations may not be longer than the model's positions allow.
+        self.output_cap = model.config.max_length
+        self.max_length = min(max_input_length or self.output_cap, self.output_cap)
         self.jit_compile = bool(jit_compile)
         self.constraint = constraint
         self.preprocess = preprocess
         self.postprocess = postprocess
         self.weights = weights
-        # Translations may not be longer than the model's positions allow.
-        self.output_cap = model.config.max_length
-        import tensorflow_text as tf_text
-
-        spm_size = int(tf_text.SentencepieceTokenizer(model=self.spm_proto).vocab_size())
+        spm_size = int(load_tokenizer(self.spm_proto).vocab_size())
         if spm_size > model.config.vocab_size:
             raise ExportError(
                 f"the SentencePiece model has {spm_size} pieces but the Transformer only "
@@ -114,36 +88,31 @@ class ServingFunctions:
                 f"trained with (its model directory's spm.model)")
         self.vocab_size = spm_size
 
+        def graph(function, *specs):
+            return tf.function(function, input_signature=list(specs), autograph=False)
+
         strings = tf.TensorSpec([None], tf.string, name="source")
         ids = tf.TensorSpec([None, None], tf.int32, name="source_ids")
         # One search function per kind of signature: a SavedModel stores each search graph once.
         id_rows = tf.TensorSpec([None, None], tf.int32)
         self._search_core = tf.function(self._search_ids, input_signature=[id_rows],
                                         jit_compile=self.jit_compile, autograph=False)
-        self._search_with_options = tf.function(
-            self._search_with_options_fn, autograph=False,
-            input_signature=[id_rows, *OPTION_SPECS, id_rows, tuple(SAMPLING_SPECS),
-                             tf.TensorSpec([None, None, None], tf.int32)])
-        self.translate = tf.function(self._translate, input_signature=[strings],
-                                     autograph=False)
-        self.translate_ids = tf.function(self._translate_ids, input_signature=[ids],
-                                         autograph=False)
+        self._search_with_options = graph(self._search_with_options_fn, id_rows, *OPTION_SPECS,
+                                          id_rows, tuple(SAMPLING_SPECS),
+                                          tf.TensorSpec([None, None, None], tf.int32))
+        self.translate = graph(self._translate, strings)
+        self.translate_ids = graph(self._translate_ids, ids)
         text_options = [strings, *OPTION_SPECS,
                         tf.TensorSpec([None], tf.string, name="target_prefix")]
         ids_options = [ids, *OPTION_SPECS,
                        tf.TensorSpec([None, None], tf.int32, name="target_prefix_ids")]
-        self.translate_with_options = tf.function(
-            self._translate_with_options, autograph=False, input_signature=text_options)
-        self.translate_ids_with_options = tf.function(
-            self._translate_ids_with_options, autograph=False, input_signature=ids_options)
-        self.translate_with_all_options = tf.function(
-            self._translate_with_all_options, autograph=False,
-            input_signature=[*text_options, *SAMPLING_SPECS, TERMS_SPEC])
-        self.translate_ids_with_all_options = tf.function(
-            self._translate_ids_with_all_options, autograph=False,
-            input_signature=[*ids_options, *SAMPLING_SPECS, TERMS_IDS_SPEC])
+        self.translate_with_options = graph(self._translate_with_options, *text_options)
+        self.translate_ids_with_options = graph(self._translate_ids_with_options, *ids_options)
+        self.translate_with_all_options = graph(self._translate_with_all_options, *text_options,
+                                                *SAMPLING_SPECS, TERMS_SPEC)
+        self.translate_ids_with_all_options = graph(self._translate_ids_with_all_options,
+                                                    *ids_options, *SAMPLING_SPECS, TERMS_IDS_SPEC)
 
-    # ------------------------------------------------------------------ graph pieces
     def settings(self) -> dict[str, Any]:
         """The decoding settings baked into the graph."""
         return {**dataclasses.asdict(self.search), "max_input_length": self.max_length,
@@ -165,8 +134,7 @@ class ServingFunctions:
         return out.ids[:, 0], out.scores[:, 0]
 
     def _search(self, source_ids):
-        """`_search_ids`, also for an empty batch (the search needs at least one sentence); a
-        blank source gives no ids and score 0, and all-padding columns are dropped."""
+        """`_search_ids` also for an empty batch; blank sources get no ids and score 0."""
         def search():
             ids, scores = text.empty_where_blank(text.blank_rows(source_ids),
                                                  *self._search_core(source_ids))
@@ -179,11 +147,8 @@ class ServingFunctions:
 
     def _tokenizer(self):
         """A SentencePiece tokenizer made inside the traced function, which then owns it: one made
-        eagerly would die with the eager kernel cache, which `tf.random.set_seed` (and
-        `clear_session`) empty ("Resource ... SentencepieceOp ... does not exist")."""
-        import tensorflow_text as tf_text
-
-        return tf_text.SentencepieceTokenizer(model=self.spm_proto, out_type=tf.int32)
+        eagerly dies with the eager kernel cache, which `tf.random.set_seed` empties."""
+        return load_tokenizer(self.spm_proto)
 
     def _translate(self, source):
         tokenizer = self._tokenizer()
@@ -208,7 +173,6 @@ class ServingFunctions:
         ids, scores = self._search(self._client_ids(source_ids))
         return {"ids": ids, "score": scores}
 
-    # ------------------------------------------------------------------ per-request options
     def _check_options(self, batch, beam_size, alpha, num_results, max_extra_length,
                        prefix_batch, sampling, terms_ids):
         """In-graph checks (core Assert ops: InvalidArgument, before any decoding)."""
@@ -245,7 +209,7 @@ class ServingFunctions:
                   "terms must have one row per source row: got", tf.shape(terms_ids)[0],
                   "rows for", batch, "sources"),
             check(tf.reduce_all((terms_ids >= 0) & (terms_ids < self.vocab_size)
-                                & tf.not_equal(terms_ids, EOS_ID) & tf.not_equal(terms_ids, BOS_ID)),
+                                & (terms_ids != EOS_ID) & (terms_ids != BOS_ID)),
                   f"term ids must be in [0, {self.vocab_size}) and neither BOS ({BOS_ID}) nor "
                   f"EOS ({EOS_ID})"),
             check(~(has_terms & samples),
@@ -257,9 +221,8 @@ class ServingFunctions:
 
     def _search_with_options_fn(self, source_ids, beam_size, alpha, num_results,
                                 max_extra_length, prefix_ids, sampling, terms_ids):
-        """Checked options -> (ids [batch, n, len], scores [batch, n], token log-probs, alignment
-        [batch, n, len]), also for an empty batch; by beam search (with `terms_ids`' phrases), or
-        by sampling when `sampling` (topk, topp, temperature, seed) has a temperature > 0."""
+        """Checked options -> (ids, scores, token log-probs, alignment) of n results per source,
+        also for an empty batch: by beam search with `terms_ids`, or sampling (temperature > 0)."""
         checks = self._check_options(tf.shape(source_ids)[0], beam_size, alpha, num_results,
                                      max_extra_length, tf.shape(prefix_ids)[0], sampling,
                                      terms_ids)
@@ -267,13 +230,11 @@ class ServingFunctions:
             tf.reduce_all((prefix_ids >= 0) & (prefix_ids < self.vocab_size)),
             [f"target prefix ids must be in [0, {self.vocab_size})"]))
         with tf.control_dependencies(checks):
-            beam_size, alpha, num_results = (tf.identity(beam_size), tf.identity(alpha),
-                                             tf.identity(num_results))
+            beam_size, alpha, num_results, prefix_ids, terms_ids, *sampling = (
+                tf.identity(v) for v in (beam_size, alpha, num_results, prefix_ids, terms_ids,
+                                         *sampling))
             # The output cap bounds the search anyway; this keeps the sum from overflowing.
             extra = tf.minimum(max_extra_length, self.output_cap)
-            prefix_ids = tf.identity(prefix_ids)
-            sampling = [tf.identity(value) for value in sampling]
-            terms_ids = tf.identity(terms_ids)
 
         beam = dataclasses.replace(self.search, beam_size=beam_size, alpha=alpha,
                                    extra_length=extra)
@@ -290,8 +251,7 @@ class ServingFunctions:
                 text.blank_rows(source_ids), out.ids, out.scores, out.token_log_probs,
                 out.alignment)
             width = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD_ID), tf.int32), 2))
-            return (ids[:, :, :width], scores, log_probs[:, :, :width],
-                    alignment[:, :, :width])
+            return ids[..., :width], scores, log_probs[..., :width], alignment[..., :width]
 
         def empty():
             return (tf.zeros([0, num_results, 0], tf.int32), tf.zeros([0, num_results]),

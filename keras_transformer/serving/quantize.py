@@ -1,16 +1,6 @@
-"""int8 weights for an exported model: stored as int8, dequantized once per request.
-
-`Int8Weights` stores every matrix (Dense kernels, the shared embedding) as int8 with a float32
-step per output channel (symmetric abs-max: `w ~ q * step`, `q` in [-127, 127]), a quarter of
-float32's bytes; biases and norms stay. Per request the matrices are dequantized to the compute
-dtype and read through a `keras.StatelessScope`, so each step runs float or bfloat16 kernels
-(faster than int8 ones on CPU: docs/serving.md); `Cast` and `Mul` are core TensorFlow ops.
-
-Example:
-    >>> weights = Int8Weights(model)                 # or Int8Weights(bf16_model, f32_model)
-    >>> with weights.scope():                        # inside a traced function
-    ...     logits = model((source_ids, target_in_ids))
-"""
+"""int8 weights for an exported model: every matrix (Dense kernels, the shared embedding) stored
+as int8 with a float32 step per output channel (`w ~ q * step`), dequantized to the compute dtype
+once per request (float kernels are faster than int8 ones on CPU: docs/serving.md)."""
 
 import keras
 import numpy as np
@@ -48,13 +38,9 @@ def quantize_int8(matrix: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray
 
 
 class Int8Weights:
-    """int8 copies of a model's matrices and the scope in which the model reads them.
-
-    Args:
-        model: the built model the serving graph runs; the matrices are dequantized to its dtype.
-        source: a model of the same config holding the weights to quantize (default: `model`):
-            the float32 one when `model` is a bfloat16 copy, so int8 values are rounded once.
-    """
+    """int8 copies of the built `model`'s matrices, which it reads dequantized to its dtype in
+    `scope()`. `source`: a model of the same config holding the weights to quantize (default:
+    `model`), e.g. the float32 one of a bfloat16 `model`, so int8 values are rounded once."""
 
     mode = "int8"
 

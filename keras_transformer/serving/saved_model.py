@@ -1,13 +1,9 @@
 """SavedModel export: versions TensorFlow Serving watches, written atomically, with export.json.
 
-The six functions of a `ServingFunctions` become signatures of the same names
-(``translate`` as ``serving_default``), with one fixed maximum input length; a released signature
-never gains an input (`tests/export/signatures.golden.json` pins them). Only the captured
-`tf.Variable`s are saved, each once (an int8 export stores the int8 matrices only); why not
-`keras.export.ExportArchive`: docs/serving.md. A version is written into a hidden temporary
-directory (not a number, so the server ignores it) and renamed into place; an overwritten version
-is moved aside first and put back if the rename fails.
-"""
+The six functions of a `ServingFunctions` become signatures of the same names (``translate`` as
+``serving_default``), saving each captured `tf.Variable` once (why not `keras.export`:
+docs/serving.md). A version is written in a hidden directory, then renamed into place; an
+overwritten one is moved aside first, and put back if the rename fails."""
 
 import datetime
 import hashlib
@@ -36,12 +32,14 @@ ALL_OPTIONS_SIGNATURE = "translate_with_all_options"
 """`OPTIONS_SIGNATURE` with sampling and required target phrases."""
 IDS_ALL_OPTIONS_SIGNATURE = "translate_ids_with_all_options"
 """`ALL_OPTIONS_SIGNATURE` on ids."""
+SIGNATURES = (SERVING_SIGNATURE, IDS_SIGNATURE, OPTIONS_SIGNATURE, IDS_OPTIONS_SIGNATURE,
+              ALL_OPTIONS_SIGNATURE, IDS_ALL_OPTIONS_SIGNATURE)
+"""Every signature, named as the `ServingFunctions` function it serves but for the first."""
 EXTRA_DIR = "assets.extra"  # files beside the SavedModel that TensorFlow never loads
 EXPORT_INFO_FILE = "export.json"
 VOCAB_COPY_FILE = "spm.model"
 
 
-# ---------------------------------------------------------------------- versions
 def existing_versions(export_dir) -> list[int]:
     """Version numbers present under `export_dir` (subdirectories named by an integer)."""
     path = pathlib.Path(export_dir)
@@ -52,8 +50,7 @@ def existing_versions(export_dir) -> list[int]:
 
 def next_version(export_dir) -> int:
     """One more than the largest existing version; 1 for an empty or missing directory."""
-    versions = existing_versions(export_dir)
-    return versions[-1] + 1 if versions else 1
+    return max(existing_versions(export_dir), default=0) + 1
 
 
 def _version_dir(export_dir: pathlib.Path, version) -> tuple[int, pathlib.Path]:
@@ -72,18 +69,11 @@ def _refuse_existing(final: pathlib.Path, version: int, export_dir: pathlib.Path
         f"{version}, or leave the version unset to write version {next_version(export_dir)}")
 
 
-# ---------------------------------------------------------------------- export
 def saveable(functions: ServingFunctions):
     """(the object to save, {signature name: concrete function}): the object holds each captured
     variable once; the SentencePiece proto is an attribute of the graph's SentencepieceOp nodes."""
-    signatures = {
-        SERVING_SIGNATURE: functions.translate.get_concrete_function(),
-        IDS_SIGNATURE: functions.translate_ids.get_concrete_function(),
-        OPTIONS_SIGNATURE: functions.translate_with_options.get_concrete_function(),
-        IDS_OPTIONS_SIGNATURE: functions.translate_ids_with_options.get_concrete_function(),
-        ALL_OPTIONS_SIGNATURE: functions.translate_with_all_options.get_concrete_function(),
-        IDS_ALL_OPTIONS_SIGNATURE:
-            functions.translate_ids_with_all_options.get_concrete_function()}
+    signatures = {name: getattr(functions, "translate" if name == SERVING_SIGNATURE else name)
+                  .get_concrete_function() for name in SIGNATURES}
     captured = {}
     for function in signatures.values():
         for variable in function.variables:
@@ -104,21 +94,18 @@ def _export_info(functions: ServingFunctions, version: int) -> dict[str, Any]:
                                  f"{BEAM_SEARCH[1]})",
                 "sampling_temperature": "float32 scalar >= 0 (0: beam search, > 0: sample)",
                 "seed": "int64 scalar (sampling only: the same seed, the same samples)"}
-    per_token = {
-        "token_log_probs": "float32 [batch, num_results, length] (0 = padding)",
-        "alignment": "int32 [batch, num_results, length]: source position (-1 = padding)"}
+    n_best = {"scores": "float32 [batch, num_results], best first",
+              "token_log_probs": "float32 [batch, num_results, length] (0 = padding)",
+              "alignment": "int32 [batch, num_results, length]: source position (-1 = padding)"}
     text_options = {
         "inputs": {"source": "string [batch]", **options,
                    "target_prefix": "string [batch] (empty: none)"},
         "outputs": {"translations": "string [batch, num_results]",
-                    "scores": "float32 [batch, num_results], best first",
-                    "tokens": "string [batch, num_results, length] ('' = padding)",
-                    **per_token}}
+                    "tokens": "string [batch, num_results, length] ('' = padding)", **n_best}}
     ids_options = {
         "inputs": {"source_ids": "int32 [batch, length]", **options,
                    "target_prefix_ids": "int32 [batch, length] 0-padded (0: none)"},
-        "outputs": {"ids": "int32 [batch, num_results, length] 0-padded",
-                    "scores": "float32 [batch, num_results], best first", **per_token}}
+        "outputs": {"ids": "int32 [batch, num_results, length] 0-padded", **n_best}}
     return {
         "version": version,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -203,9 +190,7 @@ def write_saved_model(functions: ServingFunctions, export_dir, version=None, ove
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     d = functions.settings()
-    log(f"export: wrote {final} (signatures {SERVING_SIGNATURE}, {IDS_SIGNATURE}, "
-        f"{OPTIONS_SIGNATURE}, {IDS_OPTIONS_SIGNATURE}, {ALL_OPTIONS_SIGNATURE}, "
-        f"{IDS_ALL_OPTIONS_SIGNATURE}; default beam "
+    log(f"export: wrote {final} (signatures {', '.join(SIGNATURES)}; default beam "
         f"{d['beam_size']}, alpha {d['alpha']}, extra length {d['extra_length']}, max input "
         f"length {d['max_input_length']}, {d['precision']}"
         f"{'' if functions.weights is None else ', weights ' + functions.weights.mode})")

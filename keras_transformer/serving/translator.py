@@ -1,10 +1,5 @@
-"""`Translator`: Python text in, text out, through the very functions the SavedModel serves.
-
-The one decoding front of the project: the translate stage, evaluation, `keras_transformer.load`
-and the export all call it, and it calls the `ServingFunctions` (with named tensors), so what a
-Python user gets is what TensorFlow Serving answers. Its calls print what the command line
-prints: no library start-up or per-model lines, every error (`native_logs.quiet`).
-"""
+"""`Translator`: Python text in, text out, through the very functions the SavedModel serves (what
+a Python user gets is what TensorFlow Serving answers); the one decoding front of the project."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,17 +28,14 @@ def _terms_tensor(terms: Sequence[Sequence[str]] | None) -> tf.Tensor:
 
 
 class Translator:
-    """Translates sentences with a trained `Transformer` and its SentencePiece model.
+    """Translates sentences with a trained `Transformer` and its SentencePiece model; takes
+    `ServingFunctions`' arguments (`search`: every call's default, which its keywords override).
 
     Example:
         >>> translator = Translator(model, spm_proto, BeamSearch(beam_size=4, alpha=0.6))
         >>> translator.translate(["A dog runs through the snow."])
         ['Ein Hund rennt durch den Schnee.']
         >>> translator.export("exports/ende")   # the SavedModel TensorFlow Serving loads
-
-    Args:
-        model, spm_proto, search and the keywords: as `ServingFunctions` takes them; `search`
-            is the default of every call (a call's keywords override it).
     """
 
     @native_logs.quiet()
@@ -86,7 +78,8 @@ class Translator:
                   prefixes: Sequence[str] | None = None,
                   terms: Sequence[Sequence[str]] | None = None,
                   sampling: Sampling | None = None, stop_rule: str | None = None) -> list:
-        """Translates `texts` (an empty or blank one gives "", score 0).
+        """Translates `texts`: a str each (an empty or blank text gives "", score 0), unless
+        `n_best` > 1, `with_scores` or `details` ask for more.
 
         Args:
             beam_size, alpha, max_extra_length: this call's search (default: `search`'s; the
@@ -94,16 +87,11 @@ class Translator:
             n_best: hypotheses per sentence, best first.
             with_scores: per sentence a list of `n_best` (translation, score) pairs.
             details: per sentence a dict of lists over its hypotheses: "translations",
-                "scores", "tokens" (SentencePiece pieces), "token_log_probs", "alignment"
-                (source position per token).
+                "scores", "tokens" (pieces), "token_log_probs", "alignment" (source positions).
             prefixes: per sentence the text its translations start with ("": none).
             terms: per sentence the phrases each of its translations must contain.
-            sampling: sample (`Sampling`: top-k, top-p, temperature, seed) instead of beam
-                search; its alpha and extra length are this call's.
+            sampling: a `Sampling` instead of beam search (alpha, extra length: this call's).
             stop_rule: `BeamSearch.stop_rule` for this call.
-        Returns:
-            One str per sentence; with `n_best` > 1 or `with_scores`, a list of pairs per
-            sentence; with `details`, a dict per sentence.
         """
         functions = self._functions_for(stop_rule)
         sources = tf.constant(list(texts), tf.string)
@@ -112,8 +100,8 @@ class Translator:
             return [t.decode("utf-8") for t in
                     functions.translate(source=sources)["translation"].numpy()]
         search = self.search
-        chosen = (BEAM_SEARCH if sampling is None else
-                  (sampling.topk, sampling.topp, sampling.temperature, sampling.seed))
+        topk, topp, temperature, seed = (BEAM_SEARCH if sampling is None else (
+            sampling.topk, sampling.topp, sampling.temperature, sampling.seed))
         out = functions.translate_with_all_options(
             source=sources, beam_size=tf.constant(max(beam_size or search.beam_size, n_best)),
             alpha=tf.constant(search.alpha if alpha is None else alpha, tf.float32),
@@ -122,10 +110,9 @@ class Translator:
                 search.extra_length if max_extra_length is None else max_extra_length),
             target_prefix=tf.constant(list(prefixes) if prefixes else [""] * len(texts),
                                       tf.string),
-            sampling_topk=tf.constant(chosen[0], tf.int32),
-            sampling_topp=tf.constant(chosen[1], tf.float32),
-            sampling_temperature=tf.constant(chosen[2], tf.float32),
-            seed=tf.constant(chosen[3], tf.int64), terms=_terms_tensor(terms))
+            sampling_topk=tf.constant(topk, tf.int32), sampling_topp=tf.constant(topp, tf.float32),
+            sampling_temperature=tf.constant(temperature, tf.float32),
+            seed=tf.constant(seed, tf.int64), terms=_terms_tensor(terms))
         out = {name: value.numpy() for name, value in out.items()}
         if details:
             return [_details(out, row) for row in range(len(texts))]
@@ -142,9 +129,8 @@ class Translator:
     @native_logs.quiet()
     def export(self, export_dir: str | pathlib.Path, version: int | None = None,
                overwrite: bool = False, log=_no_log) -> pathlib.Path:
-        """Writes the served SavedModel as `<export_dir>/<version>/` (default version: one more
-        than the largest there) and returns its path; `ExportError` if it exists, unless
-        `overwrite`. Loading it with `tf.saved_model.load` needs `import tensorflow_text`."""
+        """Writes the served SavedModel as `<export_dir>/<version>/` (default: the next version;
+        `ExportError` if it exists, unless `overwrite`); loading it needs tensorflow_text."""
         return write_saved_model(self.functions, export_dir, version=version,
                                  overwrite=overwrite, log=log)
 

@@ -1,2 +1,1 @@
-"""Training and decoding data: `prepare`, `vocab`, text reading (`text_io`), tf.data input
-(`dataset`, `buckets`, `packing`), the token cache (`token_cache`, `token_shards`), `progress`."""
+"""Training and decoding data: preparation, vocabulary, text, tf.data input, token caches."""

@@ -1,6 +1,5 @@
-"""What token-budget buckets cost (length statistics, prepare's bucket table), computed from
-per-pair token counts ``lengths [N, 2]`` (no EOS/BOS) without a pass over the data. The rules
-themselves are the library's (`keras_transformer.data.buckets`)."""
+"""What token-budget buckets cost (prepare's bucket table), from per-pair token counts
+``lengths [N, 2]`` (no EOS/BOS); the rules are the library's (`keras_transformer.data.buckets`)."""
 
 import math
 from typing import Sequence
@@ -8,11 +7,15 @@ from typing import Sequence
 import numpy as np
 
 
-
-def model_lengths(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Raw token counts ``[N, 2]`` -> source and target lengths with EOS / BOS added."""
+def model_lengths(lengths: np.ndarray, max_source_length: int | None = None,
+                  max_target_length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Raw token counts ``[N, 2]`` -> lengths with EOS / BOS added (within the limits if given)."""
     lengths = np.asarray(lengths, dtype=np.int64).reshape(-1, 2)
-    return lengths[:, 0] + 1, lengths[:, 1] + 1
+    src, tgt = lengths[:, 0] + 1, lengths[:, 1] + 1
+    if max_source_length is None:
+        return src, tgt
+    keep = (src <= max_source_length) & (tgt <= max_target_length)
+    return src[keep], tgt[keep]
 
 
 def length_filter_counts(lengths: np.ndarray, max_source_length: int,
@@ -29,9 +32,7 @@ def bucket_table(lengths: np.ndarray, boundaries: Sequence[int], batch_sizes: Se
                  max_source_length: int, max_target_length: int) -> list[dict]:
     """Per bucket: boundary, batch size, batches, sentences and padding (both sides), exactly as
     one pass of ``training_batches`` (no repeat, remainders kept) makes them."""
-    src, tgt = model_lengths(lengths)
-    keep = (src <= max_source_length) & (tgt <= max_target_length)
-    src, tgt = src[keep], tgt[keep]
+    src, tgt = model_lengths(lengths, max_source_length, max_target_length)
     which = np.searchsorted(np.asarray(boundaries), np.maximum(src, tgt), side="left")
     rows = []
     for i, (bound, size) in enumerate(zip(boundaries, batch_sizes)):
@@ -52,8 +53,7 @@ def table_padding(rows: Sequence[dict]) -> float:
 
 
 def format_bucket_table(rows: Sequence[dict], packed: dict | None = None) -> str:
-    """The bucket table as aligned text (empty buckets omitted), plus a last line for packed
-    batches (``--pack``) if ``packed`` (``pipelines.data.packing.packing_table``) is given."""
+    """The bucket table as aligned text (empty buckets omitted; ``packed``: a last line)."""
     lines = [f"{'bucket':>7} {'batch':>6} {'batches':>8} {'sentences':>10} {'padding':>8}"]
     for r in rows:
         if r["sentences"]:
@@ -65,9 +65,8 @@ def format_bucket_table(rows: Sequence[dict], packed: dict | None = None) -> str
                  f"{table_padding(rows):>8.1%}")
     if packed is not None:
         estimated = ", estimated on a sample" if packed["sampled"] else ""
-        lines.append(
-            f"{'packed':>7} {packed['rows_per_batch']:>6} {packed['batches']:>8,} "
-            f"{packed['sentences']:>10,} {packed['padding']:>8.1%}  (--pack: rows of "
-            f"{packed['rows'].source} source / {packed['rows'].target} target tokens, several "
-            f"pairs each{estimated})")
+        lines.append(f"{'packed':>7} {packed['rows_per_batch']:>6} {packed['batches']:>8,} "
+                     f"{packed['sentences']:>10,} {packed['padding']:>8.1%}  (--pack: rows of "
+                     f"{packed['rows'].source} source / {packed['rows'].target} target tokens, "
+                     f"several pairs each{estimated})")
     return "\n".join(lines)

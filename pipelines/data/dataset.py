@@ -2,6 +2,7 @@
 are the library's, `keras_transformer.data.batches`)."""
 
 import dataclasses
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -12,6 +13,7 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.data.buckets import (bucket_batch_sizes, check_boundaries,
                                             default_boundaries)
 from pipelines import Log
+
 
 def padding_fraction(batch) -> float:
     """Fraction of pad positions over both sides of one ``((source, target_in), target_out)``."""
@@ -32,10 +34,8 @@ class EvalBatch:
 def eval_batches(lines: Sequence[str], tokenizer, *, max_source_length: int,
                  batch_tokens: int = 4096, boundaries: Sequence[int] | None = None,
                  log: Log = print) -> list[EvalBatch]:
-    """Decoding batches, shortest first, padded to bucket boundaries; see ``restore_order``.
-
-    All lines are kept (empty: ``[EOS]``); ones over ``max_source_length`` are truncated, EOS kept.
-    """
+    """Decoding batches, shortest first, padded to bucket boundaries (``restore_order``); every
+    line is kept (empty: ``[EOS]``), one over ``max_source_length`` truncated, EOS kept."""
     boundaries = (list(boundaries) if boundaries is not None
                   else default_boundaries(max_source_length))
     check_boundaries(boundaries, max_source_length)
@@ -52,27 +52,22 @@ def eval_batches(lines: Sequence[str], tokenizer, *, max_source_length: int,
     if truncated:
         log(f"eval: truncated {truncated:,} of {len(ids):,} sources to {max_source_length} tokens")
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    bucket_of = np.searchsorted(np.asarray(boundaries), [len(ids[i]) for i in order], side="left")
+    bucket_of = np.searchsorted(np.asarray(boundaries), [len(row) for row in ids], side="left")
     batches = []
-    start = 0
-    while start < len(order):
-        b = bucket_of[start]
-        end = start
-        while end < len(order) and bucket_of[end] == b and end - start < sizes[b]:
-            end += 1
-        chunk = order[start:end]
-        array = np.full((len(chunk), boundaries[b]), PAD_ID, np.int32)
-        for row, i in enumerate(chunk):
-            array[row, : len(ids[i])] = ids[i]
-        batches.append(EvalBatch(array, np.asarray(chunk, np.int64)))
-        start = end
+    for b, group in itertools.groupby(order, key=lambda i: bucket_of[i]):
+        group = list(group)
+        for start in range(0, len(group), sizes[b]):
+            chunk = group[start:start + sizes[b]]
+            array = np.full((len(chunk), boundaries[b]), PAD_ID, np.int32)
+            for row, i in enumerate(chunk):
+                array[row, : len(ids[i])] = ids[i]
+            batches.append(EvalBatch(array, np.asarray(chunk, np.int64)))
     return batches
 
 
 def restore_order(batches: Sequence[EvalBatch], outputs: Sequence[Sequence]) -> list:
     """Put per-batch outputs (one item per row, batches in order) back in corpus order."""
-    total = sum(len(b.indices) for b in batches)
-    result: list = [None] * total
+    result: list = [None] * sum(len(b.indices) for b in batches)
     for batch, out in zip(batches, outputs, strict=True):
         if len(out) != len(batch.indices):
             raise ValueError(f"a batch of {len(batch.indices)} sources got {len(out)} outputs")

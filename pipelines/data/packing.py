@@ -1,17 +1,7 @@
-"""Packed training batches: several (source, target) pairs per row, so that almost no position
-is padding (figures: docs/data.md#packed-batches).
-
-Pairs lie end to end in fixed-length rows (as tensor2tensor's ``pack_dataset``); ``segments``
-(1, 2, ... per pair, 0 on padding) and ``positions`` (from 0 in each pair) keep attention within
-a pair, so each pair's logits are those it gets alone (``keras_transformer.model.PACKED_INPUTS``).
-
-Rows have one shape for the whole run (``row_lengths``), so XLA compiles once: the longer side's
-row holds the longest pair and ``PAIRS_PER_ROW`` pairs of mean length, rounded up to a multiple
-of 8; the other side's is in proportion to the corpus's token counts, so both sides fill alike.
-
-The packer (``assign_rows``) fills rows one after another from a window of shuffled pairs, each
-time with the pair that fits both sides and fills the most (each side as a fraction of its row),
-less how unevenly it leaves the sides; a row closes when nothing fits. Every pair is kept once.
+"""Packed training batches: several (source, target) pairs end to end in each fixed-length row,
+so that almost no position is padding (docs/data.md#packed-batches). ``segments`` (1, 2, ... per
+pair, 0 on padding) and ``positions`` (from 0 in each pair) keep attention within a pair, so each
+pair's logits are those it gets alone (``keras_transformer.model.PACKED_INPUTS``).
 """
 
 import dataclasses
@@ -42,19 +32,16 @@ class RowLengths:
     target: int
 
 
-def row_lengths(lengths: np.ndarray, max_source_length: int, max_target_length: int
-                ) -> RowLengths:
-    """Row lengths (module docstring) from the token cache's ``[N, 2]`` counts (no EOS/BOS),
-    of the pairs within ``max_source_length`` and ``max_target_length``."""
-    source, target = model_lengths(lengths)
-    keep = (source <= max_source_length) & (target <= max_target_length)
-    source, target = source[keep], target[keep]
+def row_lengths(lengths: np.ndarray, max_source_length: int, max_target_length: int) -> RowLengths:
+    """One row shape for the whole run, so XLA compiles once, from the token cache's ``[N, 2]``
+    counts of the pairs within the limits: the longer side's row holds the longest pair and
+    ``PAIRS_PER_ROW`` pairs of mean length, rounded up to a multiple of 8; the other side's is in
+    proportion to the corpus's token counts, so both sides fill alike."""
+    source, target = model_lengths(lengths, max_source_length, max_target_length)
     if not len(source):
         return RowLengths(ROW_MULTIPLE, ROW_MULTIPLE)
     totals = (int(source.sum()), int(target.sum()))
     longer = max(totals)
-    # Row tokens of the longer side that make room for the longest pair of each side and
-    # for PAIRS_PER_ROW pairs of mean length, with the sides in proportion to their totals.
     needed = max(int(source.max()) * longer / totals[0], int(target.max()) * longer / totals[1],
                  PAIRS_PER_ROW * longer / len(source))
     row = int(math.ceil(needed / ROW_MULTIPLE)) * ROW_MULTIPLE
@@ -63,21 +50,18 @@ def row_lengths(lengths: np.ndarray, max_source_length: int, max_target_length: 
 
 
 def rows_per_batch(rows: RowLengths, batch_tokens: int, batch_multiple: int = 1) -> int:
-    """Rows per batch: as many as ``batch_tokens`` holds on the longer side, as the buckets
-    count sentences (a multiple of ``batch_multiple``; ValueError if none fits)."""
+    """As many rows as ``batch_tokens`` holds on the longer side (``bucket_batch_sizes``)."""
     return bucket_batch_sizes([max(rows.source, rows.target)], batch_tokens, batch_multiple)[0]
 
 
 @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)] * 2
              + [tf.TensorSpec([], tf.int32)] * 2, autograph=False)  # graph code already
 def assign_rows(source_lengths, target_lengths, source_capacity, target_capacity):
-    """Packs one window of pairs into rows; the packer of the module docstring.
-
-    ``source_lengths``, ``target_lengths``: int32 ``[n]``; the capacities are the row lengths.
-    Returns ``(row [n], rank [n])``: each pair's row (from 0), and the placement order, a
-    permutation of 0..n-1 listing rows one after another. Raises ``InvalidArgumentError`` if a
-    pair is longer than a row.
-    """
+    """Packs one window of pairs (int32 lengths ``[n]``) into rows of the capacities: fills rows
+    one after another, each time with the pair that fits both sides and fills the most (each side
+    as a fraction of its row) less how unevenly it leaves the sides; a row closes when nothing
+    fits. Returns ``(row [n], rank [n])``: each pair's row, and the placement order (rows one
+    after another). ``InvalidArgumentError`` if a pair is longer than a row."""
     n = tf.size(source_lengths)
     checks = [tf.debugging.assert_less_equal(source_lengths, source_capacity,
                                              message="a source is longer than a packed row"),
@@ -87,14 +71,11 @@ def assign_rows(source_lengths, target_lengths, source_capacity, target_capacity
         index = tf.range(n)
     source_scale = 1.0 / tf.cast(source_capacity, tf.float32)
     target_scale = 1.0 / tf.cast(target_capacity, tf.float32)
-    # Each side as a fraction of a row, so that the sides weigh alike whatever their lengths.
     source_fill = tf.cast(source_lengths, tf.float32) * source_scale
     target_fill = tf.cast(target_lengths, tf.float32) * target_scale
 
     def place(placed, rank, row, source_free, target_free, current):
-        fits = ((rank < 0) & (source_lengths <= source_free)
-                & (target_lengths <= target_free))
-        # The fullest pair, less how unevenly it leaves the two sides.
+        fits = (rank < 0) & (source_lengths <= source_free) & (target_lengths <= target_free)
         balance = tf.abs((tf.cast(source_free, tf.float32) * source_scale - source_fill)
                          - (tf.cast(target_free, tf.float32) * target_scale - target_fill))
         best = tf.argmax(tf.where(fits, source_fill + target_fill - balance, -np.inf),
@@ -132,11 +113,8 @@ def _pack_side(sides, order, item_rows, item_segments, num_rows, length):
 
 
 def pack_window(inputs, target_out, rows: RowLengths):
-    """A window of model examples -> packed rows, 0-padded.
-
-    ``inputs``: (source, target_in), ragged int32 ``[n, None]``; ``target_out`` likewise.
-    Returns (dict of ``PACKED_INPUTS`` ``[rows, length]``, target_out ``[rows, target length]``).
-    """
+    """A window of model examples (ragged int32 ``[n, None]``) -> packed rows, 0-padded:
+    (dict of ``PACKED_INPUTS`` ``[rows, length]``, target_out ``[rows, target length]``)."""
     source, target_in = inputs
     item_rows, rank = assign_rows(tf.cast(source.row_lengths(), tf.int32),
                                   tf.cast(target_in.row_lengths(), tf.int32),
@@ -157,63 +135,35 @@ def pack_window(inputs, target_out, rows: RowLengths):
             "target_positions": target_positions}, target_out_ids
 
 
-def pack_examples(examples: tf.data.Dataset, rows: RowLengths, *, window: int = WINDOW
-                  ) -> tf.data.Dataset:
-    """Model examples ``((source, target_in), target_out)`` -> packed rows, one by one."""
-    return (examples.ragged_batch(window)
-            .map(lambda inputs, target_out: pack_window(inputs, target_out, rows),
-                 num_parallel_calls=tf.data.AUTOTUNE)
-            .unbatch())
-
-
 def packed_batches(examples: tf.data.Dataset, rows: RowLengths, *, batch_tokens: int,
                    batch_multiple: int = 1, shuffle: bool = True, seed: int = 0,
-                   drop_remainder: bool | None = None, window: int = WINDOW
-                   ) -> tf.data.Dataset:
-    """Token-budget batches of packed rows from model examples (``dataset.training_examples``).
-
-    ``examples``: ``((source, target_in), target_out)``, filtered, shuffled and repeated, each
-    fitting ``rows``. ``batch_tokens`` is the GLOBAL budget per side (``rows_per_batch`` rows);
-    ``batch_multiple`` is the replica count. ``shuffle`` / ``seed`` shuffle the rows, which the
-    packer emits longest pairs first. ``drop_remainder`` defaults to ``batch_multiple > 1``.
-    Returns prefetched ``(dict of PACKED_INPUTS, target_out)`` batches, all of one shape, global
-    under ``tf.distribute``.
-    """
+                   drop_remainder: bool | None = None, window: int = WINDOW) -> tf.data.Dataset:
+    """Prefetched global ``(dict of PACKED_INPUTS, target_out)`` batches of one shape from model
+    examples (``batches.training_examples``), ``batch_tokens`` a side (GLOBAL); ``shuffle``
+    shuffles the rows, which the packer emits longest pairs first."""
     if drop_remainder is None:
         drop_remainder = batch_multiple > 1
-    ds = pack_examples(examples, rows, window=window)
+    ds = examples.ragged_batch(window).map(
+        lambda inputs, target_out: pack_window(inputs, target_out, rows),
+        num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     if shuffle:
         ds = reshuffled(ds, window, seed + 2)
-    ds = ds.batch(rows_per_batch(rows, batch_tokens, batch_multiple),
-                  drop_remainder=drop_remainder)
+    ds = ds.batch(rows_per_batch(rows, batch_tokens, batch_multiple), drop_remainder=drop_remainder)
     return global_batches(ds).prefetch(tf.data.AUTOTUNE)
 
 
 def padding_fraction(batch) -> float:
-    """Fraction of pad positions over both sides of one packed batch, counted as
-    ``dataset.padding_fraction`` counts a bucketed one."""
+    """``dataset.padding_fraction`` of one packed batch."""
     inputs, target_out = batch
-    return padding_fraction_of_pairs(((inputs["source_ids"], inputs["target_in_ids"]),
-                                      target_out))
-
-
-def describe(table: dict) -> str:
-    """One line on packed batches from ``packing_table``, for the logs."""
-    rows = table["rows"]
-    return (f"rows of {rows.source} source / {rows.target} target tokens, "
-            f"{table['rows_per_batch']:,} a batch; about {table['batches']:,} batches and "
-            f"{table['padding']:.1%} padding per pass over {table['sentences']:,} pairs")
+    return padding_fraction_of_pairs(((inputs["source_ids"], inputs["target_in_ids"]), target_out))
 
 
 def packing_table(lengths: np.ndarray, max_source_length: int, max_target_length: int,
                   batch_tokens: int, batch_multiple: int = 1, *, window: int = WINDOW,
                   seed: int = 0, max_pairs: int = 100 * WINDOW) -> dict:
-    """What one pass of packed batches holds, packing the cached lengths as training does.
-
-    Pairs go in a seeded random order; corpora over ``max_pairs`` are estimated on that many.
-    Returns ``{"rows": RowLengths, "rows_per_batch", "rows_per_pass", "batches", "sentences",
-    "padding", "sampled"}`` (one pass, remainders kept; padding over both sides).
-    """
+    """What one pass of packed batches holds (remainders kept; padding over both sides),
+    packing the cached lengths in a seeded random order, as training does; corpora over
+    ``max_pairs`` are estimated on that many."""
     lengths = np.ascontiguousarray(lengths)
     rows, packed_rows, padding, sentences, sampled = _packed_pass(
         lengths.tobytes(), lengths.dtype.str, max_source_length, max_target_length, window, seed,
@@ -228,13 +178,10 @@ def packing_table(lengths: np.ndarray, max_source_length: int, max_target_length
 def _packed_pass(lengths: bytes, dtype: str, max_source_length: int,
                  max_target_length: int, window: int, seed: int, max_pairs: int
                  ) -> tuple[RowLengths, int, float, int, bool]:
-    """(row lengths, rows per pass, padding, pairs kept, sampled) for `packing_table`; once per
-    process for one corpus, which prepare and training both describe."""
+    """`packing_table`'s figures, once per process for a corpus both prepare and training show."""
     lengths = np.frombuffer(lengths, dtype=dtype).reshape(-1, 2)
     rows = row_lengths(lengths, max_source_length, max_target_length)
-    source, target = model_lengths(lengths)
-    keep = (source <= max_source_length) & (target <= max_target_length)
-    source, target = source[keep], target[keep]
+    source, target = model_lengths(lengths, max_source_length, max_target_length)
     order = np.random.default_rng(seed).permutation(len(source))[:max_pairs]
     packed_rows = real = 0
     for start in range(0, len(order), window):

@@ -1,5 +1,4 @@
-"""Progress lines for long passes over a corpus, so they do not look hung: done / total, rate
-and ETA, every N seconds (examples: docs/data.md#wmt-sized-corpora)."""
+"""Progress lines for long passes, so they do not look hung (docs/data.md#wmt-sized-corpora)."""
 
 import contextlib
 import threading
@@ -12,8 +11,8 @@ from pipelines.durations import format_duration
 DEFAULT_INTERVAL = 15.0
 """Seconds between progress lines: well within the 30 s a user waits before worrying."""
 PLAIN_INTERVAL = 60.0
-"""Seconds between the lines of training and decoding where stderr is no terminal (a log file,
-a notebook): their Keras bars would say nothing until the end."""
+"""Seconds between the lines of training and decoding where stderr is no terminal (a log file):
+their Keras bars would say nothing until the end."""
 
 
 def format_count(value: float) -> str:
@@ -26,16 +25,12 @@ def format_count(value: float) -> str:
 
 
 class Progress:
-    """Reports ``done`` of ``total`` ``unit``s (e.g. "pairs") as ``label: ...`` lines, at most one
-    every ``interval`` seconds; ``total`` 0 or None means unknown (no percentage or ETA).
+    """Reports ``done`` of ``total`` ``unit``s (None: unknown) as ``label: ...`` lines, at most
+    one every ``interval`` seconds. ``already`` (work a killed run left done) counts as done but
+    not in the rate, so a resumed run's ETA stays honest."""
 
-    ``already`` (work a killed run left done) counts as done but not in the rate, so a resumed
-    run's ETA stays honest. ``clock`` is ``time.monotonic`` or a test's fake.
-    """
-
-    def __init__(self, label: str, total: float | None, unit: str, log: Log, *,
-                 already: float = 0, interval: float = DEFAULT_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, label: str, total: float | None, unit: str, log: Log, *, already: float = 0,
+                 interval: float = DEFAULT_INTERVAL, clock: Callable[[], float] = time.monotonic):
         self.label, self.total, self.unit, self.log = label, total, unit, log
         self.interval, self.clock = interval, clock
         self.already = self.done = already
@@ -51,9 +46,7 @@ class Progress:
 
     def update(self, done: float, extra: dict[str, float] | None = None) -> None:
         """Record ``done`` units in all; log a line if ``interval`` has passed (none once done).
-
-        ``extra``: other counts of this run whose rate is shown, e.g. ``{"tokens": 1.2e6}``.
-        """
+        ``extra``: other counts of this run whose rate is shown, e.g. ``{"tokens": 1.2e6}``."""
         self.done = done
         if (not self.total or done < self.total) and self.clock() - self.last >= self.interval:
             self.log(self.line(extra))
@@ -64,8 +57,7 @@ class Progress:
         self.log(self.line(extra, final=True))
 
     def line(self, extra: dict[str, float] | None = None, *, final: bool = False) -> str:
-        """``label: done / total unit (pct), rate unit/s[, rate extra/s], ETA t`` (or
-        ``in t`` when ``final``)."""
+        """``label: done / total unit (pct), rate unit/s[, rate extra/s], ETA t`` (or ``in t``)."""
         elapsed = max(self.elapsed(), 1e-9)
         rate = (self.done - self.already) / elapsed
         text = f"{self.label}: {format_count(self.done)}"
@@ -86,8 +78,7 @@ class Progress:
 
 @contextlib.contextmanager
 def heartbeat(label: str, log: Log, *, interval: float = DEFAULT_INTERVAL) -> Iterator[None]:
-    """Log ``label: still running (t)`` every ``interval`` seconds while the body runs: for work
-    that reports nothing itself and releases the GIL (SentencePiece training)."""
+    """Log ``label: still running (t)`` every ``interval`` s while the body runs (silent work)."""
     stop = threading.Event()
     start = time.monotonic()
 

@@ -1,18 +1,12 @@
-"""Validate and clean parallel text once, in Python, before tf.data reads it.
+"""Validate and clean parallel text once, in Python, before tf.data reads it: tf.data reports bad
+input as an opaque op error deep in training; this pass names the file, line and fix first.
 
-tf.data reports bad input as an opaque op error deep in training; this pass names the file,
-line and fix first, and writes cleaned copies (atomically) for tf.data. Bad input (each case
-tested in tests/pipelines/test_text_io.py):
-
-* unequal line counts, invalid UTF-8 (guessing an encoding would corrupt text), or nothing left
-  after cleaning -> ``DataError`` naming the files, line and byte concerned;
-* an empty or whitespace-only side -> the pair is skipped and counted (evaluation splits keep
-  it, ``drop_empty=False``, so line i still matches reference i);
-* NUL bytes -> removed and counted; CRLF, a lone trailing CR, a line-1 byte-order mark -> stripped;
-* leading and trailing whitespace -> trimmed (the detokenizer does not restore leading spaces);
-* characters that some readers treat as line breaks (VT, FF, FS, GS, RS, NEL, U+2028, U+2029, an
-  inner CR) -> a space, counted, so tf.data and ``str.splitlines`` see the same lines;
-* very long lines are kept; over-long pairs are dropped after tokenization (``buckets``).
+Unequal line counts, invalid UTF-8 (guessing an encoding would corrupt text) or nothing left are
+`DataError`s naming the file, line and byte. A pair with an empty side is skipped and counted
+(``drop_empty=False`` keeps it, so line i still matches reference i). NUL bytes are removed, CRLF,
+a lone trailing CR and a line-1 byte-order mark stripped, whitespace trimmed (the detokenizer does
+not restore leading spaces), and other characters that some readers take for line breaks
+(``_LINE_BREAKS``) made spaces, so tf.data and ``str.splitlines`` see the same lines.
 """
 
 import contextlib
@@ -34,8 +28,6 @@ from pipelines.errors import DataError
 from pipelines.model_dir.files import input_identity, read_json, read_manifest
 from pipelines.model_dir.layout import CLEAN_FILES
 
-
-# Characters other than "\n" that str.splitlines() treats as line boundaries.
 _LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 _LINE_BREAK_TABLE = str.maketrans({c: " " for c in _LINE_BREAKS})
 _FORMAT_VERSION = 3
@@ -61,10 +53,9 @@ class CleanStats:
 
     def summary(self) -> str:
         """One line: pairs read, kept, skipped by reason, and repairs made."""
-        total_skipped = sum(self.skipped.values())
         reasons = ", ".join(f"{k} {v:,}" for k, v in sorted(self.skipped.items()))
         line = (f"pairs read {self.pairs_read:,}, kept {self.kept:,}, "
-                f"skipped {total_skipped:,}" + (f" ({reasons})" if reasons else ""))
+                f"skipped {sum(self.skipped.values()):,}" + (f" ({reasons})" if reasons else ""))
         repairs = [(self.nul_lines, "lines with NUL bytes removed"),
                    (self.crlf_lines, "CRLF endings stripped"),
                    (self.line_breaks_replaced, "inner line-break characters replaced"),
@@ -84,9 +75,9 @@ class CleanResult:
 
 
 def iter_lines(path: os.PathLike | str | None) -> Iterator[tuple[int, str]]:
-    """Yield 1-based ``(line_number, text)`` of a UTF-8 file (None: stdin), streamed, split on
-    ``\\n`` only; LF, CRLF and a leading byte-order mark removed. Raises `DataError` on invalid
-    UTF-8 (naming file, line and byte offset) or an unopenable file."""
+    """Yield 1-based ``(line_number, text)`` of a UTF-8 file (None: stdin), split on ``\\n``
+    only; LF, CRLF and a leading byte-order mark removed. `DataError` on invalid UTF-8 (``_decode``)
+    or an unopenable file."""
     if path is None:
         name, f = pathlib.Path("<stdin>"), sys.stdin.buffer
     else:
@@ -107,11 +98,8 @@ def read_lines(path: os.PathLike | str) -> list[str]:
 
 def _strip_ending(raw: bytes) -> tuple[bytes, bool]:
     """Remove LF / CRLF; return the line and whether a CR was stripped."""
-    if raw.endswith(b"\n"):
-        raw = raw[:-1]
-    if raw.endswith(b"\r"):
-        return raw[:-1], True
-    return raw, False
+    raw = raw.removesuffix(b"\n")
+    return (raw[:-1], True) if raw.endswith(b"\r") else (raw, False)
 
 
 def _decode(path: pathlib.Path, number: int, raw: bytes) -> str:
@@ -120,24 +108,19 @@ def _decode(path: pathlib.Path, number: int, raw: bytes) -> str:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         bad = raw[e.start : e.start + 4]
-        raise DataError(f"{path}:{number}: invalid UTF-8 at byte {e.start} of the line "
-                        f"(bytes {bad!r}). Convert the file to UTF-8, e.g. "
-                        f"`iconv -f latin1 -t utf-8 {path} > fixed.txt`, or fix that "
-                        "line.") from None
-    if number == 1 and text.startswith("\ufeff"):
-        text = text[1:]
-    return text
+        raise DataError(f"{path}:{number}: invalid UTF-8 at byte {e.start} of the line (bytes "
+                        f"{bad!r}). Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 "
+                        f"{path} > fixed.txt`, or fix that line.") from None
+    return text.removeprefix("\ufeff") if number == 1 else text
 
 
 def _load_reusable(out_dir: pathlib.Path, inputs: dict) -> CleanResult | None:
-    """Return the previous cleaning result in ``out_dir`` when its inputs are unchanged."""
+    """The previous cleaning result in ``out_dir`` if its inputs are unchanged."""
     data = read_manifest(out_dir / CLEAN_FILES[2], _FORMAT_VERSION, inputs)
-    if data is None:
+    if data is None or not all((out_dir / data[side]).is_file() for side in ("source", "target")):
         return None
-    src, tgt = out_dir / data["source"], out_dir / data["target"]
-    if not (src.is_file() and tgt.is_file()):
-        return None
-    return CleanResult(src, tgt, CleanStats(**data["stats"]), data["digest"])
+    return CleanResult(out_dir / data["source"], out_dir / data["target"],
+                       CleanStats(**data["stats"]), data["digest"])
 
 
 def changed_since(source_path: os.PathLike | str, target_path: os.PathLike | str,
@@ -161,16 +144,11 @@ def changed_since(source_path: os.PathLike | str, target_path: os.PathLike | str
 def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | str,
                    out_dir: os.PathLike | str, *, drop_empty: bool = True, log: Log = print,
                    progress_interval: float = DEFAULT_INTERVAL) -> CleanResult:
-    """Validate a parallel corpus and write cleaned copies to ``out_dir``; reuse earlier work.
-
-    ``out_dir`` gets ``source.txt``, ``target.txt`` and ``manifest.json``; a later call with
-    unchanged inputs (same path, size, mtime) returns the stored result without reading.
-    ``drop_empty`` skips pairs with an empty side (training); False keeps every line aligned
-    with its references. Returns the cleaned paths, stats and a sha256 of the cleaned content.
-    Raises `DataError`: unequal line counts, invalid UTF-8, a missing file or an empty result.
-    """
-    source_path, target_path = pathlib.Path(source_path), pathlib.Path(target_path)
-    out_dir = pathlib.Path(out_dir)
+    """Validate a parallel corpus and write cleaned copies (``CLEAN_FILES``) to ``out_dir``,
+    atomically; a later call with unchanged inputs (path, size, mtime) returns the stored result.
+    ``drop_empty`` skips pairs with an empty side. `DataError` for a missing file and the cases of
+    the module docstring."""
+    source_path, target_path, out_dir = map(pathlib.Path, (source_path, target_path, out_dir))
     for path in (source_path, target_path):
         if not path.is_file():
             raise DataError(f"{path}: file not found; check the path or the task's data flags")
@@ -180,8 +158,7 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
         report(log, out_dir, f"clean: reusing {out_dir}: {previous.stats.summary()}")
         return previous
 
-    stats = CleanStats()
-    digest = hashlib.sha256()
+    stats, digest = CleanStats(), hashlib.sha256()
     megabytes = (source_path.stat().st_size + target_path.stat().st_size) / 1e6
     progress = Progress("clean", megabytes, "MB", log, interval=progress_interval)
     src_out, tgt_out, manifest_out = (out_dir / name for name in CLEAN_FILES)
@@ -196,16 +173,14 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
                                    else "empty source" if empty_s else "empty target")
                         continue
                     stats.empty_kept += 1
-                enc_s = (text_s + "\n").encode("utf-8")
-                enc_t = (text_t + "\n").encode("utf-8")
+                enc_s, enc_t = ((text + "\n").encode("utf-8") for text in (text_s, text_t))
                 out_s.write(enc_s)
                 out_t.write(enc_t)
                 digest.update(len(enc_s).to_bytes(8, "little") + enc_s + enc_t)
                 stats.kept += 1
         if stats.kept == 0:
-            raise DataError(
-                f"{source_path} and {target_path}: no usable sentence pairs "
-                f"({stats.summary()}). Check that these are the right, non-empty files.")
+            raise DataError(f"{source_path} and {target_path}: no usable sentence pairs ("
+                            f"{stats.summary()}). Check that these are the right, non-empty files.")
         result = CleanResult(src_out, tgt_out, stats, digest.hexdigest())
         manifest = {"version": _FORMAT_VERSION, "inputs": inputs, "source": src_out.name,
                     "target": tgt_out.name, "stats": dataclasses.asdict(stats),
@@ -218,8 +193,7 @@ def clean_parallel(source_path: os.PathLike | str, target_path: os.PathLike | st
 
 def _cleaned_pairs(source_path: pathlib.Path, target_path: pathlib.Path, stats: CleanStats,
                    progress: Progress):
-    """Each line pair of the two files, cleaned (`_clean_line`), counted in `stats`, with a
-    progress line now and then; DataError where the files' line counts differ."""
+    """Each line pair, cleaned and counted in `stats`; DataError if the line counts differ."""
     read = 0
     with open(source_path, "rb") as fs, open(target_path, "rb") as ft:
         for number, (raw_s, raw_t) in enumerate(itertools.zip_longest(fs, ft), start=1):

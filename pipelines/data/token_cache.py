@@ -1,15 +1,6 @@
-"""Tokenized corpora saved once, in shards tokenized on every core, resumable after a kill.
-
-A split's cache is keyed by task, split, vocabulary and cleaned-text hashes (``cache_key``)::
-
-    cache/<key>/shards/000000.ids ...   token ids of consecutive pairs (``token_shards``)
-    cache/<key>/lengths.npy             [pairs, 2] token counts (source, target)
-    cache/<key>/plan.json               how the shards were cut (pairs per shard)
-    cache/<key>/meta.json               written last: the cache is complete
-
-It is built in ``cache/.<key>.partial/`` and renamed into place once whole. Shards are written
-atomically, so a build killed mid-way (even with SIGKILL) resumes from the finished ones.
-"""
+"""Tokenized corpora saved once, in shards (``token_shards``) tokenized on every core: built in
+``layout.building(cache/<key>)`` and renamed into place once whole (``layout.CACHE_*``); a build
+killed mid-way (even with SIGKILL) resumes from the shards it finished."""
 
 import concurrent.futures
 import dataclasses
@@ -32,9 +23,8 @@ from pipelines.model_dir.files import read_json, write_json_atomic
 from pipelines.model_dir.layout import (CACHE_LENGTHS, CACHE_META, CACHE_SHARD_PLAN, CACHE_SHARDS,
                                          building)
 
-
-# Bumped whenever the saved element structure changes, so old caches are never misread.
 CACHE_FORMAT_VERSION = "3"
+"""Bumped whenever the stored format changes, so old caches are never misread."""
 SHARD_PAIRS = 100_000
 """Pairs per shard: a few core-seconds, so progress is frequent and a kill loses little."""
 
@@ -72,8 +62,7 @@ class TokenCache:
         return sorted(str(p) for p in (self.path / CACHE_SHARDS).glob(f"*{token_shards.SUFFIX}"))
 
     def dataset(self) -> tf.data.Dataset:
-        """The cached ``(source_ids, target_ids)`` pairs, one per element, in corpus order; one
-        shard at a time with ``flat_map`` (cheaper than ``interleave``: docs/data.md)."""
+        """The cached pairs in corpus order, a shard at a time (``flat_map``: docs/data.md)."""
         files = self.shard_files()
         pairs = tf.data.Dataset.from_tensor_slices(tf.constant(files, tf.string)
                                                    if files else tf.zeros([0], tf.string))
@@ -93,13 +82,9 @@ def load_or_build_cache(source_path: os.PathLike | str, target_path: os.PathLike
                         shard_pairs: int = SHARD_PAIRS, workers: int | None = None,
                         progress_interval: float = DEFAULT_INTERVAL,
                         log: Log = print) -> TokenCache:
-    """Return the token cache at ``cache_dir``; tokenize and save it first if absent.
-
-    ``source_path``, ``target_path``: cleaned parallel text (``text_io.clean_parallel``); raises
-    `DataError` if their line counts differ. ``cache_dir`` must be unique to its inputs
-    (``cache_key``): a complete cache there is trusted, an interrupted build's shards reused.
-    ``model_proto``: ``vocab.read_model_proto``. ``workers``: default one per usable CPU.
-    """
+    """The token cache of cleaned parallel text at ``cache_dir``, tokenized and saved first if
+    absent. ``cache_dir`` must be unique to its inputs (``cache_key``): a complete cache there is
+    trusted, an interrupted build's shards reused. ``workers``: default one per usable CPU."""
     cache_dir = pathlib.Path(cache_dir)
     if (cache_dir / CACHE_META).is_file():
         lengths = np.load(cache_dir / CACHE_LENGTHS)
@@ -114,11 +99,9 @@ def load_or_build_cache(source_path: os.PathLike | str, target_path: os.PathLike
     if reused:
         log(f"cache: resuming {partial}: {len(jobs) - len(todo)} of {len(jobs)} shards "
             f"({reused:,} pairs) already tokenized")
-    log(f"cache: tokenizing {source_path} / {target_path}: {total - reused:,} pairs in "
-        f"{len(todo)} shard{'s' if len(todo) != 1 else ''} on {workers} "
-        f"process{'es' if workers > 1 else ''}")
-    progress = Progress("cache", total, "pairs", log, already=reused,
-                        interval=progress_interval)
+    log(f"cache: tokenizing {source_path} / {target_path}: {total - reused:,} pairs in {len(todo)} "
+        f"shard{'s' if len(todo) != 1 else ''} on {workers} process{'es' if workers > 1 else ''}")
+    progress = Progress("cache", total, "pairs", log, already=reused, interval=progress_interval)
     tokens = _tokenize(todo, workers, progress)
     progress.finish({"tokens": tokens})
     return _finish(partial, cache_dir, jobs, {"source": str(source_path),
@@ -128,7 +111,7 @@ def load_or_build_cache(source_path: os.PathLike | str, target_path: os.PathLike
 def _plan(source_path, target_path, model_proto: bytes, partial: pathlib.Path,
           shard_pairs: int) -> list[token_shards.ShardJob]:
     """The shard jobs of both files, and ``partial`` ready for them: kept with its finished
-    shards if an earlier build cut the same shards (``plan.json``), else made anew."""
+    shards if an earlier build cut the same shards, else made anew."""
     src_starts, src_lines = token_shards.shard_offsets(source_path, shard_pairs)
     tgt_starts, tgt_lines = token_shards.shard_offsets(target_path, shard_pairs)
     if src_lines != tgt_lines:
@@ -144,14 +127,11 @@ def _plan(source_path, target_path, model_proto: bytes, partial: pathlib.Path,
         shutil.rmtree(partial, ignore_errors=True)
         (partial / CACHE_SHARDS).mkdir(parents=True)
         write_json_atomic(plan_file, plan)
-    return [
-        token_shards.ShardJob(
-            index=i, pairs=min(shard_pairs, src_lines - i * shard_pairs),
-            source=str(source_path), target=str(target_path),
-            source_range=(src_starts[i], src_starts[i + 1]),
-            target_range=(tgt_starts[i], tgt_starts[i + 1]),
-            first_line=i * shard_pairs + 1, model_proto=model_proto,
-            output=str(token_shards.shard_path(partial / CACHE_SHARDS, i)))
+    return [token_shards.ShardJob(
+        index=i, pairs=min(shard_pairs, src_lines - i * shard_pairs), source=str(source_path),
+        target=str(target_path), source_range=(src_starts[i], src_starts[i + 1]),
+        target_range=(tgt_starts[i], tgt_starts[i + 1]), first_line=i * shard_pairs + 1,
+        model_proto=model_proto, output=str(token_shards.shard_path(partial / CACHE_SHARDS, i)))
         for i in range(len(src_starts) - 1)]
 
 

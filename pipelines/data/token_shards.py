@@ -1,9 +1,9 @@
 """Shards of a token cache: where they start in the text, how one is tokenized and stored.
 
-The token cache's "spawn" worker processes run this module, so it imports no TensorFlow or Keras.
-A shard is ``pairs_per_shard`` consecutive lines of both cleaned files, tokenized with the
-``sentencepiece`` module (the in-graph tokenizer's very ids, faster: docs/data.md) and written
-atomically as one little-endian int32 file, read in-graph by ``TokenCache.dataset``::
+The token cache's "spawn" workers run this module, so it imports no TensorFlow or Keras. A shard
+is consecutive lines of both cleaned files, tokenized with the ``sentencepiece`` module (the
+in-graph tokenizer's very ids, faster: docs/data.md) and written atomically as one little-endian
+int32 file::
 
     [n, source_lengths (n), target_lengths (n), source ids..., target ids...]
 """
@@ -27,14 +27,12 @@ ENCODE_LINES = 8192
 def shard_offsets(path: os.PathLike | str, pairs_per_shard: int, *,
                   block: int = 1 << 24) -> tuple[list[int], int]:
     """Byte offsets where shards of ``pairs_per_shard`` lines start, then the file size; and the
-    line count (as ``files.count_lines``). An empty file gives ``([0], 0)``: no shards.
-    """
+    line count (as ``files.count_lines``). An empty file gives ``([0], 0)``: no shards."""
     starts, lines, size, last = [0], 0, 0, b"\n"
     with open(path, "rb") as f:
         while data := f.read(block):
             after_newline = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + size + 1
-            # Line count after newline i of this block is lines + i + 1; a shard ends where
-            # that count is a multiple of pairs_per_shard.
+            # A shard ends after the newlines whose line count is a multiple of pairs_per_shard.
             first = (-(lines + 1)) % pairs_per_shard
             starts.extend(int(x) for x in after_newline[first::pairs_per_shard])
             lines += len(after_newline)
@@ -79,9 +77,8 @@ def _read_lines(path: str, byte_range: tuple[int, int], first_line: int) -> list
         from pipelines.errors import DataError  # here: it imports Keras, which workers avoid
 
         line = first_line + data.count(b"\n", 0, e.start)
-        raise DataError(f"{path}:{line}: invalid UTF-8; token caches are built from cleaned "
-                        f"text: run it through pipelines.data.text_io.clean_parallel "
-                        f"first") from None
+        raise DataError(f"{path}:{line}: invalid UTF-8; token caches are built from cleaned text: "
+                        f"run it through pipelines.data.text_io.clean_parallel first") from None
     lines = text.split("\n")
     if text.endswith("\n") or not text:
         lines.pop()
@@ -90,14 +87,12 @@ def _read_lines(path: str, byte_range: tuple[int, int], first_line: int) -> list
 
 def _encode(processor, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of ``lines`` (no BOS/EOS) as one flat int32 array, and each line's length."""
-    flat, lengths = [], []
+    flat, lengths = [np.zeros(0, np.int32)], [np.zeros(0, np.int32)]
     for start in range(0, len(lines), ENCODE_LINES):
         ids = processor.encode(lines[start:start + ENCODE_LINES])
         lengths.append(np.fromiter(map(len, ids), np.int32, len(ids)))
         flat.append(np.fromiter(itertools.chain.from_iterable(ids), np.int32,
                                 int(lengths[-1].sum())))
-    if not lines:
-        return np.zeros(0, np.int32), np.zeros(0, np.int32)
     return np.concatenate(flat), np.concatenate(lengths)
 
 

@@ -20,21 +20,17 @@ from pipelines.data.text_io import PROGRESS_EVERY, iter_lines
 from pipelines.errors import DataError
 
 
-
 def sample_lines(paths: Sequence[os.PathLike | str], num_lines: int, *, seed: int = 0,
                  total_lines: int | None = None, log: Log = print,
                  progress_interval: float = DEFAULT_INTERVAL) -> list[str]:
-    """Uniformly sample up to ``num_lines`` non-empty lines from several files, in one pass.
-
-    Seeded reservoir sampling; ``total_lines`` (all files), if known, adds progress % and ETA.
-    """
+    """Uniformly sample up to ``num_lines`` non-empty lines from several files, in one pass
+    (seeded reservoir sampling); ``total_lines`` (all files), if known, gives progress an ETA."""
     if num_lines <= 0:
         raise ValueError(f"num_lines must be positive, got {num_lines}")
     rng = random.Random(seed)
     reservoir: list[str] = []
     seen = read = 0
-    progress = Progress("vocab: sampling", total_lines, "lines", log,
-                        interval=progress_interval)
+    progress = Progress("vocab: sampling", total_lines, "lines", log, interval=progress_interval)
     for path in paths:
         for _, line in iter_lines(path):
             read += 1
@@ -45,10 +41,8 @@ def sample_lines(paths: Sequence[os.PathLike | str], num_lines: int, *, seed: in
             seen += 1
             if len(reservoir) < num_lines:
                 reservoir.append(line)
-            else:
-                slot = rng.randrange(seen)
-                if slot < num_lines:
-                    reservoir[slot] = line
+            elif (slot := rng.randrange(seen)) < num_lines:
+                reservoir[slot] = line
     log(f"vocab: read {seen:,} lines in total, sampled {len(reservoir):,} for training "
         f"(in {format_duration(progress.elapsed())})")
     return reservoir
@@ -58,14 +52,9 @@ def build_vocab(train_files: Sequence[os.PathLike | str], model_dir: os.PathLike
                 vocab_size: int, *, max_sentences: int = 1_000_000, seed: int = 0,
                 user_defined_symbols: Sequence[str] = (), total_lines: int | None = None,
                 log: Log = print, progress_interval: float = DEFAULT_INTERVAL) -> pathlib.Path:
-    """Train the shared vocabulary on a sample of ``train_files``; return the written model path.
-
-    ``train_files``: UTF-8, one sentence a line, both sides pooled. ``vocab_size`` counts the 4
-    reserved ids and 256 byte pieces. ``max_sentences`` lines are sampled with ``seed`` (BPE
-    itself is deterministic). ``total_lines``, if known, gives progress a percentage and ETA;
-    ``progress_interval`` also paces "still running" lines while SentencePiece trains.
-    ``<model_dir>/spm.model`` is written atomically.
-    """
+    """Train the shared vocabulary on ``max_sentences`` lines sampled from ``train_files`` (both
+    sides pooled) and write ``<model_dir>/spm.model`` atomically; return its path. ``vocab_size``
+    counts the 4 reserved ids and 256 byte pieces."""
     sample = sample_lines(train_files, max_sentences, seed=seed, total_lines=total_lines,
                           log=log, progress_interval=progress_interval)
     log(f"vocab: training BPE, vocab_size={vocab_size:,} on {len(sample):,} lines")
@@ -88,10 +77,8 @@ def build_vocab(train_files: Sequence[os.PathLike | str], model_dir: os.PathLike
 
 
 def read_model_proto(path: os.PathLike | str) -> bytes:
-    """Return the serialized SentencePiece model at ``path`` (a file, or a dir with spm.model).
-
-    Raises `DataError` if it is missing, unreadable, or its pad/unk/bos/eos ids are not 0-3.
-    """
+    """The serialized SentencePiece model at ``path`` (a file, or a dir with spm.model);
+    `DataError` if it is missing, unreadable, or its pad/unk/bos/eos ids are not 0-3."""
     import sentencepiece as spm
 
     path = pathlib.Path(path)
@@ -109,8 +96,8 @@ def read_model_proto(path: os.PathLike | str) -> bytes:
     ids = (processor.pad_id(), processor.unk_id(), processor.bos_id(), processor.eos_id())
     if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
         raise DataError(f"{path}: special ids pad/unk/bos/eos are {ids}, the model needs "
-                        f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; train the vocabulary with "
-                        f"pipelines/run.py --mode prepare")
+                        f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; train the vocabulary with pipelines/"
+                        f"run.py --mode prepare")
     return proto
 
 
@@ -125,10 +112,8 @@ def vocab_size_of(proto: bytes) -> int:
 
 
 def fallback_rate(proto: bytes, lines: Iterable[str]) -> tuple[float, int]:
-    """The share of `lines`' pieces that are ``<unk>`` or byte fallback, and the pieces counted.
-
-    This is how badly a vocabulary reused from another corpus (`init_from`) covers this text.
-    """
+    """The share of `lines`' pieces that are ``<unk>`` or byte fallback, and the pieces counted:
+    how badly a vocabulary reused from another corpus (`init_from`) covers this text."""
     processor = python_processor(proto)
     unknown = [processor.is_unknown(i) or processor.is_byte(i)
                for i in range(processor.get_piece_size())]
@@ -147,7 +132,7 @@ def load_tokenizer(path_or_proto: os.PathLike | str | bytes):
 
 
 def python_processor(path_or_proto: os.PathLike | str | bytes):
-    """Return a ``sentencepiece.SentencePieceProcessor`` for the same model (pure Python use)."""
+    """A ``sentencepiece.SentencePieceProcessor`` of the same model (pure Python use)."""
     import sentencepiece as spm
 
     proto = path_or_proto if isinstance(path_or_proto, bytes) else read_model_proto(path_or_proto)

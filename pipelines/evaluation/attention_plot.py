@@ -41,15 +41,12 @@ def plot_attention(model, tokenizer, sentence, path, search=BeamSearch(), *,
     heads = weights.shape[0]
     columns = min(4, heads)
     rows = 1 + -(-heads // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.2 * rows),
-                                squeeze=False)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.2 * rows), squeeze=False)
     for ax in axes.flat:
         ax.axis("off")
-    panels = [("mean over heads", weights.mean(axis=0))] + [
-        (f"head {h + 1}", weights[h]) for h in range(heads)]
-    positions = [(0, 0)] + [(1 + h // columns, h % columns) for h in range(heads)]
-    for (title, matrix), (r, c) in zip(panels, positions):
-        ax = axes[r][c]
+    panels = [(axes[0][0], "mean over heads", weights.mean(axis=0))] + [
+        (axes[1 + h // columns][h % columns], f"head {h + 1}", weights[h]) for h in range(heads)]
+    for ax, title, matrix in panels:
         ax.axis("on")
         ax.imshow(matrix, cmap="viridis", aspect="auto", vmin=0.0, vmax=1.0)
         ax.set_title(title, fontsize=9)

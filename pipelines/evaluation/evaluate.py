@@ -1,6 +1,5 @@
 """The one decode loop: beam search over id batches of a split, back to text in corpus order,
-with the exported SavedModel's rules (`keras_transformer.data.text`, `.decoding`).
-"""
+with the exported SavedModel's rules (`keras_transformer.data.text`, `.decoding`)."""
 
 import dataclasses
 import json
@@ -22,12 +21,9 @@ from pipelines.model_dir.layout import EVAL_DIR
 
 def make_translator(model, search: BeamSearch, spm_proto: bytes | None = None,
                     jit_compile=False, constraint=None):
-    """A `source_ids [batch, len] -> (ids [batch, len'], scores [batch])` function (1-best).
-    Under TensorFlow with the vocabulary, the `Translator`'s: the served `translate_ids`
-    itself, so that evaluation decodes as translate, the loader and the SavedModel do; under
-    another backend (or without a vocabulary: the plan's probe), the library's compiled search.
-    `constraint`: the task's `DecodingConstraint`, TensorFlow only (else `ConfigError`);
-    `jit_compile`: TensorFlow's choice, other backends always compile."""
+    """A `source_ids -> (ids, scores)` function (1-best): under TensorFlow with the vocabulary the
+    served `Translator.translate_ids` itself, so evaluation decodes as the SavedModel does; else
+    the library's compiled search. A `constraint` needs TensorFlow, else `ConfigError`."""
     if keras.backend.backend() == "tensorflow" and spm_proto is not None:
         from keras_transformer.serving import Translator
 
@@ -37,9 +33,7 @@ def make_translator(model, search: BeamSearch, spm_proto: bytes | None = None,
         raise ConfigError(f"--backend {keras.backend.backend()}: this task's constrained "
                           f"search runs under TensorFlow only; train with --backend "
                           f"tensorflow, or drop --dev_metric_every")
-    search = make_translate_function(model, search, jit_compile=jit_compile,
-                                     constraint=constraint)
-
+    search = make_translate_function(model, search, jit_compile=jit_compile, constraint=constraint)
     if keras.backend.backend() == "tensorflow":
         return lambda source_ids: tuple(value[:, 0] for value in search(source_ids)[:2])
     return lambda source_ids: tuple(np.asarray(value)[:, 0]
@@ -59,8 +53,7 @@ def translate_batches(translate, batches, tokenizer, verbose=1, log=print):
     for batch in batches:
         ids, batch_scores = text.empty_where_blank(text.blank_rows(batch.source_ids),
                                                    *translate(tf.constant(batch.source_ids)))
-        texts.append([t.decode("utf-8")
-                      for t in text.ids_to_sentences(tokenizer, ids).numpy()])
+        texts.append([t.decode("utf-8") for t in text.ids_to_sentences(tokenizer, ids).numpy()])
         scores.append([float(s) for s in np.asarray(batch_scores)])
         progress.add(len(batch.indices))
     return ds_lib.restore_order(batches, texts), ds_lib.restore_order(batches, scores)
@@ -70,11 +63,9 @@ def first_sentences(data, count):
     """The `EvalInput` restricted to its first `count` sentences (all of them for 0/None)."""
     if not count or count >= len(data.sources):
         return data
-    batches = []
-    for batch in data.batches:
-        keep = batch.indices < count
-        if keep.any():
-            batches.append(ds_lib.EvalBatch(batch.source_ids[keep], batch.indices[keep]))
+    kept = [(batch, batch.indices < count) for batch in data.batches]
+    batches = [ds_lib.EvalBatch(batch.source_ids[keep], batch.indices[keep])
+               for batch, keep in kept if keep.any()]
     return dataclasses.replace(data, sources=data.sources[:count],
                                references=data.references[:count], batches=batches)
 

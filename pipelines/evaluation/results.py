@@ -1,7 +1,6 @@
 """Where evaluate keeps each result, so that a run that scores something else never replaces a
-recorded one. `eval/<split>.json` (and `.hyp`) is the model dir's own whole split, final weights
-and saved decoding; a run that differs is named by what differs (`result_name`), for example
-`test.ckpt-500.beam_size2.first20`. `eval/index.json` lists every result with its scores."""
+recorded one: `eval/<split>.json` is the model dir's own; another run is named by what differs
+(`result_name`), e.g. `test.ckpt-500.beam_size2.first20`. `eval/index.json` lists them all."""
 
 import hashlib
 import pathlib
@@ -11,7 +10,6 @@ from keras_transformer.model_dir import WEIGHTS_SUFFIX
 from pipelines.errors import DataError
 from pipelines.model_dir.files import file_sha256, read_json, write_json_atomic
 from pipelines.model_dir.layout import EVAL_DIR, EVAL_INDEX_FILE
-
 
 
 def result_name(split: str, decoding: dict, saved: dict | None, *, sentences: int = 0,

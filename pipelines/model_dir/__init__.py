@@ -1,2 +1,1 @@
-"""The model directory: `layout`, `lock`, `checkpoints`; atomic writes, input manifests and
-line counts (`files`)."""
+"""The model directory: `layout`, `lock`, `checkpoints`, and file helpers (`files`)."""

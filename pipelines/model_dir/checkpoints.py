@@ -1,10 +1,9 @@
 """Training checkpoints that a kill cannot corrupt, and checkpoint averaging (Section 6.1).
 
 Checkpoints hold the model, the optimizer (Adam moments, step) and the dropout layers' random
-state, so a resumed run draws the masks the uninterrupted one would. The `checkpoint` index is
+state, so a resumed run draws the masks the uninterrupted one would; the `checkpoint` index is
 replaced atomically after the data files. The files are the same under every Keras backend
-(`_Mirror`). `layout.DEV_METRIC_LOG` holds each evaluated checkpoint's dev metric (higher is better) for
-`--keep_best_by dev_metric` and `--early_stop_patience`, resumed runs and `--mode average` alike.
+(`_Mirror`). `layout.DEV_METRIC_LOG` holds each evaluated checkpoint's dev metric (higher wins).
 """
 
 import json
@@ -20,11 +19,9 @@ from pipelines.errors import ModelDirError
 from pipelines.model_dir import layout as md
 
 
-
 def _key(variable, model_name: str | None = None) -> str:
     """A variable's checkpoint name: its Keras path without the owner's counter-suffixed name
-    (`tf.train.Checkpoint(model=...)` misses layers in lists: docs/training.md). With
-    `model_name`, Adam slots' "transformer_3_..." prefix becomes "transformer_" (as the CLI's)."""
+    (docs/training.md); with `model_name`, Adam slots' "transformer_3_" becomes "transformer_"."""
     name = variable.path.split("/", 1)[-1]
     if model_name and name.startswith(model_name + "_"):
         name = "transformer_" + name[len(model_name) + 1:]
@@ -33,9 +30,7 @@ def _key(variable, model_name: str | None = None) -> str:
 
 class _Mirror:
     """Keras variables as the named `tf.Variable`s a `tf.train.Checkpoint` holds: under
-    TensorFlow the variables themselves (`pull`/`push` do nothing), else same-named copies
-    (`_value`) so the files match; `pull` fills them before a save, `push` reads them back
-    after a restore."""
+    TensorFlow the variables themselves, else same-named copies (`_value`) so the files match."""
 
     def __init__(self, pairs):
         self._pairs = list(pairs)  # (checkpoint name, Keras variable)
@@ -98,8 +93,7 @@ def _read_records(checkpoint_dir) -> list[dict]:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
             record = json.loads(line)
-            records.append({**record, "step": int(record["step"]),
-                            "value": float(record["value"])})
+            records.append({**record, "step": int(record["step"]), "value": float(record["value"])})
         except (ValueError, KeyError, TypeError):
             raise ModelDirError(f"{path}:{number}: not a dev-metric record ({line[:60]!r}); "
                                 f"delete the line (that checkpoint loses its dev metric)") from None
@@ -113,8 +107,7 @@ def read_metrics(checkpoint_dir) -> dict[int, float]:
 
 
 def record_metric(checkpoint_dir, step: int, name: str, value: float) -> dict[int, float]:
-    """Records (or replaces) the dev metric `name` of checkpoint `step` in `md.DEV_METRIC_LOG`;
-    returns every recorded value by step (`read_metrics`)."""
+    """Records (or replaces) checkpoint `step`'s dev metric; returns them all (`read_metrics`)."""
     records = [r for r in _read_records(checkpoint_dir) if r["step"] != step]
     records.append({"step": int(step), "metric": name, "value": float(value)})
     records.sort(key=lambda r: r["step"])
@@ -124,11 +117,8 @@ def record_metric(checkpoint_dir, step: int, name: str, value: float) -> dict[in
 
 
 def select_checkpoints(paths, count: int, metrics: dict[int, float] | None = None) -> list[str]:
-    """The `count` checkpoints of `paths` (oldest first) to average and keep, oldest first.
-
-    `metrics` None: the last `count` (`--keep_best_by last`); else, by step (`read_metrics`),
-    the `count` best, the later step winning a tie; ones without a metric are not candidates.
-    """
+    """The `count` checkpoints of `paths` (oldest first) to average and keep, oldest first: the
+    last, or given `metrics` the best of those that have one (the later step winning ties)."""
     if metrics is None:
         return list(paths)[-count:] if count > 0 else []
     ranked = sorted((p for p in paths if _step(p) in metrics),
@@ -138,8 +128,7 @@ def select_checkpoints(paths, count: int, metrics: dict[int, float] | None = Non
 
 def plateau(metrics: dict[int, float], patience: int) -> str | None:
     """Why training should stop early, or None: the last `patience` (>= 1) evaluations of
-    `metrics` (step -> value, step order) did not improve on the best before them; an equal
-    value is no improvement."""
+    `metrics` (step order) did not improve on the best before them (an equal value does not)."""
     history = list(metrics.items())
     if not history:
         return None
@@ -153,15 +142,12 @@ def plateau(metrics: dict[int, float], patience: int) -> str | None:
 
 
 class _Manager(tf.train.CheckpointManager):
-    """Keeps the `max_to_keep` newest checkpoints and, with `keep_best`, the `keep_best` best by
-    recorded dev metric besides them: overrides `tf.train.CheckpointManager._sweep` (private,
-    stable since TF 2.0; tests/pipelines/test_checkpoints.py), so that the best stay on disk and
-    in the index, where averaging finds them.
-    """
+    """Keeps the `max_to_keep` newest checkpoints and the `keep_best` best by dev metric, on disk
+    and in the index where averaging finds them: overrides the private `_sweep` (stable since
+    TF 2.0; tests/pipelines/test_checkpoints.py)."""
 
     def __init__(self, *args, keep_best: int = 0, mirrors=None, **kwargs):
-        self.keep_best = keep_best
-        self.mirrors = mirrors or {}  # name -> `_Mirror`, pulled before each save
+        self.keep_best, self.mirrors = keep_best, mirrors or {}  # mirrors: pulled before a save
         super().__init__(*args, **kwargs)
 
     def save(self, *args, **kwargs):
@@ -191,9 +177,9 @@ def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_be
 
 
 def _restore(mirrors: dict[str, _Mirror], path: str, partial: bool, checkpoint=None):
-    """Restores `path` into `mirrors`' variables (via `checkpoint`, their manager's, where the
-    file has them all); a damaged file is a `ModelDirError`. Without `partial`, the mirrors the
-    file has must match (one without random state resumes with fresh dropout seeds)."""
+    """Restores `path` into `mirrors` (via their manager's `checkpoint` where the file has them
+    all); a damaged file is a `ModelDirError`. Without `partial`, what the file has must match
+    (one without random state resumes with fresh dropout seeds)."""
     try:
         if not partial:
             saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
@@ -205,9 +191,8 @@ def _restore(mirrors: dict[str, _Mirror], path: str, partial: bool, checkpoint=N
             mirror.push()
     except (tf.errors.OpError, ValueError, AssertionError, IndexError) as e:  # truncated
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelDirError(f"{path}: cannot restore this checkpoint ({first}); delete it (and "
-                            f"its entry in the 'checkpoint' index) or train a new model dir"
-                            ) from None
+        raise ModelDirError(f"{path}: cannot restore this checkpoint ({first}); delete it (and its "
+                            f"entry in the 'checkpoint' index) or train a new model dir") from None
 
 
 def restore_latest(manager, optimizer) -> int:

@@ -1,6 +1,5 @@
-"""JSON written atomically (`keras_transformer.atomic_files`), input manifests (a manifest
-records each input's path, size and mtime, so a derived file is reused exactly while its inputs
-are unchanged) and line counts."""
+"""Atomic JSON, input manifests (a derived file is reused exactly while its inputs' path, size
+and mtime are unchanged) and line counts."""
 
 import hashlib
 import json
@@ -14,8 +13,7 @@ PathLike = os.PathLike | str
 
 
 def file_sha256(path: PathLike, digest=None):
-    """`digest` (default: a new sha256) updated with the bytes of `path`, read in 1 MiB blocks;
-    `.hexdigest()` gives the file's sha256. Raises OSError as `open` does."""
+    """`digest` (default: a new sha256) updated with the bytes of `path`, read in 1 MiB blocks."""
     digest = digest or hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -38,11 +36,8 @@ def read_json(path: PathLike, default: Any = None) -> Any:
 
 def input_identity(paths: Sequence[PathLike]) -> list[list]:
     """What derived files depend on: every input's resolved path, size and mtime."""
-    rows = []
-    for path in map(pathlib.Path, paths):
-        stat = path.stat()
-        rows.append([str(path.resolve()), stat.st_size, stat.st_mtime_ns])
-    return rows
+    stats = [(path, path.stat()) for path in map(pathlib.Path, paths)]
+    return [[str(path.resolve()), stat.st_size, stat.st_mtime_ns] for path, stat in stats]
 
 
 def read_manifest(path: PathLike, version: int, inputs: Any) -> dict | None:
@@ -54,7 +49,6 @@ def read_manifest(path: PathLike, version: int, inputs: Any) -> dict | None:
 
 
 def count_lines(path: PathLike) -> int:
-    """Number of lines as tf.data and ``text_io.iter_lines`` count them (a last line without LF
-    counts)."""
+    """Lines as tf.data and ``text_io.iter_lines`` count them (a last line without LF counts)."""
     with open(path, "rb") as f:
         return sum(1 for _ in f)

@@ -1,7 +1,6 @@
 """The model directory: what every stage writes and every later stage reads back (this module
-alone knows the layout; it reads and writes these files and builds the model). The files a
-translation needs (config.json, final weights, spm.model, settings.json's decoding) are the
-library's format, `keras_transformer.model_dir`; the rest is the application's.
+alone knows the layout). The files a translation needs are the library's format
+(`keras_transformer.model_dir`); the rest is the application's.
 
     <model_dir>/config.json         TransformerConfig (JSON)
     <model_dir>/settings.json       task, training and decoding settings (pipelines.settings)
@@ -117,8 +116,7 @@ def load_plan(model_dir) -> dict[str, Any]:
 
 
 def _upgrade(old: dict[str, Any]) -> dict[str, Any]:
-    """Settings written before format 2: decoding values at the top level (or in "decoding"),
-    the training flags in "training"."""
+    """Settings from before format 2 (decoding values at the top level or in "decoding")."""
     decoding = recorded_decoding(old)
     upgraded = {k: old[k] for k in ("task", "task_options") if k in old}
     if decoding:
@@ -161,10 +159,7 @@ _LATEST_LINE = re.compile(r'^model_checkpoint_path:\s*"', re.M)
 
 def checkpoint_paths(checkpoint_dir) -> list[str]:
     """Complete checkpoints in `checkpoint_dir`, oldest first, as `tf.train.get_checkpoint_state`
-    gives them (relative paths joined to the directory); [] without an index. Read without
-    TensorFlow (the settings ask before it is loaded): the index is the text proto
-    `tf.train.CheckpointManager` replaces atomically after a checkpoint's data files, a line
-    `all_model_checkpoint_paths: "ckpt-N"` per complete checkpoint."""
+    gives them ([] without an index), read without TensorFlow (the settings ask before it loads)."""
     try:
         with open(os.path.join(checkpoint_dir, CHECKPOINT_INDEX), "rb") as f:
             text = f.read().decode("ascii", "backslashreplace")
@@ -179,17 +174,14 @@ def checkpoint_paths(checkpoint_dir) -> list[str]:
 
 def has_weights(model_dir) -> bool:
     """Whether training has written anything to decode with (a checkpoint or final weights)."""
-    return final_weights(model_dir).is_file() or bool(
-        checkpoint_paths(checkpoint_dir(model_dir)))
+    return final_weights(model_dir).is_file() or bool(checkpoint_paths(checkpoint_dir(model_dir)))
 
 
 def load_final_model(model_dir, precision: str = "float32", checkpoint: str | None = None,
                      log: Log = print):
-    """The model to decode with: final.weights.h5 (the averaged checkpoints), else the latest
-    checkpoint (logged), or the named `checkpoint` ("ckpt-N", or a weights file: `weights_file`).
-    `precision` "bfloat16": bfloat16 weights and compute, float32 logits and attention softmax
-    (docs/training.md#precision-and-xla). Raises `ModelDirError` if there is nothing to load or
-    the weights file is damaged."""
+    """The model to decode with, in `precision`: final.weights.h5 (the averaged checkpoints),
+    else the latest checkpoint (logged), or the named `checkpoint` ("ckpt-N", or a weights file:
+    `weights_file`). `ModelDirError` if there is nothing to load or the weights are damaged."""
     config = read_config(model_dir)
     named = weights_file(model_dir, checkpoint)
     path = named or final_weights(model_dir)
@@ -203,15 +195,14 @@ def load_final_model(model_dir, precision: str = "float32", checkpoint: str | No
                                 ) from None
         return model
     if named:
-        raise ModelDirError(f"--checkpoint {checkpoint}: no such weights file (nor in "
-                            f"{model_dir}); average into it first (--mode average "
-                            f"--average_output FILE)")
+        raise ModelDirError(f"--checkpoint {checkpoint}: no such weights file (nor in {model_dir});"
+                            f" average into it first (--mode average --average_output FILE)")
     saved = checkpoint_paths(checkpoint_dir(model_dir))
     if checkpoint is not None:
         named = [p for p in saved if pathlib.Path(p).name == checkpoint]
         if not named:
-            raise ModelDirError(f"{checkpoint_dir(model_dir)}: no checkpoint {checkpoint!r} "
-                                f"(have: {', '.join(pathlib.Path(p).name for p in saved) or 'none'})")
+            raise ModelDirError(f"{checkpoint_dir(model_dir)}: no checkpoint {checkpoint!r} (have: "
+                                f"{', '.join(pathlib.Path(p).name for p in saved) or 'none'})")
         saved = named
     elif saved:
         log(f"{path} is missing: using the latest checkpoint, {saved[-1]} (run --mode average "

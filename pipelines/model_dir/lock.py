@@ -1,11 +1,6 @@
-"""One writer per model directory: an OS file lock on `<model_dir>/.lock`.
-
-Every run that writes takes it first; a second one stops at once, naming the holder. It is
-`fcntl.flock` (local file systems and NFS), which the kernel releases however the holder ends
-(kill -9 included), so it is never stale; the file only records the holder (pid, host, start
-time). The record is written in place, not renamed (`files`), since the lock belongs to the
-inode; readers retry briefly while it is being written.
-"""
+"""One writer per model directory: an OS file lock (`fcntl.flock`) on `<model_dir>/.lock`, which
+the kernel releases however the holder ends (kill -9 included). A second run stops at once, naming
+the holder, whose record is written in place, not renamed, since the lock belongs to the inode."""
 
 import contextlib
 import datetime
@@ -27,15 +22,12 @@ class ModelDirLocked(ModelDirError):
 
 
 def holder(path: pathlib.Path, attempts: int = 10) -> dict:
-    """The record of the lock at `path` ({} if none is readable): the holder writes it just
-    after taking the lock, so an empty or partial one is read again a few times."""
+    """The lock record at `path` ({} if unreadable), read again while the holder writes it."""
     for attempt in range(attempts):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             record = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(record, dict):
                 return record
-        except (OSError, ValueError):
-            pass
         if attempt + 1 < attempts:
             time.sleep(0.1)
     return {}
@@ -43,11 +35,8 @@ def holder(path: pathlib.Path, attempts: int = 10) -> dict:
 
 @contextlib.contextmanager
 def hold(model_dir: os.PathLike | str, *, create: bool = True) -> Iterator[pathlib.Path | None]:
-    """Holds `<model_dir>/.lock` for the duration of the block; yields its path.
-
-    With `create=False` a missing directory is not created and no lock is taken (yields None):
-    there is nothing to protect. Raises `ModelDirLocked` if another process holds the lock.
-    """
+    """Holds `<model_dir>/.lock` for the duration of the block; yields its path (None, without
+    a lock, for a missing directory with `create=False`). `ModelDirLocked` if another holds it."""
     directory = pathlib.Path(model_dir)
     created = not directory.is_dir()
     if created:

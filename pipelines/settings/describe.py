@@ -1,6 +1,4 @@
-"""The run log's lines about the resolved recipe (values and origins, task, model, device,
-decoding or sampling, a run too short for its warm-up), rendered from the recipe, never from a
-task's or preset's defaults."""
+"""The run log's lines about the resolved recipe, rendered from the recipe alone."""
 import dataclasses
 
 from keras_transformer.decoding import BeamSearch
@@ -10,8 +8,7 @@ from pipelines.tasks import Task
 
 
 def describe_origins(options: Recipe, every: bool = True) -> str:
-    """The log's "options:" block: `every` value with its origin, or only those not at the
-    paper's defaults, one line per origin; wrapped at WIDTH columns."""
+    """The "options:" block: `every` value with its origin, or those off the paper's defaults."""
     values = options.values()
     named = [(name, origin) for name, origin in options.origins.items() if name in values]
     if every:
@@ -27,8 +24,7 @@ def describe_origins(options: Recipe, every: bool = True) -> str:
                       if rows else "options: all at the paper's defaults", *rows])
 
 
-WIDTH = 100
-"""Columns of the options block."""
+WIDTH = 100  # columns of the options block
 
 
 def _block(head: str, items: list[str]) -> str:

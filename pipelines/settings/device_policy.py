@@ -1,46 +1,26 @@
-"""The device a run trains on, and the precision and XLA setting that suit it.
-
-`detect()` describes the machine once (`Device`); the rules are pure functions of it, so tests
-can state any device. Each returns its choice and a reason for the run log (`--mixed_precision`
-and `--jit_compile` override them).
-"""
+"""The device a run trains on (`detect`), and the precision and XLA setting that suit it: pure
+functions of a `Device`, each returning its choice and a reason for the run log (the flags
+--mixed_precision and --jit_compile override them)."""
 
 import dataclasses
 import pathlib
 import re
 
-BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-"""/proc/cpuinfo flags of CPUs with bfloat16 hardware (elsewhere it is emulated, slower)."""
-
-BFLOAT16_GPU = (8, 0)
-"""Compute capability from which GPUs have bfloat16 tensor cores (no loss scaling needed)."""
-
-FLOAT16_GPU = (7, 0)
-"""Compute capability from which GPUs have float16 tensor cores (mixed_float16 with loss
-scaling); below it float32 is as fast."""
-
-CPU_XLA_MIN_D_MODEL = 512
-"""d_model from which a CPU training in float32 compiles its step with XLA (in mixed_bfloat16
-never; docs/training.md#precision-and-xla)."""
+BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # bfloat16 hardware (else emulated, slower)
+BFLOAT16_GPU = (8, 0)  # compute capability from which GPUs have bfloat16 tensor cores
+FLOAT16_GPU = (7, 0)  # from which they have float16 ones (below it float32 is as fast)
+CPU_XLA_MIN_D_MODEL = 512  # d_model from which a CPU in float32 compiles its step with XLA
 
 
 @dataclasses.dataclass(frozen=True)
 class Device:
-    """What the run trains on, for precision and XLA (default: a CPU without bfloat16).
+    """What the run trains on, for precision and XLA (default: a CPU without bfloat16)."""
 
-    Attributes:
-        kind: "cpu" or "gpu" (a machine with GPUs trains on them).
-        compute_capability: the GPUs' lowest (major, minor); None on a CPU or where unreported.
-        cpu_flags: which of `BFLOAT16_CPU_FLAGS` the CPU has.
-        cpu_devices: logical devices the CPU is split into (`--num_cpu_devices`).
-        backend: the Keras backend that trains (`--backend`).
-    """
-
-    kind: str = "cpu"
-    compute_capability: tuple[int, int] | None = None
-    cpu_flags: frozenset[str] = frozenset()
-    cpu_devices: int = 1
-    backend: str = "tensorflow"
+    kind: str = "cpu"                                  # or "gpu": then it trains on the GPUs
+    compute_capability: tuple[int, int] | None = None  # the GPUs' lowest; None if unreported
+    cpu_flags: frozenset[str] = frozenset()            # which `BFLOAT16_CPU_FLAGS` it has
+    cpu_devices: int = 1                               # --num_cpu_devices
+    backend: str = "tensorflow"                        # --backend
 
     def describe(self) -> str:
         """"gpu (compute capability 8.0)", "cpu (avx512_bf16)", "cpu", "cpu, jax", ..."""
@@ -85,17 +65,14 @@ def detect(cpu_devices: int = 1, backend: str = "tensorflow") -> Device:
         cpuinfo = pathlib.Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
     except OSError:
         cpuinfo = ""
-    flags = cpu_flags(cpuinfo)
     capabilities = _gpu_capabilities(backend)
-    if not capabilities:
-        return Device("cpu", None, flags, cpu_devices, backend)
-    lowest = None if None in capabilities else min(capabilities)
-    return Device("gpu", lowest, flags, cpu_devices, backend)
+    lowest = None if not capabilities or None in capabilities else min(capabilities)
+    return Device("gpu" if capabilities else "cpu", lowest, cpu_flags(cpuinfo), cpu_devices,
+                  backend)
 
 
 def precision(device: Device) -> tuple[str, str]:
-    """The default Keras dtype policy on `device`, and why: ("mixed_bfloat16" | "mixed_float16" |
-    "float32", reason)."""
+    """(the default Keras dtype policy on `device`, why)."""
     if device.kind == "gpu":
         cc, shown = device.compute_capability, _capability(device)
         if cc is None:
@@ -116,8 +93,7 @@ def precision(device: Device) -> tuple[str, str]:
 
 
 def mixed_policy(device: Device) -> str:
-    """The mixed policy `--mixed_precision` means on `device`: the default's where that is
-    mixed, else mixed_float16 on a GPU and mixed_bfloat16 (emulated) on a CPU."""
+    """The policy --mixed_precision means on `device`: the default if mixed, else by kind."""
     name, _ = precision(device)
     if name != "float32":
         return name
@@ -125,8 +101,7 @@ def mixed_policy(device: Device) -> str:
 
 
 def jit_compile(device: Device, d_model: int, policy: str) -> tuple[bool, str]:
-    """(whether training compiles its step with XLA by default, why) on `device`, for a model
-    of width `d_model` (the CPU rule: `CPU_XLA_MIN_D_MODEL`) under dtype policy `policy`."""
+    """(whether training compiles its step with XLA by default, why) for this model width."""
     if device.backend != "tensorflow":
         return True, f"Keras compiles every {device.backend} step (jax.jit: XLA)"
     if device.kind == "gpu":

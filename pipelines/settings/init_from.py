@@ -1,12 +1,8 @@
 """Fine-tuning: a new model dir started from another's trained model (`--init_from`).
 
-NEW takes the source's config.json, spm.model (copied; `report_coverage` checks its fit) and
-averaged weights, so the model flags (--config, --config_override, --vocab_size) must equal the
-source's; all other flags are NEW's own. The optimizer starts fresh unless --init_optimizer
-restores Adam's moments and step from the source's latest checkpoint; training and Eq. 3 then go
-on from the source's step. settings.json records the origin under `RECORD`; until NEW has a
-checkpoint of its own, every run checks the source again (docs/training.md#fine-tuning).
-"""
+It takes the source's config.json, spm.model and averaged weights, so the model flags must equal
+the source's; the optimizer starts fresh unless --init_optimizer restores Adam's state and step.
+Until it has a checkpoint of its own, every run checks the source again (docs/training.md)."""
 
 import dataclasses
 import itertools
@@ -25,18 +21,14 @@ from pipelines.errors import ConfigError, ModelDirError
 from pipelines.model_dir import layout as md
 from pipelines.model_dir.files import file_sha256
 
-RECORD = "init_from"
-"""The key of settings.json that records where a model dir started from."""
-COVERAGE_LINES = 10_000
-"""Lines of each side of the new train text on which the vocabulary's coverage is measured."""
-COVERAGE_WARNING = 0.01
-"""Above this share of unknown or byte-fallback pieces, the coverage line is a warning."""
+RECORD = "init_from"  # settings.json's key for where a model dir started from
+COVERAGE_LINES = 10_000  # lines a side of the new train text the vocabulary's coverage reads
+COVERAGE_WARNING = 0.01  # above this share of unknown or byte-fallback pieces: a warning
 
 
 @dataclasses.dataclass(frozen=True)
 class InitFrom:
-    """Where a fine-tuned model dir starts. `config` and `source_settings` are the source's
-    while the model dir has no weights of its own (`pending`); after, only the record remains."""
+    """Where a fine-tuned model dir starts; `config` and `source_settings` only while `pending`."""
 
     model_dir: str          # the source model dir, absolute
     weights_sha256: str     # of its final.weights.h5, the weights started from
@@ -56,8 +48,7 @@ class InitFrom:
                 "optimizer": self.optimizer, "step": self.step}
 
     def model_layer(self) -> dict[str, Any]:
-        """The source's model settings (config, config_override, vocab_size, max_length):
-        the recipe's layer below the model dir's own; empty once it is trained."""
+        """The source's model settings, a layer of the recipe; empty once it is trained."""
         model = self.source_settings.get("model") or {}
         return {"config": model.get("preset"), "config_override": model.get("config_overrides"),
                 "vocab_size": self.config.vocab_size,
@@ -66,11 +57,9 @@ class InitFrom:
 
 def resolve(given: Mapping[str, Any], model_dir: str, saved: Mapping[str, Any]
             ) -> InitFrom | None:
-    """The origin of `model_dir` from --init_from (first run) or settings.json's record (later
-    runs); None if trained from scratch. While `model_dir` has no weights of its own, the source
-    is checked. Raises `ConfigError` if the flags contradict the record, `model_dir` or the
-    source's model; `ModelDirError` if the source, its recorded final weights or (with
-    --init_optimizer) a checkpoint is missing."""
+    """The origin of `model_dir` from --init_from or settings.json's record; None if trained
+    from scratch. Checks the source while `model_dir` has no weights of its own (ConfigError,
+    ModelDirError)."""
     flag, recorded = given.get("init_from"), saved.get(RECORD)
     if flag is None and recorded is None:
         if given.get("init_optimizer"):
@@ -166,8 +155,7 @@ def copy_vocabulary(init: InitFrom, model_dir: os.PathLike | str, log: Log = pri
 
 
 def report_coverage(init: InitFrom, proto: bytes, train_files, log: Log = print) -> float:
-    """Logs the share of unknown or byte-fallback pieces in the first `COVERAGE_LINES` lines of
-    each cleaned `train_files` (a warning above `COVERAGE_WARNING`); returns it."""
+    """Logs and returns the share of unknown or byte-fallback pieces in the new train text."""
     lines = itertools.chain.from_iterable(
         (line for _, line in itertools.islice(iter_lines(path), COVERAGE_LINES))
         for path in train_files)
@@ -183,9 +171,8 @@ def report_coverage(init: InitFrom, proto: bytes, train_files, log: Log = print)
 
 
 def initialiser(init: InitFrom, log: Log = print) -> Callable:
-    """`(model, optimizer) -> step`: loads the source's final weights into the compiled `model`
-    (with --init_optimizer, first Adam's state from its latest checkpoint into `optimizer`);
-    returns the start step. Only for a model dir with no checkpoint to resume from."""
+    """`(model, optimizer) -> start step`: loads the source's final weights (and with
+    --init_optimizer Adam's state) into a model dir with no checkpoint to resume from."""
     def initialise(model, optimizer) -> int:
         weights = md.final_weights(init.model_dir)
         digest = file_sha256(weights).hexdigest()

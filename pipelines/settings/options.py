@@ -3,33 +3,26 @@
 Precedence: the paper's defaults < the task's < the preset's recipe < the model dir
 (settings.json, config.json for max_length; an untrained fine-tuned dir's `--init_from` source)
 < the flags. Once trained, a flag that contradicts what the model is raises `ConfigError`;
-decoding flags and test files (`SCORED_FILES`) apply to their run only, never written back.
-settings.json follows the table's `saved` paths (docs/training.md).
-"""
+decoding flags and test files (`SCORED_FILES`) apply to their run only (docs/training.md)."""
 
 import dataclasses
+import functools
 from typing import Any
 
 from keras_transformer import TransformerConfig
 from keras_transformer.decoding import BeamSearch, Sampling
 from keras_transformer.model_dir import SETTINGS_FORMAT
-from pipelines.settings import init_from as init_lib
 from pipelines.errors import ConfigError
-from pipelines.settings import table
+from pipelines.settings import init_from as init_lib, table
 from pipelines.tasks import Task
 
 TASK_OPTIONS = tuple(name for name, row in table.saved_rows().items()
-                     if row.saved[0] == "task_options")
-"""The settings that become task options (where its data is, and what it is)."""
-TRAINING_FILES = ("train_src", "train_tgt", "train_trees")
-"""Task options a trained model dir refuses to change: its weights were trained on them."""
-SCORED_FILES = ("test_src", "test_tgt", "test_trees")
-"""Test files that, given to a trained model dir, are scored by that run only."""
-SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")
-"""Any of these makes translate sample instead of beam search."""
+                     if row.saved[0] == "task_options")  # where its data is, what it is
+TRAINING_FILES = ("train_src", "train_tgt", "train_trees")  # a trained model dir keeps them
+SCORED_FILES = ("test_src", "test_tgt", "test_trees")  # given to a trained dir: this run's
+SAMPLING_FLAGS = ("sampling_topk", "sampling_topp", "sampling_temperature")  # any: sampling
 SHOWN = (("data",), ("model",), ("training",), ("decoding",))
-"""The Recipe's sections the run log's options block shows (and decode_jit_compile): what the
-model is and how it decodes, not which files a run reads and writes."""
+"""The sections settings.json and the options block show: what the model is and how it decodes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +64,7 @@ class DecodingOptions:
 
 @dataclasses.dataclass(frozen=True)
 class TrainingOptions:
-    """The training run: a field per training row of the settings table (its help says what
-    each is), the memory limit and the Keras dtype policy that --mixed_precision means here."""
+    """The training run: a field per training row of the table, and the Keras dtype policy."""
 
     train_steps: int
     label_smoothing: float
@@ -107,8 +99,7 @@ class EvalOptions:
     sentences: int            # 0: the whole split
     jit_compile: bool
     checkpoint: str | None    # "ckpt-N" or a .weights.h5 to decode, not final.weights.h5
-    test_files: dict = dataclasses.field(default_factory=dict)
-    """Test files given for this run (`SCORED_FILES`), scored instead of the model dir's."""
+    test_files: dict = dataclasses.field(default_factory=dict)  # this run's `SCORED_FILES`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,7 +119,7 @@ class ExportOptions:
     overwrite: bool
     jit_compile: bool
     check_ops: bool
-    quantize: str | None      # "int8": int8 matrices (keras_transformer.serving.quantize); None: as trained
+    quantize: str | None      # "int8" (keras_transformer.serving.quantize); None: as trained
     format: str               # saved_model, or ctranslate2 (export/ctranslate2.py)
 
 
@@ -168,31 +159,21 @@ class Recipe:
     io: IOOptions
     progress: int  # Keras' progress display: 1 a bar (a terminal), 2 a line a minute
     init: init_lib.InitFrom | None  # where a fine-tuned model starts (--init_from)
-    origins: dict = dataclasses.field(default_factory=dict, compare=False)
-    """Option name -> origin: "flag", "settings.json", "preset NAME", "device: <why>", ..."""
+    origins: dict = dataclasses.field(default_factory=dict, compare=False)  # name -> origin
     task: Task | None = dataclasses.field(default=None, compare=False)
-    """The task, built once by the resolution."""
-    scored_task: Task | None = dataclasses.field(default=None, compare=False)
-    """The task the evaluate stage scores: the model dir's, with this run's test files."""
+    scored_task: Task | None = dataclasses.field(default=None, compare=False)  # with test_files
 
     def values(self) -> dict[str, Any]:
-        """The resolved value of each setting that settings.json or the run log shows: the
-        rows in the `SHOWN` sections, read at their `section` paths."""
-        shown = {}
-        for row in table.SETTINGS:
-            if row.section[:1] in SHOWN:
-                value: Any = self
-                for key in row.section:
-                    value = getattr(value, key)
-                shown[row.name] = value
+        """The value of each setting in the `SHOWN` sections, read at its `section` path."""
+        shown = {row.name: functools.reduce(getattr, row.section, self)
+                 for row in table.SETTINGS if row.section[:1] in SHOWN}
         return {**shown, "max_length": self.model.max_length,
                 "precision_policy": self.training.precision_policy,
                 "decode_jit_compile": self.evaluation.jit_compile}
 
     def settings(self, *, trained: bool) -> dict[str, Any]:
         """settings.json by `saved` paths: what prepare decides; once `trained`, everything."""
-        saved: dict[str, Any] = {"format": SETTINGS_FORMAT,
-                                 "task_options": self.data.task_options}
+        saved: dict[str, Any] = {"format": SETTINGS_FORMAT, "task_options": self.data.task_options}
         values = self.values()
         for name, row in table.saved_rows().items():
             if row.saved[0] in ("task", "vocab_size") or (trained and row.saved[0] in (
@@ -213,8 +194,7 @@ def place(tree: dict, path: tuple, value) -> None:
 
 
 def config_for(options: Recipe, task: Task, vocab_size: int) -> TransformerConfig:
-    """A new model dir's config: preset + the task's overrides for it + flags, with the
-    SentencePiece model's `vocab_size` and the recipe's `max_length`."""
+    """A new model dir's config: the preset with the task's overrides and the flags'."""
     overrides = {**task.preset_overrides.get(options.model.preset, {}),
                  **options.model.config_overrides, "vocab_size": vocab_size,
                  "max_length": options.model.max_length}

@@ -12,16 +12,14 @@ from keras_transformer.config import PRESETS, TRAINING_FIELDS, TransformerConfig
 from keras_transformer.decoding import MAX_BEAM_SIZE, BeamSearch, Sampling
 from keras_transformer.model_dir import CONFIG_FILE, SETTINGS_FILE, check_vocabulary
 from pipelines.durations import format_duration
-from pipelines.settings import init_from as init_lib
 from pipelines.model_dir import layout as md
 from pipelines.errors import ConfigError
-from pipelines.settings import device_policy, table
+from pipelines.settings import device_policy, init_from as init_lib, table
 from pipelines.settings.recipes import PRESET_RECIPES
-from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIONS,
-                                        TRAINING_FILES, AverageOptions, DataOptions,
-                                        DecodingOptions, EvalOptions, ExportOptions,
-                                        IOOptions, ModelOptions, Recipe, TrainingOptions,
-                                        place)
+from pipelines.settings.options import (SAMPLING_FLAGS, SCORED_FILES, TASK_OPTIONS, TRAINING_FILES,
+                                        AverageOptions, DataOptions, DecodingOptions, EvalOptions,
+                                        ExportOptions, IOOptions, ModelOptions, Recipe,
+                                        TrainingOptions, place)
 from pipelines.tasks import Task, get_task
 from pipelines.tasks.registry import task_options
 
@@ -32,8 +30,7 @@ Layer = tuple[str, Mapping[str, Any]]
 
 
 def fill(values: dict[str, Any], origins: dict[str, str], layer: Layer) -> None:
-    """The merge's one step, taken from the highest layer down: `layer` gives each setting
-    no higher layer gave (so a lower layer can be made from what those decided)."""
+    """The merge's step, from the highest layer down: `layer` gives what no higher layer gave."""
     origin, settings = layer
     for name, value in settings.items():
         if value is not None and name not in values:
@@ -42,13 +39,9 @@ def fill(values: dict[str, Any], origins: dict[str, str], layer: Layer) -> None:
 
 def resolve(given: Mapping[str, Any], *,
             device: device_policy.Device | None = None) -> Recipe:
-    """The run's recipe from the flags (`given`, name -> value), layers merged by precedence
-    (`pipelines.settings.options`); `device`: what trains (None: a CPU without bfloat16).
-
-    Raises:
-        ConfigError: a flag contradicts the model dir, or names an unknown preset.
-        ModelDirError: settings.json is unreadable. DataError: an unknown task or option.
-    """
+    """The run's recipe from the flags (`given`), layers merged by precedence (`options`);
+    `device`: what trains (None: a CPU without bfloat16). Raises ConfigError (a flag contradicts
+    the model dir), ModelDirError (settings.json unreadable) or DataError (unknown task)."""
     table.check_bounds(given)
     model_dir = given.get("model_dir") or os.path.join(
         md.RUNS_DIR, given.get("task") or table.default("task"))
@@ -67,11 +60,16 @@ def resolve(given: Mapping[str, Any], *,
         fill(values, origins, layer)
     task = _task_and_preset(values, origins)
     fill(values, origins, ("default", _paper_layer()))
-    _mark_chosen(values, origins, model_dir)
+    for name, value in md.load_dev_choice(model_dir).get("chosen", {}).items():
+        if origins.get(name) == SETTINGS_FILE and values.get(name) == value:
+            origins[name] = CHOSEN_ON_DEV
     _derive(values, origins, task, device or device_policy.Device())
     values.update(config_override=dict(values.get("config_override") or {}),
                   average_checkpoints=tuple(values.get("average_checkpoints") or ()))
-    sections = _sections(values)
+    sections: dict[str, dict] = {}  # the values at their rows' `section` paths
+    for row in table.SETTINGS:
+        if row.section:
+            place(sections, row.section, values.get(row.name))
     training = TrainingOptions(**sections["training"],
                                precision_policy=values["precision_policy"])
     _check_training(training, values["n_best"])
@@ -87,15 +85,14 @@ def resolve(given: Mapping[str, Any], *,
         evaluation=EvalOptions(**sections["evaluation"], test_files=test_files),
         average=AverageOptions(**sections["average"]), export=ExportOptions(**sections["export"]),
         io=IOOptions(**sections["io"]),
-        # Progress bars on a terminal; in a file or pipe a plain line per epoch (checkpoint).
-        progress=1 if sys.stderr.isatty() else 2, init=init,
-        origins=origins, task=task, scored_task=_scored_task(task, values, test_files))
+        progress=1 if sys.stderr.isatty() else 2, init=init,  # a bar, or a line per epoch
+        origins=origins, task=task, scored_task=get_task(
+            task.name, **{**_given_task_options(values), **test_files}) if test_files else task)
 
 
 def _task_and_preset(values: dict[str, Any], origins: dict[str, str]) -> Task:
-    """Builds the task, once, from the layers above the recipes, and merges the preset's and
-    the task's layers under them. A named preset's recipe may say what the task is (parsing's
-    target form), so it comes first; a task's own preset names no task option (tested)."""
+    """Builds the task once and merges the preset's and task's layers under the others. A named
+    preset's recipe may say what the task is (parsing's target form), so it comes first."""
     named, name = values.get("config"), values.get("task") or table.default("task")
     if named:  # of what says what a task is, only what this task takes
         takes = task_options(name)
@@ -114,24 +111,8 @@ def _given_task_options(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: values[k] for k in TASK_OPTIONS if k in values}
 
 
-def _sections(values: Mapping[str, Any]) -> dict[str, dict]:
-    """The resolved values placed at their rows' `section` paths: the Recipe's fields."""
-    sections: dict[str, dict] = {}
-    for row in table.SETTINGS:
-        if row.section:
-            place(sections, row.section, values.get(row.name))
-    return sections
-
-
-def _scored_task(task: Task, values: Mapping[str, Any], test_files: Mapping[str, Any]) -> Task:
-    """The task the evaluate stage scores: `task`, with this run's test files."""
-    return get_task(task.name, **{**_given_task_options(values), **test_files}) \
-        if test_files else task
-
-
 def _scored_files(flags: dict[str, Any], saved: Mapping[str, Any], model_dir: str) -> dict:
-    """Takes out of `flags` the test files a trained model dir scores for this run only
-    (`SCORED_FILES` other than settings.json's)."""
+    """Takes out of `flags` the test files (`SCORED_FILES`) a trained model dir scores once."""
     if not md.has_weights(model_dir):
         return {}
     saved_options = saved.get("task_options") or {}
@@ -142,10 +123,8 @@ def _scored_files(flags: dict[str, Any], saved: Mapping[str, Any], model_dir: st
 def _paper_layer() -> dict[str, Any]:
     """The paper's and the tool's defaults: the table's, and the library's optimizer and search."""
     return {**{row.name: row.default for row in table.SETTINGS if row.option},
-            "warmup_steps": learning_rate.WARMUP_STEPS,
-            "adam_epsilon": learning_rate.ADAM_EPSILON,
-            "config_override": {},
-            **dataclasses.asdict(BeamSearch())}
+            "warmup_steps": learning_rate.WARMUP_STEPS, "adam_epsilon": learning_rate.ADAM_EPSILON,
+            "config_override": {}, **dataclasses.asdict(BeamSearch())}
 
 
 def _task_layer(task: Task) -> dict[str, Any]:
@@ -156,8 +135,7 @@ def _task_layer(task: Task) -> dict[str, Any]:
 
 
 def _plan_layer(given: Mapping[str, Any], model_dir: str) -> Layer:
-    """The steps a --time_budget run planned (pipelines/training/plan.py): above the recipes,
-    below the model dir's settings and the flags."""
+    """The steps a --time_budget run planned (pipelines/training/plan.py)."""
     if given.get("time_budget") and given.get("train_steps") is not None:
         raise ConfigError(f"--train_steps {given['train_steps']}: --time_budget plans the "
                           f"steps; give one or the other")
@@ -178,8 +156,7 @@ def _preset_layer(name: str) -> dict[str, Any]:
 
 def _config_layer(model_dir: str) -> dict[str, Any]:
     """A trained model's positions, from its config.json."""
-    trained = md.has_weights(model_dir) and os.path.isfile(os.path.join(model_dir,
-                                                                       CONFIG_FILE))
+    trained = md.has_weights(model_dir) and os.path.isfile(os.path.join(model_dir, CONFIG_FILE))
     return {"max_length": md.read_config(model_dir).max_length} if trained else {}
 
 
@@ -211,7 +188,7 @@ def _default(values: dict, origins: dict, name: str, origin: str, value) -> None
 
 
 def _derive(values: dict, origins: dict, task: Task, device: device_policy.Device) -> None:
-    """Fills in what no layer gave: max_length (from the task), device choices, decode precision."""
+    """Fills in what no layer gave: max_length, the device's choices, the decode precision."""
     _default(values, origins, "max_length", task.origin, max(
         task.max_length, task.max_source_length + values["extra_length"] + 1))
     _follow_train_steps(values, origins, task)
@@ -228,19 +205,11 @@ def _derive(values: dict, origins: dict, task: Task, device: device_policy.Devic
         # settings.json holds TensorFlow's choice; under JAX only the flag turns XLA off.
         on, why = device_policy.jit_compile(device, d_model, "float32")
         values["jit_compile"], origins["jit_compile"] = on, f"device: {why}"
-    # bfloat16 decoding only after bfloat16 training, and then without XLA (whose CPU backend
-    # does not use bfloat16 hardware).
+    # bfloat16 decoding only after bfloat16 training; then no XLA, whose CPU kernels ignore it.
     _default(values, origins, "decode_precision", "default",
              "bfloat16" if values["precision_policy"] == "mixed_bfloat16" else "float32")
     _default(values, origins, "decode_jit_compile", "default",
              values["decode_precision"] == "float32")
-
-
-def _mark_chosen(values: dict, origins: dict, model_dir: str) -> None:
-    """The values settings.json holds as --choose_on_dev chose them: origin "chosen on dev"."""
-    for name, value in md.load_dev_choice(model_dir).get("chosen", {}).items():
-        if origins.get(name) == SETTINGS_FILE and values.get(name) == value:
-            origins[name] = CHOSEN_ON_DEV
 
 
 def _follow_train_steps(values: dict, origins: dict, task: Task) -> None:
@@ -268,8 +237,7 @@ def _d_model(values: Mapping[str, Any]) -> int:
 
 
 def _sampling(values: Mapping[str, Any]) -> Sampling | None:
-    """Translate's `Sampling` when a `SAMPLING_FLAGS` flag is given (others at their defaults),
-    seeded by --seed, with the run's alpha and extra length; None: beam search."""
+    """Translate's `Sampling` when a `SAMPLING_FLAGS` flag is given; None: beam search."""
     chosen = {name.removeprefix("sampling_"): values[name] for name in SAMPLING_FLAGS
               if values.get(name) is not None}
     if chosen and not -2 ** 63 <= values["seed"] < 2 ** 63:
@@ -294,8 +262,8 @@ def _show(value) -> str:
 
 def check_against_saved(flags: Mapping[str, Any], saved: Mapping[str, Any],
                         model_dir: str) -> None:
-    """ConfigError for the first flag that contradicts a FIXED row of settings.json; model,
-    training and training-file settings bind only once a checkpoint exists."""
+    """ConfigError for the first flag that contradicts a FIXED row of settings.json (model and
+    training rows only once a checkpoint exists)."""
     trained = md.has_weights(model_dir)
     for name, row in table.saved_rows().items():
         if flags.get(name) is None or row.binding != table.FIXED:

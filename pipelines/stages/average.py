@@ -2,15 +2,13 @@
 import pathlib
 
 from pipelines import Log
-from pipelines.model_dir import checkpoints
-from pipelines.model_dir import layout as md
+from pipelines.model_dir import checkpoints, layout as md
 from pipelines.stages import choose, made_from
 from pipelines.settings.options import Recipe
 
 
 def run_average(options: Recipe, log: Log = print):
-    """Averages the --average_last (or best) checkpoints, or the chosen ones, into their file;
-    with --choose_on_dev, the count (and alpha) chosen on dev first (`choose`)."""
+    """Averages the last (or best, or chosen) checkpoints into their file, after `choose`."""
     t, chosen, state = options.training, options.average.checkpoints, md.checkpoint_dir(
         options.model_dir)
     out = pathlib.Path(options.average.output or (

@@ -8,8 +8,7 @@ from typing import Callable, TextIO
 import keras
 
 from pipelines import Log
-from pipelines.data import prepare
-from pipelines.data import vocab as vocab_lib
+from pipelines.data import prepare, vocab as vocab_lib
 from pipelines.evaluation import evaluate, results
 from pipelines.model_dir import layout as md
 from pipelines.stages import made_from
@@ -40,8 +39,7 @@ def dev_metric_evaluator(options: Recipe, task: Task, max_length: int, log: Log 
 
 def eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count: int,
                  log: Log):
-    """(the first `count` sentences of `split`, 0: all; the tokenizer; the decoding constraint;
-    the SentencePiece model)."""
+    """(the first `count` sentences of `split` (0: all), tokenizer, constraint, spm proto)."""
     proto = vocab_lib.read_model_proto(prepare.vocab_path(options.model_dir))
     data = prepare.eval_input(task, split, options.model_dir,
                               max_source_length=options.decoding.input_length(max_length),
@@ -51,12 +49,10 @@ def eval_inputs(options: Recipe, task: Task, split: str, max_length: int, count:
 
 
 def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -> dict:
-    """Decodes and scores the eval split (or given test files); writes hypotheses and scores,
-    and prints the scores to `out` (default stdout)."""
+    """Decodes and scores the eval split (or test files), writes both, prints the scores."""
     task, evaluation = options.scored_task, options.evaluation
     split, decoding = evaluation.split, options.decoding
-    # Under another backend the search is always compiled (jax.jit).
-    jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"
+    jit = options.evaluation.jit_compile or keras.backend.backend() != "tensorflow"  # jax.jit
     inputs = {"weights": made_from.weights_identity(options),
               "decoding": decoding.record(), "split": split,
               "sentences": options.evaluation.sentences, "jit_compile": jit,
@@ -94,8 +90,7 @@ def run_evaluate(options: Recipe, log: Log = print, out: TextIO | None = None) -
             signature = scores.get(f"{name}_signature")
             shown = f"{value:,}" if isinstance(value, int) else f"{value:.2f}"
             printed.append(f"{task.score_label(split)} {name}: {shown}"
-                           + (f"  ({signature})" if signature else "")
-                           + "\n")
+                           + (f"  ({signature})\n" if signature else "\n"))
     print("".join(printed), end="", file=out or sys.stdout, flush=True)
     index = results.update_index(options.model_dir, result, {
         k: v for k, v in extra.items() if k != "decode_seconds"} | {"scores": scores})

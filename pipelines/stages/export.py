@@ -17,8 +17,7 @@ if TYPE_CHECKING:
 
 
 def make_translator(options: Recipe, task: Task, log: Log = print) -> Translator:
-    """The final model's `Translator`, as export writes and translate runs it (with --quantize
-    int8: int8 matrices quantized from the float32 weights)."""
+    """The final model's `Translator`, as export writes and translate runs it."""
     from keras_transformer.serving import Int8Weights, Translator
 
     def load(precision):
@@ -31,12 +30,10 @@ def make_translator(options: Recipe, task: Task, log: Log = print) -> Translator
         source = model if options.decoding.precision == "float32" else load("float32")
         weights = Int8Weights(model, source)
     proto = prepare.vocab_path(options.model_dir).read_bytes()
-    return Translator(model, proto, options.decoding.beam,
-                      max_input_length=options.decoding.max_input_length,
-                      jit_compile=options.export.jit_compile,
-                      constraint=task.decoding_constraint(proto),
-                      preprocess=task.serving_input, postprocess=task.serving_output,
-                      weights=weights)
+    return Translator(model, proto, options.decoding.beam, jit_compile=options.export.jit_compile,
+                      max_input_length=options.decoding.max_input_length, weights=weights,
+                      constraint=task.decoding_constraint(proto), preprocess=task.serving_input,
+                      postprocess=task.serving_output)
 
 
 class OpCheckError(RuntimeError):
@@ -44,8 +41,8 @@ class OpCheckError(RuntimeError):
 
 
 def run_export(options: Recipe, log: Log = print, ops_table: bool = False) -> pathlib.Path:
-    """Writes `<export_dir>/<version>/` and checks its ops (export/README.md); logs the verdict,
-    and the table of ops with `ops_table` or on failure."""
+    """Writes `<export_dir>/<version>/` and checks its ops, logging their table with `ops_table`
+    or on failure (export/README.md)."""
     from export.op_check import check_ops
     from keras_transformer.serving import ExportError, library_versions
 

@@ -1,8 +1,6 @@
-"""What a stage's product was made from: `<model_dir>/made_from/<stage>.json`.
-
-average, evaluate and export record their inputs (files by path relative to the model dir and
-sha256, settings by value); rerun with the same inputs, a stage finds its record and skips its
-work, even in a `cp -r` copy of the model dir (mtimes and the dir's own path do not count)."""
+"""What a stage's product was made from (`<model_dir>/made_from/<stage>.json`): files by path
+relative to the model dir and sha256, settings by value; rerun with the same inputs, even in a
+`cp -r` copy of the model dir, a stage finds its record and skips its work."""
 
 import pathlib
 
@@ -10,8 +8,7 @@ from pipelines.model_dir import layout as md
 from pipelines.model_dir.files import file_sha256, read_manifest, write_json_atomic
 from pipelines.settings.options import Recipe
 
-VERSION = 2
-"""Format of the records."""
+VERSION = 2  # format of the records
 
 
 def _path(options: Recipe, name: str) -> pathlib.Path:
@@ -31,8 +28,7 @@ def content_identity(options: Recipe, paths) -> list[list]:
 
 
 def up_to_date(options: Recipe, name: str, inputs: dict) -> dict | None:
-    """The record of stage `name`'s last product (its "product" resolved against the model dir)
-    if it was made from `inputs` and still exists, else None."""
+    """The record of stage `name`'s product if made from `inputs` and still there, else None."""
     found = read_manifest(_path(options, name), VERSION, inputs)
     if found is None:
         return None
@@ -46,8 +42,7 @@ def record(options: Recipe, name: str, inputs: dict, product, **extra) -> None:
 
 
 def weights_identity(options: Recipe) -> list:
-    """What the decoded model is made from: the final weights (or the named checkpoint or
-    weights file) and the checkpoint state (a newer checkpoint may stand in for final weights)."""
+    """What the decoded model is made from: its weights file and the checkpoint state."""
     name, state = options.evaluation.checkpoint, md.checkpoint_dir(options.model_dir)
     weights = (md.weights_file(options.model_dir, name)
                or (md.final_weights(options.model_dir) if name is None

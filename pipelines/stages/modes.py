@@ -1,5 +1,4 @@
-"""The stages --mode may name, behind one interface (`Stage.run(recipe, context)`), which of
-them run under a backend, which write, and the model dir's lock."""
+"""The stages --mode may name, behind one interface (`Stage.run(recipe, context)`)."""
 import contextlib
 import dataclasses
 import importlib
@@ -10,7 +9,7 @@ from keras_transformer.model_dir import WEIGHTS_SUFFIX
 from pipelines import Log
 from pipelines.errors import ConfigError
 from pipelines.settings import table
-from pipelines.settings.options import Recipe
+from pipelines.settings.options import SAMPLING_FLAGS, Recipe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,25 +74,20 @@ STAGES = {stage.name: stage for stage in (
           any_backend=True, changes_settings=True),  # what --choose_on_dev chose
     Stage("evaluate", lambda r, c: _module("evaluate").run_evaluate(r, log=c.log, out=c.out),
           any_backend=True, unneeded=_no_split),
-    Stage("export", lambda r, c: _module("export").run_export(r, log=c.log,
-                                                              ops_table=c.verbose)),
+    Stage("export", lambda r, c: _module("export").run_export(r, log=c.log, ops_table=c.verbose)),
     Stage("translate", lambda r, c: _module("translate").run_translate(r, log=c.log, out=c.out),
           writes=lambda r: bool(r.io.output or r.io.plot_attention)),
     Stage("score", lambda r, c: _module("translate").run_score(r, log=c.log, out=c.out),
           writes=lambda r: False),
 )}
-"""The stages --mode names, in their order."""
 PLAN = Stage("plan", _plan, any_backend=True, changes_settings=True, every_worker=True)
 """Before train in a --time_budget run: the steps the budget buys (not named by --mode)."""
 ANY_BACKEND_STAGES = tuple(name for name, stage in STAGES.items() if stage.any_backend)
 
 
 def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) -> list[str]:
-    """The stages to run for --mode `modes` (`asked`: given, not the default) under `backend`.
-    ConfigError for an unknown stage, one the backend cannot run, or a flag without a stage
-    that reads it (the table's `stages`)."""
-    from pipelines.settings.options import SAMPLING_FLAGS
-
+    """The stages to run for --mode `modes` (`asked`: given, not the default) under `backend`;
+    ConfigError for a stage unknown or not for the backend, or a flag that no stage reads."""
     unknown = [m for m in modes if m not in STAGES]
     if unknown:
         raise ConfigError(f"--mode {','.join(unknown)}: choose from {', '.join(STAGES)}")
@@ -121,9 +115,8 @@ def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) ->
 
 
 def model_dir_lock(stages: Sequence[Stage], options: Recipe):
-    """A context holding the model dir's lock (`pipelines.model_dir.lock.hold`) when one of
-    `stages` writes and this process is the chief, else a null one. Entering raises
-    `ModelDirLocked` when another run holds the lock."""
+    """A context holding the model dir's lock (`lock.hold`; ModelDirLocked if another run holds
+    it) when one of `stages` writes and this process is the chief, else a null one."""
     from pipelines.model_dir import lock
     from pipelines.training import devices
 

@@ -1,7 +1,6 @@
-"""An output file a rerun resumes: `--mode translate --output F` writes `.F.partial` a chunk at a
-time, then renames it to F; after each chunk `.F.partial.json` records what the lines are made
-from and how far they go. After Ctrl-C or a kill the same command goes on from the next input
-line (other inputs or settings start afresh); an error removes both. F is never half-written."""
+"""An output file a rerun resumes: F is written as `.F.partial` a chunk at a time, each chunk
+recorded in `.F.partial.json`, then renamed to F; after Ctrl-C or a kill the same command goes
+on from the next input line; an error removes both."""
 
 import contextlib
 import os
@@ -13,9 +12,8 @@ from pipelines.model_dir.files import read_json, write_json_atomic
 
 @contextlib.contextmanager
 def resumable(path, made_from: dict | None) -> Iterator[tuple[Callable, int]]:
-    """Yields (`write(lines, done)`, appending a chunk with `done` input lines answered so far;
-    the input lines a previous run answered), then renames the partial file to `path`.
-    `made_from`: the run's JSON-able key (None: not resumable, e.g. stdin)."""
+    """Yields (`write(lines, answered)`, the input lines a previous run answered), then renames
+    the partial file to `path`; `made_from`: the run's JSON-able key (None: not resumable)."""
     path = pathlib.Path(path)
     partial = path.with_name(f".{path.name}.partial")
     record = path.with_name(f".{path.name}.partial.json")

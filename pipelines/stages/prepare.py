@@ -1,10 +1,8 @@
 """The prepare stage (clean data, vocabulary, bucket tables), and the settings.json record."""
 from pipelines import Log
-from pipelines.data import prepare
-from pipelines.data import vocab as vocab_lib
-from pipelines.settings import init_from as init_lib
+from pipelines.data import prepare, vocab as vocab_lib
+from pipelines.settings import describe, init_from as init_lib
 from pipelines.model_dir import layout as md
-from pipelines.settings import describe
 from pipelines.settings.options import Recipe
 
 

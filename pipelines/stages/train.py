@@ -2,21 +2,17 @@
 import keras
 
 from pipelines import Log
-from pipelines.data import prepare
-from pipelines.data import vocab as vocab_lib
+from pipelines.data import prepare, vocab as vocab_lib
 from pipelines.errors import ConfigError, ModelDirError
-from pipelines.settings import init_from as init_lib
+from pipelines.settings import describe, init_from as init_lib
 from pipelines.model_dir import layout as md
-from pipelines.settings import describe
 from pipelines.settings.options import Recipe, config_for
 from pipelines.stages.evaluate import dev_metric_evaluator
 from pipelines.stages.prepare import record_settings
+from pipelines.training import devices, train as train_lib
 
 
 def run_train(options: Recipe, strategy, log: Log = print):
-    from pipelines.training import devices
-    from pipelines.training import train as train_lib
-
     task = options.task
     if options.training.dev_metric_every and not task.has_split("dev"):
         raise ConfigError("--dev_metric_every needs a dev split: give its files (e.g. "

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from keras_transformer.data import text
 from pipelines import Log
-from pipelines.data import prepare
-from pipelines.data import vocab as vocab_lib
+from pipelines.data import prepare, vocab as vocab_lib
 from pipelines.data.progress import Progress
 from pipelines.data.text_io import iter_lines
 from pipelines.errors import ConfigError, DataError
@@ -26,13 +25,11 @@ from pipelines.stages.partial_output import resumable
 if TYPE_CHECKING:
     from keras_transformer.serving import Translator
 
-TRANSLATE_CHUNK = 32
-"""Sentences the translate stage decodes at a time (it streams its input in such chunks)."""
+TRANSLATE_CHUNK = 32  # sentences the translate stage decodes at a time
 
 
 def chunk_seed(seed: int, index: int) -> int:
-    """The sampling seed of chunk `index`: `seed + index * 2**32` wrapped to int64, so chunk 0
-    samples with `seed` itself, as the SavedModel's options signature does."""
+    """Chunk `index`'s sampling seed, as the SavedModel's options signature derives it."""
     return (seed + index * 2 ** 32 + 2 ** 63) % 2 ** 64 - 2 ** 63
 
 
@@ -40,8 +37,7 @@ def _translate_lines(translator: Translator, options: Recipe, chunk: list[str],
                      prefixes: list[str] | None, index: int = 0,
                      terms: list[str] | None = None) -> list[str]:
     """Output lines for the `index`-th `chunk`: translations, or with `IOOptions.detailed` one JSON
-    object per line (that line's `Translator.translate` details, as the options signature
-    answers)."""
+    object per line (`Translator.translate`'s details, as the options signature answers)."""
     io, beam, sampling = options.io, options.decoding.beam, options.decoding.sampling
     if not io.detailed and sampling is None and terms is None:
         return translator.translate(chunk)
@@ -58,16 +54,13 @@ def _translate_lines(translator: Translator, options: Recipe, chunk: list[str],
     lines = []
     for row in rows:
         row["scores"] = [round(v, 6) for v in row["scores"]]
-        row["token_log_probs"] = [[round(v, 6) for v in values]
-                                  for values in row["token_log_probs"]]
-        lines.append(json.dumps({k: v for k, v in row.items() if k in kept},
-                                ensure_ascii=False))
+        row["token_log_probs"] = [[round(v, 6) for v in each] for each in row["token_log_probs"]]
+        lines.append(json.dumps({k: v for k, v in row.items() if k in kept}, ensure_ascii=False))
     return lines
 
 
 def _resume_key(options: Recipe) -> dict | None:
-    """What --output's lines are made from (`partial_output.resumable`): the input files, the
-    weights and every setting that changes a line; None when the input is stdin."""
+    """What --output's lines are made from (`partial_output.resumable`); None for stdin."""
     io = options.io
     if io.input is None or io.input == "-":
         return None
@@ -75,21 +68,19 @@ def _resume_key(options: Recipe) -> dict | None:
     return json.loads(json.dumps({
         "files": input_identity(files), "weights": made_from.weights_identity(options),
         "decoding": dataclasses.asdict(options.decoding), "io": dataclasses.asdict(io),
-        "quantize": options.export.quantize,
-        "checkpoint": options.evaluation.checkpoint}, default=str))
+        "quantize": options.export.quantize, "checkpoint": options.evaluation.checkpoint},
+        default=str))
 
 
 class _InputLines:
-    """The input in `TRANSLATE_CHUNK`-line chunks with its prefix and terms lines, counting lines
-    read and cut, and keeping the first (--plot_attention)."""
+    """The input in chunks with its prefix and terms lines, counting lines read and cut."""
 
     def __init__(self, options: Recipe, max_length: int, spm_proto: bytes, log: Log):
         self.lines = (line for _, line in iter_lines(options.io.input))
         # Files read line by line with the input: (path, lines, what one line holds).
         self.beside = {name: (path, (line for _, line in iter_lines(path)), what)
                        for name, path, what in (("prefixes", options.io.prefix_file, "prefix"),
-                                                ("terms", options.io.terms_file,
-                                                 "line of terms"))
+                                                ("terms", options.io.terms_file, "line of terms"))
                        if path is not None}
         self.count, self.first, self.cut = 0, None, 0
         self.max_length, self.log = max_length, log
@@ -135,8 +126,7 @@ class _InputLines:
 
 def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:
     """Translates --input (or stdin) to --output (or `out`, default stdout) in chunks, a line per
-    input line, as the exported model answers: the translation, or JSON (`IOOptions.detailed`);
-    sampled with the recipe's `Sampling` (seeds: `chunk_seed`), else by beam search."""
+    input line, as the exported model answers; sampled (`chunk_seed`) or by beam search."""
     translator = make_translator(options, options.task, log)
     widened = options.io.n_best > options.decoding.beam.beam_size  # see _translate_lines
     log(f"translate: sampling instead of beam search, {describe.describe_sampling(options)}"
@@ -178,8 +168,7 @@ def run_translate(options: Recipe, log: Log = print, out: TextIO | None = None) 
 
 
 def run_score(options: Recipe, log: Log = print, out: TextIO | None = None) -> int:
-    """Prints the length-penalised log-probability (`keras_transformer.decoding.score_ids`) of
-    each --target line as the translation of its --input line, one a line."""
+    """Prints the length-penalised log-probability of each --target line given its --input's."""
     if not options.io.input or not options.io.target:
         raise ConfigError("--mode score needs --input SOURCES and --target TRANSLATIONS "
                           "(one sentence a line, the same number of lines)")

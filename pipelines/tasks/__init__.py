@@ -1,9 +1,5 @@
-"""Tasks: which corpus, which direction, and the defaults that go with it.
-
-Modules: `wmt` (WMT 2014), `multi30k`, `parsing` (WSJ, EVALB F1), `text_files` (any files),
-`bleu` (the translation tasks' metric).
-`get_task(name, **options)` builds one; `Task` (`base`) lists every hook a stage calls.
-"""
+"""Tasks: which corpus, which direction, and the defaults that go with it. `get_task(name,
+**options)` builds one; `Task` (`base`) lists every hook a stage calls."""
 from pipelines.tasks.base import SPLITS, Task
 from pipelines.tasks.registry import TASKS, get_task
 

@@ -1,8 +1,5 @@
-"""`Task`: a corpus and direction with its defaults, and every hook a stage may call.
-
-Stages see only a task's UTF-8 parallel text files per split and these hooks, so a new corpus is
-one `Task` subclass and one factory in `pipelines.tasks.registry.TASKS`.
-"""
+"""`Task`: a corpus and direction with its defaults, and every hook a stage may call (stages see
+only these), so a new corpus is one subclass and one factory in `registry.TASKS`."""
 
 import abc
 import dataclasses
@@ -24,9 +21,8 @@ def check_split(split: str) -> None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Task(abc.ABC):
-    """A sequence-to-sequence task: language pair, defaults, and the text files of each split.
-
-    Lengths count subword tokens including the EOS (source) or BOS (target) the pipeline adds."""
+    """A sequence-to-sequence task: language pair, defaults, the text files of each split.
+    Lengths count subword tokens with the EOS (source) or BOS (target) the pipeline adds."""
 
     name: str
     source_lang: str
@@ -68,18 +64,15 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def split_files(self, split: str, work_dir: os.PathLike | str, *,
                     log: Log = print) -> tuple[pathlib.Path, pathlib.Path]:
-        """Return ``(source_path, target_path)``: parallel UTF-8 text for ``split``.
-
-        Files are materialized under ``work_dir`` if needed; a second call reuses them."""
+        """``(source_path, target_path)``: parallel UTF-8 text for ``split``, materialized
+        under ``work_dir`` if needed (a second call reuses them)."""
 
     def content_options(self) -> dict:
-        """Options that say what the task is, recorded in the model dir so a later run cannot
-        change them under a trained model."""
+        """What the task is, recorded in the model dir so a later run cannot change it."""
         return {}
 
     def score_label(self, split: str) -> str:
-        """What a score of `split` is printed under: the split, or the user's own reference
-        file that stands for it."""
+        """What a score of `split` is printed under: the split, or the user's reference file."""
         return self.test_files[1] if split == "test" and self.test_files else split
 
     def corpus_warning(self) -> str | None:
@@ -87,8 +80,7 @@ class Task(abc.ABC):
         return None
 
     def warmup_for(self, train_steps: int) -> int | None:
-        """The task's warm-up for a run of `train_steps` that a flag gives; None: its recipe's
-        `warmup_steps` stays."""
+        """The warm-up for a run of `train_steps` a flag gives; None: the recipe's stays."""
         return None
 
     def has_split(self, split: str) -> bool:

@@ -13,8 +13,7 @@ _COMPOUND = re.compile(r"(\S)-(\S)")
 def sacre_bleu(hypotheses, references, lowercase=False):
     """sacreBLEU (default 13a tokenization) -> (score, signature string)."""
     metric = sacrebleu.metrics.BLEU(lowercase=lowercase)
-    result = metric.corpus_score(hypotheses, [references])
-    return result.score, str(metric.get_signature())
+    return metric.corpus_score(hypotheses, [references]).score, str(metric.get_signature())
 
 
 def tokenized_bleu(hypotheses, references, split_compounds=True, lowercase=False):

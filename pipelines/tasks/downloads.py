@@ -1,6 +1,5 @@
-"""Downloads that fail fast offline and never keep a corrupt file.
-
-`unreachable` answers within `PROBE_TIMEOUT_S`, where downloaders retry for minutes offline."""
+"""Downloads that fail fast offline (`unreachable` answers within `PROBE_TIMEOUT_S`, where
+downloaders retry for minutes) and never keep a corrupt file."""
 
 import hashlib
 import pathlib
@@ -38,7 +37,8 @@ def host_reachable(host: str, port: int, timeout: float = PROBE_TIMEOUT_S) -> tu
 
 def unreachable(urls: list[str], timeout: float) -> dict[str, str]:
     """Map each unreachable host among ``urls`` to the reason; hosts are probed in parallel."""
-    targets = sorted({_host_port(u) for u in urls})
+    targets = sorted({(p.hostname or "", p.port or (443 if p.scheme == "https" else 80))
+                      for p in map(urllib.parse.urlparse, urls)})
     results: dict[tuple[str, int], tuple[bool, str]] = {}
 
     def probe(target: tuple[str, int]) -> None:
@@ -49,25 +49,14 @@ def unreachable(urls: list[str], timeout: float) -> dict[str, str]:
         thread.start()
     for thread in threads:
         thread.join(timeout + 1.0)
-    failures = {}
-    for host, port in targets:
-        ok, reason = results.get((host, port), (False, f"no answer within {timeout:g} s"))
-        if not ok:
-            failures[host] = reason
-    return failures
-
-
-def _host_port(url: str) -> tuple[str, int]:
-    parsed = urllib.parse.urlparse(url)
-    default = 443 if parsed.scheme == "https" else 80
-    return parsed.hostname or "", parsed.port or default
+    silent = (False, f"no answer within {timeout:g} s")
+    outcomes = [(host, results.get((host, port), silent)) for host, port in targets]
+    return {host: reason for host, (ok, reason) in outcomes if not ok}
 
 
 def download_verified(url: str, target: pathlib.Path, sha256: str, where: str) -> pathlib.Path:
-    """Downloads `url` to `target` if its sha256 is `sha256`, else raises `DataError`.
-
-    Nothing is left behind on failure; `where` names where a user may put a verified copy.
-    """
+    """Downloads `url` to `target` if its sha256 is `sha256`, else raises `DataError` (naming
+    `where` a user may put a verified copy) and leaves nothing behind."""
     try:
         with atomic_files(target) as (tmp,):
             digest = hashlib.sha256()
@@ -76,10 +65,9 @@ def download_verified(url: str, target: pathlib.Path, sha256: str, where: str) -
                     digest.update(chunk)
                     out.write(chunk)
             if digest.hexdigest() != sha256:
-                raise DataError(
-                    f"{url}: sha256 {digest.hexdigest()} differs from the expected {sha256}; the "
-                    f"download is corrupt or the source changed. Put a verified copy of "
-                    f"{target.name} in {where}.")
+                raise DataError(f"{url}: sha256 {digest.hexdigest()} differs from the expected "
+                                f"{sha256}; the download is corrupt or the source changed. Put a "
+                                f"verified copy of {target.name} in {where}.")
     except (OSError, urllib.error.URLError) as e:
         raise DataError(f"{url}: download failed ({e}); put {target.name} in {where}") from e
     return target

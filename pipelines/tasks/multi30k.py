@@ -14,9 +14,8 @@ from pipelines.model_dir.files import count_lines
 from pipelines.tasks.base import Task, check_split
 from pipelines.tasks.downloads import PROBE_TIMEOUT_S, download_verified, unreachable
 
-MULTI30K_URL = (
-    "https://github.com/multi30k/dataset/raw/a3d2e0d26b56f3846f66a952536ffed4e401d05a/"
-    "data/task1/raw/{name}.gz")
+MULTI30K_URL = ("https://github.com/multi30k/dataset/raw/a3d2e0d26b56f3846f66a952536ffed4e401d05a/"
+                "data/task1/raw/{name}.gz")
 MULTI30K_SHA256 = types.MappingProxyType({
     "train.en": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
     "train.de": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
@@ -46,8 +45,7 @@ class Multi30kTask(Task):
                       for lang in (self.source_lang, self.target_lang))
         expected = dict(self.expected_sizes)[split]
         for path in paths:
-            n = count_lines(path)
-            if n != expected:
+            if (n := count_lines(path)) != expected:
                 raise DataError(
                     f"{path} has {n:,} lines, Multi30k {stem} has {expected:,}. The file is "
                     "truncated or not the raw task-1 file; delete it so it is fetched again.")
@@ -55,21 +53,16 @@ class Multi30kTask(Task):
 
     def search_dirs(self, work_dir: pathlib.Path) -> list[pathlib.Path]:
         """Directories searched for the corpus files, in order."""
-        dirs = []
-        if self.data_dir:
-            root = pathlib.Path(self.data_dir).expanduser()
-            dirs += [root / "multi30k", root]
-        return dirs + [work_dir / "downloads" / "multi30k"]
+        root = pathlib.Path(self.data_dir).expanduser() if self.data_dir else None
+        return ([root / "multi30k", root] if root else []) + [work_dir / "downloads" / "multi30k"]
 
     def _plain_file(self, name: str, work_dir: pathlib.Path, log: Log) -> pathlib.Path:
-        """Path of the uncompressed file ``name``, decompressing or downloading as needed."""
         for directory in self.search_dirs(work_dir):
             if (directory / name).is_file():
                 return directory / name
             if (directory / f"{name}.gz").is_file():
                 return self._decompress(directory / f"{name}.gz", work_dir, log)
-        gz = self._download(name, work_dir, log)
-        return self._decompress(gz, work_dir, log)
+        return self._decompress(self._download(name, work_dir, log), work_dir, log)
 
     def _decompress(self, gz: pathlib.Path, work_dir: pathlib.Path, log: Log) -> pathlib.Path:
         out = self.data_dir_for(work_dir) / gz.name[: -len(".gz")]
@@ -79,26 +72,26 @@ class Multi30kTask(Task):
             with atomic_files(out) as (tmp,), gzip.open(gz, "rb") as src, open(tmp, "wb") as dst:
                 shutil.copyfileobj(src, dst)
         except (OSError, EOFError) as e:
-            raise DataError(f"{gz}: cannot decompress ({e}); delete it so it is fetched again") from e
+            raise DataError(f"{gz}: cannot decompress ({e}); delete it so it is fetched "
+                            "again") from e
         log(f"{self.name}: decompressed {gz} -> {out}")
         return out
 
     def _download(self, name: str, work_dir: pathlib.Path, log: Log) -> pathlib.Path:
         """Download ``name``.gz into the work_dir cache, check sha256; fail fast when offline."""
-        cache = work_dir / "downloads" / "multi30k"
         url = MULTI30K_URL.format(name=name)
         where = (f"{pathlib.Path(self.data_dir).expanduser() / 'multi30k'}" if self.data_dir
                  else "DIR/multi30k/ and pass --data_dir DIR (or set KT_DATA_DIR=DIR)")
         failures = unreachable([url], self.probe_timeout)
         if failures:
             reason = "; ".join(f"{h}: {r}" for h, r in failures.items())
-            raise DataError(
-                f"{self.name}: {name} not found in {', '.join(map(str, self.search_dirs(work_dir)))} "
-                f"and the download host is unreachable ({reason}). Download {url} "
-                f"(and the other Multi30k task-1 raw files) and put {name}.gz or {name} in "
-                f"{where}.")
+            raise DataError(f"{self.name}: {name} not found in "
+                            f"{', '.join(map(str, self.search_dirs(work_dir)))} and the download "
+                            f"host is unreachable ({reason}). Download {url} (and the other "
+                            f"Multi30k task-1 raw files) and put {name}.gz or {name} in {where}.")
         log(f"{self.name}: downloading {url}")
-        return download_verified(url, cache / f"{name}.gz", MULTI30K_SHA256[name], where)
+        target = work_dir / "downloads" / "multi30k" / f"{name}.gz"
+        return download_verified(url, target, MULTI30K_SHA256[name], where)
 
 
 def multi30k_ende(data_dir: str | None = None, **options) -> Multi30kTask:
@@ -106,10 +99,7 @@ def multi30k_ende(data_dir: str | None = None, **options) -> Multi30kTask:
     return Multi30kTask(
         name="multi30k_ende", source_lang="en", target_lang="de", vocab_size=8_000,
         max_source_length=128, max_target_length=128, preset="multi30k_small",
-        # Departs from the paper so that a CPU run finishes in minutes (the default job); the
-        # warm-up, rate, packing and averaging were chosen on dev (docs/results.md), and after
-        # training the average and alpha are chosen on dev again (--choose_on_dev).
-        recipe={"train_steps": 1000, "batch_tokens": 2048, "warmup_steps": 400,
-                "lr_scale": 0.7, "pack": True, "checkpoint_every": 100, "average_last": 3,
-                "choose_on_dev": True},
+        # The default job's CPU recipe, chosen on dev (docs/results.md).
+        recipe={"train_steps": 1000, "batch_tokens": 2048, "warmup_steps": 400, "lr_scale": 0.7,
+                "pack": True, "checkpoint_every": 100, "average_last": 3, "choose_on_dev": True},
         data_dir=data_dir or os.environ.get("KT_DATA_DIR") or None, **options)

@@ -15,13 +15,11 @@ from pipelines.tasks.wmt import wmt14_ende, wmt14_enfr
 def ptb_parsing(data_dir: str | None = None, train_trees: str | None = None,
                 dev_trees: str | None = None, test_trees: str | None = None,
                 target_form: str | None = None) -> Task:
-    """Penn Treebank WSJ constituency parsing (`pipelines.tasks.parsing.task`), imported on use
-    so that nltk loads only for this task."""
+    """WSJ parsing (`pipelines.tasks.parsing.task`), imported on use: nltk loads for it only."""
     from pipelines.tasks.parsing.task import ptb_parsing as factory
 
-    given = dict(data_dir=data_dir, train_trees=train_trees, dev_trees=dev_trees,
-                 test_trees=test_trees, target_form=target_form)
-    return factory(**{k: v for k, v in given.items() if v is not None})
+    return factory(data_dir, train_trees, dev_trees, test_trees,
+                   **({} if target_form is None else {"target_form": target_form}))
 
 
 TASKS: Mapping[str, Callable[..., Task]] = types.MappingProxyType({
@@ -40,10 +38,8 @@ def task_options(name: str) -> list[str]:
 
 
 def get_task(name: str, **options) -> Task:
-    """Build the task ``name`` with ``options``; ``None`` options are ignored.
-
-    Options are the factory's own, ``test_src``/``test_tgt`` for any translation task, or any
-    ``Task`` field to override a default (``vocab_size``, ``decoding`` ...)."""
+    """Build the task ``name`` with ``options`` (``None`` ones ignored): the factory's own,
+    ``test_src``/``test_tgt`` for any translation task, or ``Task`` fields to override."""
     if name not in TASKS:
         raise DataError(f"unknown task {name!r}; choose one of: {', '.join(TASKS)}")
     options = {k: v for k, v in options.items() if v is not None}

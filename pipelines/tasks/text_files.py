@@ -29,8 +29,7 @@ class TextFilesTask(Task):
     def score_label(self, split):
         if split == "test" and self.test_files:
             return super().score_label(split)
-        return next((tgt for name, src, tgt in self.files if name == split and src and tgt),
-                    split)
+        return next((tgt for name, src, tgt in self.files if name == split and src and tgt), split)
 
     def corpus_warning(self):
         return corpus_recipe.small_corpus_warning(self.size) if self.size else None
@@ -43,37 +42,30 @@ class TextFilesTask(Task):
         for name, src, tgt in self.files:
             if name == split and src and tgt:
                 return pathlib.Path(src), pathlib.Path(tgt)
-        raise DataError(
-            f"task {self.name}: no files for split {split!r}; pass --{split}_src and "
-            f"--{split}_tgt (one sentence a line, UTF-8, same number of lines).")
+        raise DataError(f"task {self.name}: no files for split {split!r}; pass --{split}_src and "
+                        f"--{split}_tgt (one sentence a line, UTF-8, same number of lines).")
 
 
 def text(train_src: str | None = None, train_tgt: str | None = None,
          dev_src: str | None = None, dev_tgt: str | None = None, test_src: str | None = None,
          test_tgt: str | None = None, time_budget: str | None = None,
          **options) -> TextFilesTask:
-    """Parallel text files by path: the paper's base recipe, or one sized to a small corpus
-    (and to `time_budget`, a duration such as "30m")."""
-    budget = None
-    if time_budget is not None:
-        budget = parse_duration(time_budget)
-        if budget is None:
-            raise ConfigError(f"--time_budget {time_budget}: give a duration such as 90s, 30m, "
-                              f"2h or 1h30m")
+    """Parallel text files by path: the paper's recipe, or one sized to the corpus and budget."""
+    budget = None if time_budget is None else parse_duration(time_budget)
+    if time_budget is not None and budget is None:
+        raise ConfigError(f"--time_budget {time_budget}: give a duration such as 90s, 30m, 2h "
+                          "or 1h30m")
     size = corpus_recipe.measure(train_src, train_tgt) if train_src and train_tgt else None
     recipe = corpus_recipe.sized(size, budget) if size else None
     if budget and recipe is None:
         raise ConfigError(f"--time_budget {time_budget}: only a corpus below "
                           f"{corpus_recipe.LARGE_CORPUS_PAIRS:,} pairs gets a sized recipe to "
                           f"plan; give --train_steps for the paper's recipe")
+    layer = ({"family": recipe.family, "max_steps": corpus_recipe.max_steps(recipe.family, size),
+              "vocab_size": recipe.vocab_size, "preset": recipe.preset, "recipe": recipe.recipe,
+              "recipe_note": recipe.note} if recipe else {"vocab_size": 32_000, "preset": "base"})
     return TextFilesTask(
-        family=recipe.family if recipe else None, budget=budget, size=size,
-        max_steps=corpus_recipe.max_steps(recipe.family, size) if recipe else 0,
-        name="text", source_lang="src", target_lang="tgt",
-        vocab_size=recipe.vocab_size if recipe else 32_000,
-        preset=recipe.preset if recipe else "base", recipe=recipe.recipe if recipe else {},
-        recipe_note=recipe.note if recipe else "",
+        name="text", source_lang="src", target_lang="tgt", budget=budget, size=size,
         max_source_length=256, max_target_length=256,
         files=(("train", train_src, train_tgt), ("dev", dev_src, dev_tgt),
-               ("test", test_src, test_tgt)),
-        **options)
+               ("test", test_src, test_tgt)), **layer, **options)

@@ -12,10 +12,8 @@ from pipelines.tasks.downloads import PROBE_TIMEOUT_S, unreachable
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TfdsTranslationTask(Task):
-    """A TensorFlow Datasets translation builder, read as ``source_lang -> target_lang``.
-
-    Download hosts are probed before preparing, so an offline machine gets a quick ``DataError``.
-    """
+    """A TensorFlow Datasets translation builder, read as ``source_lang -> target_lang``; hosts
+    are probed before preparing, so an offline machine gets a quick ``DataError``."""
 
     builder_name: str
     config: str
@@ -38,13 +36,10 @@ class TfdsTranslationTask(Task):
 
     def split_files(self, split, work_dir, *, log=print):
         check_split(split)
-        out = self.data_dir_for(work_dir)
-        src = out / f"{split}.{self.source_lang}"
-        tgt = out / f"{split}.{self.target_lang}"
-        if src.is_file() and tgt.is_file():
-            return src, tgt
-        builder = self.prepared_builder(log=log)
-        self._write_split(builder, split, src, tgt, log)
+        src, tgt = (self.data_dir_for(work_dir) / f"{split}.{lang}"
+                    for lang in (self.source_lang, self.target_lang))
+        if not (src.is_file() and tgt.is_file()):
+            self._write_split(self.prepared_builder(log=log), split, src, tgt, log)
         return src, tgt
 
     def builder(self):
@@ -68,23 +63,17 @@ class TfdsTranslationTask(Task):
         try:
             infos = builder.url_infos or {}
         except ModuleNotFoundError as e:  # tfds imports it lazily and does not declare it
-            raise DataError(
-                f"{self.name}: tensorflow-datasets needs the missing module {e.name!r} to "
-                f"download {self.tfds_name}; run `pip install {e.name}`.") from e
-        urls: list[str] = []
-        for subsets in builder.subsets.values():
-            for subset in subsets:
-                ds = wmt.DATASET_MAP[subset]
-                if ds.get_manual_dl_files(source):
-                    continue  # tfds itself explains manual-only corpora
-                urls.extend(u for u in ds.get_url(source) if u not in urls)
+            raise DataError(f"{self.name}: tensorflow-datasets needs the missing module {e.name!r} "
+                            f"to download {self.tfds_name}; run `pip install {e.name}`.") from e
+        datasets = [wmt.DATASET_MAP[subset]
+                    for subsets in builder.subsets.values() for subset in subsets]
+        # In order, once each; tfds itself explains manual-only corpora.
+        urls = dict.fromkeys(u for ds in datasets if not ds.get_manual_dl_files(source)
+                             for u in ds.get_url(source))
         return [(u, infos[u].filename if u in infos else None) for u in urls]
 
     def prepared_builder(self, *, log: Log = print):
-        """Return the tfds builder, downloading and preparing it first if needed.
-
-        Raises ``DataError`` if unprepared, files are not in ``manual_dir`` and a host is down.
-        """
+        """The tfds builder, prepared first if needed; DataError if a needed host is down."""
         import tensorflow_datasets as tfds
 
         builder = self.builder()
@@ -109,19 +98,15 @@ class TfdsTranslationTask(Task):
                  "This machine looks offline. Do one of:",
                  f"  1. download these files and put them, under these names, in {manual_dir} "
                  "(choose another directory with --manual_dir), then rerun:"]
-        for url, fname in missing:
-            if fname:
-                lines.append(f"       {url}  ->  {manual_dir / fname}")
-            else:
-                lines.append(f"       {url}  (no checksum registered in tfds: only a networked "
-                             "tfds download can fetch it; use option 2)")
+        lines += [f"       {url}  ->  {manual_dir / fname}" if fname else
+                  f"       {url}  (no checksum registered in tfds: only a networked tfds "
+                  "download can fetch it; use option 2)" for url, fname in missing]
         lines += [
             "  2. on a machine with network run `python -c \"import tensorflow_datasets as "
             f"tfds; tfds.builder('{self.tfds_name}', data_dir='DIR').download_and_prepare()\"`, "
             f"copy DIR/{self.builder_name} to "
             f"{pathlib.Path(builder.data_dir).parents[2]}/ and rerun (or pass --data_dir DIR);",
-            "  3. or use --task text with your own parallel files (--train_src, --train_tgt, ...).",
-        ]
+            "  3. or use --task text with your own parallel files (--train_src, --train_tgt, ...)."]
         return "\n".join(lines)
 
     def _write_split(self, builder, split, src: pathlib.Path, tgt: pathlib.Path, log: Log):
@@ -154,28 +139,23 @@ def _one_line(text: bytes) -> bytes:
     return text.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
-def _wmt14(pair: str, source: str, target: str, vocab_size: int, sizes, **options) -> TfdsTranslationTask:
+def _wmt14(target: str, vocab_size: int, **options) -> TfdsTranslationTask:
     return TfdsTranslationTask(
-        name=f"wmt14_{source}{target}", source_lang=source, target_lang=target,
-        vocab_size=vocab_size, max_source_length=256, max_target_length=256, preset="base",
-        builder_name="wmt14_translate", config=pair,
-        split_descriptions=(("train", "WMT14 training data"), ("dev", "newstest2013"),
-                            ("test", "newstest2014")),
-        expected_sizes=sizes, data_dir=options.pop("data_dir", None),
-        manual_dir=options.pop("manual_dir", None), **options)
+        name=f"wmt14_en{target}", source_lang="en", target_lang=target, vocab_size=vocab_size,
+        max_source_length=256, max_target_length=256, preset="base", config=f"{target}-en",
+        builder_name="wmt14_translate", expected_sizes=(("test", 3_003),), split_descriptions=(
+            ("train", "WMT14 training data"), ("dev", "newstest2013"), ("test", "newstest2014")),
+        **options)
 
 
 def wmt14_ende(data_dir: str | None = None, manual_dir: str | None = None,
                **options) -> TfdsTranslationTask:
     """WMT 2014 English->German (Section 5.1: 4.5M pairs, 37,000 shared BPE tokens)."""
-    return _wmt14("de-en", "en", "de", 37_000, (("test", 3_003),), data_dir=data_dir,
-                  manual_dir=manual_dir, **options)
+    return _wmt14("de", 37_000, data_dir=data_dir, manual_dir=manual_dir, **options)
 
 
 def wmt14_enfr(data_dir: str | None = None, manual_dir: str | None = None,
                **options) -> TfdsTranslationTask:
-    """WMT 2014 English->French (Section 5.1: 36M pairs, 32,000 word-pieces); big uses dropout
-    0.1 (Section 6.1)."""
-    return _wmt14("fr-en", "en", "fr", 32_000, (("test", 3_003),), data_dir=data_dir,
-                  manual_dir=manual_dir,
+    """WMT 2014 English->French (Section 5.1: 36M pairs, 32,000 word-pieces; big: dropout 0.1)."""
+    return _wmt14("fr", 32_000, data_dir=data_dir, manual_dir=manual_dir,
                   **{"preset_overrides": {"big": {"dropout": 0.1}}, **options})

@@ -18,13 +18,11 @@ class StepCheckpoint(keras.callbacks.Callback):
         self._saved = int(start_step)  # a resumed run's step is already saved
 
     def _save(self):
-        # With gradient accumulation several batches share one optimizer update: save once,
-        # and never before the first update (an untrained ckpt-0 could be averaged in).
+        # Once an update (accumulated batches share one); never an untrained ckpt-0.
         step = int(self.model.optimizer.iterations.numpy())
         if step != self._saved and step > 0:
             self.manager.save(checkpoint_number=step, check_interval=False)
             self._saved = step
-        return step
 
     def on_train_batch_end(self, batch, logs=None):
         if int(self.model.optimizer.iterations.numpy()) % self.every == 0:
@@ -47,13 +45,9 @@ class StopAtStep(keras.callbacks.Callback):
 
 
 class StepProgbar(keras.callbacks.ProgbarLogger):
-    """Keras' progress bar, counting the batches each epoch will run (training may stop inside
-    one, at `train_steps`); each epoch opens with "train: steps A to B of N (P passes over the
-    data so far)" instead of "Epoch i/n".
-
-    With verbose 2 (stderr is no terminal: a log file, a notebook, CI) there is no bar: a
-    progress line with the step and the ETA at least once a minute (`PLAIN_INTERVAL`), and each
-    epoch's metrics as numbers people read (`readable`) instead of Keras' four decimals."""
+    """Keras' progress bar over the batches each epoch will run, each epoch opening with "train:
+    steps A to B of N"; with verbose 2 (no terminal) a line at least once a minute instead, and
+    each epoch's metrics as numbers people read (`readable`)."""
 
     def __init__(self, train_steps, accumulate_steps=1, batches_per_pass=None, log=print):
         super().__init__()
@@ -87,7 +81,7 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
         self.epochs = 1  # Keras then prints no "Epoch i/n" line: ours says what it counts
 
     def on_epoch_begin(self, epoch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = self._step()
         self.target = min(self.steps_per_epoch, (self.train_steps - step) * self.accumulate_steps)
         if self.verbose:
             passes = (f" ({step * self.accumulate_steps / self.batches_per_pass:.1f} passes "
@@ -98,12 +92,10 @@ class StepProgbar(keras.callbacks.ProgbarLogger):
 
 
 def readable(value) -> str:
-    """A metric as people read it: ``2450.0005 -> "2,450"``, ``42060.0 -> "42,060"``,
-    ``3.55921 -> "3.559"``, ``0.00055234 -> "0.0005523"``."""
+    """A metric as people read it: ``2450.0005 -> "2,450"``, ``3.55921 -> "3.559"``,
+    ``0.00055234 -> "0.0005523"``."""
     value = float(value)
-    if value.is_integer() or abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.4g}"
+    return f"{value:,.0f}" if value.is_integer() or abs(value) >= 100 else f"{value:.4g}"
 
 
 class StepTensorBoard(keras.callbacks.TensorBoard):
@@ -128,35 +120,20 @@ class Throughput(keras.callbacks.Callback):
             self._start = (tokens, now)
         elif now > self._start[1]:
             logs["tokens_per_sec"] = (tokens - self._start[0]) / (now - self._start[1])
-        optimizer = self.model.optimizer
-        logs["learning_rate"] = float(optimizer.learning_rate)  # evaluated at this step
+        logs["learning_rate"] = float(self.model.optimizer.learning_rate)  # at this step
 
     on_epoch_end = on_train_batch_end
 
 
 class DevMetric(keras.callbacks.Callback):
-    """Every `every_epochs` epochs, scores the dev sample, logs it, records it for this step's
-    checkpoint, and stops training on a plateau.
+    """Every `every_epochs` epochs, scores the dev sample with `evaluate_fn` (`model -> float`),
+    records it for this step's checkpoint in `checkpoint_dir`, and stops training after
+    `patience` evaluations (earlier runs' included) without a new best (`checkpoints.plateau`)."""
 
-    Args:
-        evaluate_fn: `model -> float`, the task's metric
-            (`pipelines.stages.evaluate.dev_metric_evaluator`), logged as its `metric_name`.
-        every_epochs: how often, in `fit` epochs (each ends with a checkpoint).
-        checkpoint_dir: where values are recorded by step (`checkpoints.record_metric`), for
-            `--keep_best_by dev_metric` and later runs.
-        patience: stop after `patience` evaluations, earlier runs' included, without a new
-            best (`checkpoints.plateau`); 0: never.
-        log: where the early stop is announced.
-    """
-
-    def __init__(self, evaluate_fn, every_epochs=1, checkpoint_dir=None, patience=0,
-                 log=print):
+    def __init__(self, evaluate_fn, every_epochs=1, checkpoint_dir=None, patience=0, log=print):
         super().__init__()
-        self.evaluate_fn = evaluate_fn
-        self.every_epochs = max(1, int(every_epochs))
-        self.checkpoint_dir = checkpoint_dir
-        self.patience = int(patience)
-        self.log = log
+        self.evaluate_fn, self.checkpoint_dir, self.log = evaluate_fn, checkpoint_dir, log
+        self.every_epochs, self.patience = max(1, int(every_epochs)), int(patience)
 
     def on_epoch_end(self, epoch, logs=None):
         if (epoch + 1) % self.every_epochs or logs is None:

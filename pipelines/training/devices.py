@@ -14,8 +14,7 @@ from pipelines.model_dir import layout as md
 
 def configure_devices(count: int, backend: str = "tensorflow") -> None:
     """Under TensorFlow, splits the CPU into `count` logical devices for MirroredStrategy; under
-    another backend keeps TensorFlow, which only feeds data, off the GPUs. Must run before
-    TensorFlow initialises its devices (before any op runs)."""
+    another backend keeps TensorFlow, which only feeds data, off the GPUs. Before any op runs."""
     if backend != "tensorflow":
         tf.config.set_visible_devices([], "GPU")
     elif count > 1:
@@ -67,7 +66,7 @@ def make_strategy(jit_compile: bool = False):
 
 def is_chief(strategy=None) -> bool:
     """True for a single process and for a cluster's chief (the "chief" task, else worker 0),
-    which writes the model dir; without `strategy` the cluster is read from TF_CONFIG."""
+    which writes the model dir; the cluster is `strategy`'s, else TF_CONFIG's."""
     if strategy is None:
         resolver = (tf.distribute.cluster_resolver.TFConfigClusterResolver()
                     if os.environ.get("TF_CONFIG") else None)

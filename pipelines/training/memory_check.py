@@ -1,9 +1,8 @@
-"""The largest batch, tried before training: a token budget that does not fit fails at once.
-
-Attention memory grows with budget x length, so the worst batch is the largest bucket's. One
-forward and backward pass on it must peak (GPU allocator, else resident memory) under
+"""The largest batch (the largest bucket's), tried before training, so that a token budget that
+does not fit fails at once: one step on it must peak (GPU allocator, else resident memory) under
 `--memory_limit_mb`, else on a CPU under the RAM available."""
 
+import contextlib
 import os
 import pathlib
 import threading
@@ -30,12 +29,10 @@ def _rss_bytes() -> int:
 
 def _available_bytes() -> int | None:
     """RAM the kernel can still give without swapping (MemAvailable), or None."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         for line in pathlib.Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
     return None
 
 
@@ -71,7 +68,7 @@ def largest_batch(batch_size: int, source_length: int, target_length: int, vocab
 def check_largest_batch(model, strategy, batch, *, limit_mb: int | None, jit_compile=False,
                         log: Log = print) -> int:
     """Runs forward + backward on `batch` on every replica and returns the peak memory in MB;
-    raises ConfigError when the peak exceeds the limit (see the module docstring)."""
+    ConfigError over the limit (module docstring)."""
     (source, target_in), target_out = batch
 
     @tf.function(jit_compile=jit_compile, autograph=False)  # graph code: nothing to convert

@@ -1,15 +1,8 @@
-"""The plan of a run given a time budget (`--task text --time_budget 30m`): the steps that fit.
-
-Before anything is written, a short probe trains a fresh copy of the recipe's model for a few
-steps on synthetic batches of the recipe's shape and decodes a few synthetic sentences, as the
-memory check tries the largest batch. From those times `make_plan` sets the family's steps
-(`corpus_recipe.Family.for_steps`: warm-up, rate and checkpoints follow them) so that the whole
-run (start-up, prepare, the steps and their checkpoints, the dev choice, the evaluation and the
-export) ends within the budget, and no later than the corpus can use (`max_steps`). A budget
-too short for the smallest run is refused in one line. Once prepared, the plan is made again
-with the time actually spent and recorded in the model dir (`layout.PLAN_FILE`); the resolver
-reads it back as a layer, so a resumed run and a copied dir train the same steps.
+"""The plan of a run given a time budget (`--time_budget 30m`): the steps that fit, from a short
+probe's times, so that the whole run ends within the budget (docs/data.md). Made again once
+prepared and recorded in the model dir, so a resumed run and a copied dir train the same steps.
 """
+
 import dataclasses
 import pathlib
 import statistics
@@ -33,25 +26,19 @@ PROBE_STEPS, PROBE_WARMUP_STEPS, PROBE_SENTENCES = 12, 3, 32
 MIN_CHECKPOINT_STEPS = 10
 """The smallest run: each of the family's checkpoints at least this many steps apart."""
 DEV_DECODES = 8
-"""The dev choice's decodes, in decodes of the recipe's beam (pipelines/stages/choose.py: 4
-averages, then 2 more alphas, then a beam of 8: about two decodes of a beam of 4 or 5)."""
+"""The dev choice's decodes (pipelines/stages/choose.py), in decodes of the recipe's beam."""
 FIXED_SECONDS = 45.0
-"""Averaging, the export and its op check, and the decodes' start-up (the default job's average,
-evaluate and export took 32.6 s with a 10 s decode; the 15-minute run's, with the dev choice,
-about 105 s against 90 s estimated with 30)."""
+"""Averaging, the export and its op check, and the decodes' start-up (docs/data.md)."""
 STEP_OVERHEAD = 1.12
-"""The training loop's steps against the probe's: callbacks that read the step count each
-step, the real input pipeline, the validation passes (a 15-minute Multi30k run: 0.625 s a
-step against the probe's 0.535, its ETA 14m 57s against 16m 58s before this factor)."""
+"""The training loop's steps against the probe's: callbacks, the real input pipeline, the
+validation passes (docs/data.md)."""
 PREPARE_SECONDS_PER_PAIR = 1e-3
-"""The prepare stage's time for the refusal, before it has run: generous (29 s for Multi30k's
-29,000 pairs); the plan itself is made after prepare, with the time it took."""
+"""The prepare stage's time for the refusal, before it has run (generous)."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Probe:
-    """What the probe measured: seconds a training step, the first step (compiling), and
-    seconds a decoded sentence."""
+    """Seconds a training step, the first step (compiling) and a decoded sentence."""
 
     step: float
     first_step: float
@@ -109,16 +96,14 @@ def _ids(rows: int, length: int, vocab_size: int) -> np.ndarray:
 
 
 def _batches(task, t, vocab_size: int):
-    """A repeated synthetic batch of the recipe's shape: packed rows of `PAIRS_PER_ROW` typical
-    pairs, or sentences of a typical length, within `t.batch_tokens` a side."""
+    """A repeated synthetic batch of the recipe's shape within `t.batch_tokens` a side."""
     import tensorflow as tf
 
     pair = _pair_tokens(task)
     if not t.pack:
         length = -(-pair // ROW_MULTIPLE) * ROW_MULTIPLE
         source = _ids(max(1, t.batch_tokens // length), length, vocab_size)
-        target_in = np.concatenate([np.full((len(source), 1), BOS_ID, "int32"),
-                                    source[:, :-1]], 1)
+        target_in = np.concatenate([np.full((len(source), 1), BOS_ID, "int32"), source[:, :-1]], 1)
         return tf.data.Dataset.from_tensors(((source, target_in), source)).repeat()
     row = -(-PAIRS_PER_ROW * pair // ROW_MULTIPLE) * ROW_MULTIPLE
     rows = max(1, t.batch_tokens // row)
@@ -133,8 +118,7 @@ def _batches(task, t, vocab_size: int):
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """The steps that fit a budget, and the settings that follow them; times in seconds from
-    the run's start."""
+    """The steps that fit a budget, and the settings that follow them (seconds from the start)."""
 
     budget: float
     settings: dict         # train_steps, warmup_steps, checkpoint_every (and lr_scale)
@@ -153,15 +137,13 @@ class Plan:
 
 
 def make_plan(task, probe_: Probe, elapsed: float, sentences: tuple[int, int]) -> Plan:
-    """The plan for `task` (its family, budget and `max_steps`), `elapsed` seconds into the
-    run, decoding `sentences` (dev, test) after training; ConfigError if the smallest run
-    does not fit."""
+    """The plan for `task`, `elapsed` seconds into the run, decoding `sentences` (dev, test)
+    after training; ConfigError if the smallest run does not fit."""
     family, budget = task.family, task.budget
     dev, test = sentences
     step = probe_.step * STEP_OVERHEAD
     after = FIXED_SECONDS + probe_.sentence * (dev * DEV_DECODES + test)
-    # Each checkpoint: a validation pass over dev (forward only, about a third of a step's
-    # time per batch), and the save.
+    # Each checkpoint: a validation pass (about a third of a step's time a batch), the save.
     per_checkpoint = 1.0 + step * dev * _pair_tokens(task) / family.fixed["batch_tokens"] / 3
     fixed = elapsed + probe_.first_step + after + family.checkpoints * per_checkpoint
     smallest = family.checkpoints * MIN_CHECKPOINT_STEPS
@@ -193,19 +175,6 @@ def dev_and_test_sentences(task) -> tuple[int, int]:
     return counts[0], counts[1]
 
 
-def prepare_estimate(options: Recipe, task) -> float:
-    """Seconds the prepare stage will take: little once prepared."""
-    prepared = (pathlib.Path(options.model_dir) / VOCAB_FILE).is_file()
-    return 5.0 if prepared else PREPARE_SECONDS_PER_PAIR * task.size.pairs
-
-
-def record(model_dir, plan: Plan, elapsed: float) -> None:
-    """Writes the plan into the model dir (the resolver's "plan" layer reads its settings)."""
-    md.save_plan(model_dir, {"budget": plan.budget, "settings": plan.settings, "eta": plan.eta,
-                             "capped": plan.capped, "probe": dataclasses.asdict(plan.probe),
-                             "planned_at": elapsed})
-
-
 def needs_plan(options: Recipe, modes) -> bool:
     """Whether this run trains a --time_budget model dir that has no plan (and no weights) yet."""
     return bool(options.data.task_options.get("time_budget") and "train" in modes
@@ -213,21 +182,25 @@ def needs_plan(options: Recipe, modes) -> bool:
 
 
 def check_budget(options: Recipe, modes, elapsed: float, log: Log = print) -> Probe:
-    """Probes (nothing written) and refuses a budget the smallest run does not fit, counting
-    `elapsed` seconds so far and the prepare stage still to come; returns the probe."""
+    """Probes (nothing written) and refuses a budget the smallest run does not fit, `elapsed`
+    seconds and the prepare stage still to come counted; returns the probe."""
     from pipelines.training import devices
 
     task = options.task
     measured = probe(options, task, devices.make_strategy(options.training.jit_compile), log)
-    before = elapsed + (prepare_estimate(options, task) if "prepare" in modes else 0.0)
-    make_plan(task, measured, before, dev_and_test_sentences(task))  # raises if too short
+    if "prepare" in modes:  # little once prepared
+        prepared = (pathlib.Path(options.model_dir) / VOCAB_FILE).is_file()
+        elapsed += 5.0 if prepared else PREPARE_SECONDS_PER_PAIR * task.size.pairs
+    make_plan(task, measured, elapsed, dev_and_test_sentences(task))  # raises if too short
     return measured
 
 
 def plan_training(options: Recipe, measured: Probe, elapsed: float, log: Log = print) -> Plan:
-    """The plan `elapsed` seconds into the run (prepared by now), recorded and described."""
+    """The plan `elapsed` seconds into the run, recorded (the resolver reads it back) and logged."""
     task = options.task
     plan = make_plan(task, measured, elapsed, dev_and_test_sentences(task))
-    record(options.model_dir, plan, elapsed)
+    md.save_plan(options.model_dir, {
+        "budget": plan.budget, "settings": plan.settings, "eta": plan.eta, "capped": plan.capped,
+        "probe": dataclasses.asdict(plan.probe), "planned_at": elapsed})
     log(plan.describe(task.family.name))
     return plan

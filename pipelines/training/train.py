@@ -7,8 +7,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer import (LabelSmoothedCrossEntropy, Perplexity, TokenAccuracy, TokenCount,
-                               TransformerConfig, paper_optimizer)
-from keras_transformer import tf_internals
+                               TransformerConfig, paper_optimizer, tf_internals)
 from keras_transformer.data.buckets import bucket_batch_sizes
 from pipelines.data.prepare import training_input, validation_input
 from pipelines.model_dir import checkpoints
@@ -21,18 +20,14 @@ from pipelines.training.devices import worker_dir
 
 
 def compile_model(config: TransformerConfig, strategy, training: TrainingOptions):
-    """Builds and compiles the model and its optimizer in the strategy's scope.
-
-    Under mixed_float16 the optimizer is wrapped here in a `LossScaleOptimizer`, so that it is
-    built with the model; checkpoints hold the inner one (`checkpoint_optimizer`)."""
+    """The compiled model and optimizer (loss-scaled under mixed_float16) in `strategy`'s scope."""
     t = training
     with strategy.scope():
         model = build_model(config)
-        optimizer = paper_optimizer(config.d_model, t.warmup_steps, t.lr_scale, t.adam_epsilon,
-                                    global_clipnorm=t.clip_norm or None,
-                                    gradient_accumulation_steps=(t.accumulate_steps
-                                                                 if t.accumulate_steps > 1
-                                                                 else None))
+        optimizer = paper_optimizer(
+            config.d_model, t.warmup_steps, t.lr_scale, t.adam_epsilon,
+            global_clipnorm=t.clip_norm or None,
+            gradient_accumulation_steps=t.accumulate_steps if t.accumulate_steps > 1 else None)
         if keras.mixed_precision.global_policy().name == "mixed_float16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         model.compile(optimizer=optimizer, loss=LabelSmoothedCrossEntropy(t.label_smoothing),
@@ -46,9 +41,8 @@ def compile_model(config: TransformerConfig, strategy, training: TrainingOptions
 
 
 def build_compiled_metrics(model, vocab_size: int) -> None:
-    """Builds the compiled loss and metrics on a small random batch before `fit` does (values
-    reset): under JAX `fit` would otherwise build them from an iterator of its own over the
-    data."""
+    """Builds the compiled loss and metrics on a small random batch (values reset): under JAX
+    `fit` would otherwise build them from an iterator of its own over the data."""
     (source, target_in), target_out = memory_check.largest_batch(2, 4, 4, vocab_size)
     logits = model((source, target_in), training=False)
     model.compute_loss(x=(source, target_in), y=target_out, y_pred=logits)
@@ -57,24 +51,20 @@ def build_compiled_metrics(model, vocab_size: int) -> None:
 
 
 def checkpoint_optimizer(optimizer):
-    """The optimizer checkpoints hold: the paper's Adam, unwrapped from a `LossScaleOptimizer`,
-    so checkpoints are the same under every precision. The loss scale is not kept: a resumed
-    float16 run starts it again at 2**15."""
+    """The optimizer checkpoints hold, the same under every precision: the paper's Adam,
+    unwrapped from a `LossScaleOptimizer` (a resumed float16 run starts its scale again)."""
     return getattr(optimizer, "inner_optimizer", optimizer)
 
 
 def _record_missing_metric(model, step, checkpoint_every, every_epochs, checkpoint_dir,
                            dev_metric_fn, log=print):
-    """Records the dev metric of the restored checkpoint `step` when one is due there
-    (`callbacks.DevMetric`) but missing, the run having stopped before evaluating it; `model`
-    holds that checkpoint's weights."""
+    """Records the dev metric of restored checkpoint `step` if one is due there but missing."""
     if -(-step // checkpoint_every) % every_epochs or \
             step in checkpoints.read_metrics(checkpoint_dir):
         return
     log(f"train: the dev metric of step {step:,} was not recorded (the run stopped before): "
         f"evaluating it now")
-    checkpoints.record_metric(checkpoint_dir, step, dev_metric_fn.metric_name,
-                              dev_metric_fn(model))
+    checkpoints.record_metric(checkpoint_dir, step, dev_metric_fn.metric_name, dev_metric_fn(model))
 
 
 def _check_memory(model, strategy, task, config: TransformerConfig, t: TrainingOptions, *,
@@ -88,14 +78,12 @@ def _check_memory(model, strategy, task, config: TransformerConfig, t: TrainingO
     replicas = strategy.num_replicas_in_sync
     longest = task.max_length  # the largest bucket's boundary
     per_replica = bucket_batch_sizes([longest], t.batch_tokens, replicas)[0] // replicas
-    # The probe draws dropout masks: a resumed run restores its random state to go on as an
-    # uninterrupted run.
+    # The probe draws dropout masks: a resumed run restores its random state.
     restored = [(v, v.numpy()) for v in checkpoints.random_state(model)] if resumed else []
-    memory_check.check_largest_batch(
-        model, strategy, memory_check.largest_batch(
-            per_replica, min(longest, task.max_source_length),
-            min(longest, task.max_target_length), config.vocab_size),
-        limit_mb=t.memory_limit_mb, jit_compile=t.jit_compile, log=log)
+    batch = memory_check.largest_batch(per_replica, min(longest, task.max_source_length),
+                                       min(longest, task.max_target_length), config.vocab_size)
+    memory_check.check_largest_batch(model, strategy, batch, limit_mb=t.memory_limit_mb,
+                                     jit_compile=t.jit_compile, log=log)
     for variable, value in restored:
         variable.assign(value)
 
@@ -103,8 +91,7 @@ def _check_memory(model, strategy, task, config: TransformerConfig, t: TrainingO
 def _training_data(task, model_dir, t: TrainingOptions, replicas: int,
                    steps: tuple[int, int], validate: bool, log):
     """(the training input; its dataset past the batches of the updates from `steps[0]` to
-    `steps[1]`; the dev input or None)."""
-    # Bucket-boundary shapes only for XLA, which compiles every new shape.
+    `steps[1]`; the dev input or None). Bucket-boundary shapes only for XLA."""
     data = training_input(task, model_dir, batch_tokens=t.batch_tokens, batch_multiple=replicas,
                           seed=t.seed, pad_to_bucket=t.jit_compile, pack=t.pack, log=log)
     dataset = data.dataset
@@ -114,8 +101,7 @@ def _training_data(task, model_dir, t: TrainingOptions, replicas: int,
             f"trained on before step {step:,}, so that the data order goes on as if the run "
             f"had not stopped")
         dataset = dataset.skip((step - initial_step) * t.accumulate_steps)
-    # Repeated, with validation_steps = one pass: Keras may keep the iterator across epochs, and
-    # a finite one would run dry. Never packed, so its batches per pass are exact.
+    # Repeated (Keras may keep the iterator across epochs); never packed: exact passes.
     dev = (validation_input(task, model_dir, batch_tokens=t.batch_tokens,
                             batch_multiple=replicas, pad_to_bucket=t.jit_compile, log=log)
            if validate and task.has_split("dev") else None)
@@ -125,8 +111,7 @@ def _training_data(task, model_dir, t: TrainingOptions, replicas: int,
 def _finished(step: int, t: TrainingOptions, checkpoint_dir, log) -> bool:
     """Whether a resumed run has nothing left (its steps done, or stopped early), saying so."""
     if step >= t.train_steps:
-        log(f"train: already at step {step:,} >= --train_steps {t.train_steps:,}; nothing to "
-            f"do")
+        log(f"train: already at step {step:,} >= --train_steps {t.train_steps:,}; nothing to do")
         return True
     stopped = t.early_stop_patience and step and checkpoints.plateau(
         checkpoints.read_metrics(checkpoint_dir), t.early_stop_patience)
@@ -139,18 +124,11 @@ def _finished(step: int, t: TrainingOptions, checkpoint_dir, log) -> bool:
 def train(task, model_dir, config: TransformerConfig, training: TrainingOptions, *, strategy,
           dev_metric_fn=None, validate: bool = True, verbose=1, log=print,
           initialise=None, initial_step: int = 0):
-    """Trains until the optimizer has made `training.train_steps` updates, resuming if it can.
-
-    One Keras epoch is `checkpoint_every` updates and ends with a checkpoint. A resumed run
-    skips the batches already trained on, so it trains the same model as an uninterrupted run.
-    `dev_metric_fn` (`model -> score`) runs every `dev_metric_every` updates, rounded up to
-    whole epochs; `early_stop_patience` ends training on a plateau (`callbacks.DevMetric`).
-    A fine-tuned model passes `initialise` (`(model, optimizer) -> step`, called only without
-    a checkpoint to resume) and `initial_step`, where its optimizer and data order start.
-
-    Returns:
-        The trained model (last-step weights; averaging is a later stage).
-    """
+    """Trains until the optimizer has made `training.train_steps` updates, resuming (and skipping
+    the batches already trained on) if it can; returns the model. One Keras epoch is
+    `checkpoint_every` updates and ends with a checkpoint (and `dev_metric_fn`, every
+    `dev_metric_every` updates). A fine-tuned model passes `initialise` (`(model, optimizer) ->
+    step`, called only without a checkpoint to resume) and `initial_step`."""
     t = training
     model = compile_model(config, strategy, training)
     own_dir = worker_dir(strategy, model_dir)
@@ -194,8 +172,7 @@ def train(task, model_dir, config: TransformerConfig, training: TrainingOptions,
                   callbacks=callbacks, verbose=verbose, shuffle=False)
     except KeyboardInterrupt:  # Ctrl-C: say where training stands (the CLI prints it)
         kept = manager.latest_checkpoint
+        where = f"checkpoint {pathlib.Path(kept).name} kept" if kept else "no checkpoint yet"
         raise KeyboardInterrupt(
-            f"at step {int(model.optimizer.iterations.numpy()):,}; "
-            + (f"checkpoint {pathlib.Path(kept).name} kept" if kept else "no checkpoint yet")
-        ) from None
+            f"at step {int(model.optimizer.iterations.numpy()):,}; {where}") from None
     return model

@@ -1,13 +1,11 @@
-"""Constrained beam search for parsing: every hypothesis is a well-formed linearized tree.
-
-Unconstrained output needs `linearize.delinearize`'s repairs, which cost F1. Here a hypothesis only
-grows by symbols that keep it a prefix of a tree over the sentence's words: the first opens the
-root; a word symbol (POS tag or `XX`) only inside a constituent while words are left; a closing
-bracket only with the innermost open label, not right after its opening, and the root's only after
-every word; an opening bracket only if the tokens still allowed can close it and all else; after
-the root's close only the end token. These rules finish a tree within the length limit. Tree
-symbols must be single pieces (`▁(NP`, `▁)NP`, `▁NN`, `▁XX`); words are counted from the source
-pieces that start with `▁`.
+"""Constrained beam search for parsing: every hypothesis is a well-formed linearized tree, so
+none needs `linearize.delinearize`'s repairs, which cost F1. A hypothesis only grows by symbols
+that keep it a prefix of a tree over the sentence's words: the first opens the root; a word symbol
+only inside a constituent while words are left; a closing bracket only with the innermost open
+label, not right after its opening, and the root's only after every word; an opening bracket only
+if the tokens still allowed can close it and all else; after the root's close only the end token.
+These rules finish a tree within the length limit. Tree symbols must be single pieces (`▁(NP`,
+`▁)NP`, `▁NN`, `▁XX`); words are counted from the source pieces that start with `▁`.
 """
 
 from typing import Sequence
@@ -25,18 +23,10 @@ WORD_START = "\u2581"
 
 class TreeConstraint(DecodingConstraint):
     """Allows only continuations that stay a well-formed linearized tree (module docstring).
-
-    Args:
-        pieces: the vocabulary, `pieces[i]` the piece of id i.
-        word_symbols: the symbols that stand for a word (`NN`, ...; `XX`), without `▁`.
-        copy_words: "words" form: each word slot copies the next source word's pieces, its first
-            ranked by `logits`, the rest forced; `word_symbols` is then unused.
-        read_words: "read" forms: the decoder reads each word after its word symbol.
-
-    Raises:
-        ValueError: both forms, no word-symbol piece (unless `copy_words`), or no
-            `▁(LABEL`/`▁)LABEL` pair.
-    """
+    `pieces[i]` is the piece of id i; `word_symbols` stand for a word (`NN`, ...; `XX`; no `▁`).
+    `copy_words` ("words" form): each word slot copies the next source word's pieces, its first
+    ranked by `logits`, the rest forced. `read_words` ("read" forms): the decoder reads each word
+    after its word symbol."""
 
     def __init__(self, pieces: Sequence[str], word_symbols: Sequence[str] = (),
                  copy_words: bool = False, read_words: bool = False):
@@ -45,25 +35,21 @@ class TreeConstraint(DecodingConstraint):
         index = {piece: i for i, piece in enumerate(pieces)}
         word_ids = sorted({index[WORD_START + symbol] for symbol in word_symbols
                            if WORD_START + symbol in index})
-        self.copy_words = copy_words
-        self.read_words = read_words
+        self.copy_words, self.read_words = copy_words, read_words
         if not word_ids and not copy_words:
             raise ValueError(
                 "the vocabulary has no word-symbol piece (POS tag or XX): it was not trained "
                 "with the tree symbols as user-defined symbols (task ptb_parsing does that)")
-        self.is_word = np.zeros(len(pieces), bool)
-        self.is_word[word_ids] = True
-        close_of = np.full(len(pieces), -1, np.int32)
+        self.is_word = np.isin(np.arange(len(pieces)), word_ids)
+        self.close_of = close_of = np.full(len(pieces), -1, np.int32)
         for i, piece in enumerate(pieces):
             if piece.startswith(WORD_START + OPEN) and len(piece) > 2:
                 close_of[i] = index.get(WORD_START + CLOSE + piece[2:], -1)
         if not (close_of >= 0).any():
             raise ValueError("the vocabulary has no pair of tree bracket pieces "
                              f"({WORD_START}(LABEL and {WORD_START})LABEL)")
-        self.close_of = close_of
         self.is_open = close_of >= 0
-        self.is_close = np.zeros(len(pieces), bool)
-        self.is_close[close_of[self.is_open]] = True
+        self.is_close = np.isin(np.arange(len(pieces)), close_of[self.is_open])
         self.word_start = np.array([piece.startswith(WORD_START) for piece in pieces])
         self.is_text = ~(self.is_open | self.is_close)
         self.is_text[[PAD_ID, UNK_ID, BOS_ID, EOS_ID]] = False
@@ -78,9 +64,8 @@ class TreeConstraint(DecodingConstraint):
         model = sentencepiece_model_pb2.ModelProto.FromString(spm_proto)
         pieces = [p.piece for p in model.pieces]
         user_defined = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
-        words = [p.piece[1:] for p in model.pieces
-                 if p.type == user_defined and p.piece.startswith(WORD_START)
-                 and is_word_symbol(p.piece[1:])]
+        words = [p.piece[1:] for p in model.pieces if p.type == user_defined
+                 and p.piece.startswith(WORD_START) and is_word_symbol(p.piece[1:])]
         return cls(pieces, words, copy_words, read_words)
 
     def words(self, source_ids):
@@ -116,16 +101,13 @@ class TreeConstraint(DecodingConstraint):
         first = self.first_pieces(source_ids)
         is_slot = self._is_word_id(target_in)
         # The start token reads word 0; the i-th word symbol (from 1) reads word i.
-        index = tf.minimum(tf.cumsum(tf.cast(is_slot, tf.int32), axis=1),
-                           tf.shape(first)[1] - 1)
+        index = tf.minimum(tf.cumsum(tf.cast(is_slot, tf.int32), axis=1), tf.shape(first)[1] - 1)
         reads = is_slot | tf.equal(target_in, BOS_ID)
         read = tf.where(reads, tf.gather(first, index, batch_dims=1), target_in)
         return read[0] if unbatched else read
 
     def decoder_inputs(self, ids, state):
-        """What the decoder reads for the tokens `ids` [batch, beam] just chosen: in the "read"
-        forms the start token and each word symbol read as the next source word's first piece
-        (the end token after the last), every other token as itself."""
+        """What the decoder reads for the tokens `ids` just chosen, as in `teacher_inputs`."""
         if not self.read_words:
             return ids
         is_slot = self._is_word_id(ids)
@@ -140,16 +122,12 @@ class TreeConstraint(DecodingConstraint):
 
     def initial_state(self, source_ids, beam_size, max_steps):
         words = tf.tile(self.words(source_ids)[:, None], [1, beam_size])
-        state = {
-            "words_left": words,
-            "depth": tf.zeros_like(words),
-            # The closing piece each open constituent expects, by depth.
-            "closers": tf.zeros(tf.concat([tf.shape(words), [max_steps + 1]], 0), tf.int32),
-        }
+        # "closers": the closing piece each open constituent expects, by depth.
+        state = {"words_left": words, "depth": tf.zeros_like(words),
+                 "closers": tf.zeros(tf.concat([tf.shape(words), [max_steps + 1]], 0), tf.int32)}
         if self.read_words:
-            state["words"] = words
-            state["first_pieces"] = tf.tile(self.first_pieces(source_ids)[:, None, :],
-                                            [1, beam_size, 1])
+            first = self.first_pieces(source_ids)[:, None, :]
+            state.update(words=words, first_pieces=tf.tile(first, [1, beam_size, 1]))
         if self.copy_words:
             source_ids = tf.convert_to_tensor(source_ids, tf.int32)
             pieces = tf.where(tf.equal(source_ids, EOS_ID), PAD_ID, source_ids)
@@ -175,8 +153,7 @@ class TreeConstraint(DecodingConstraint):
         if self.copy_words:
             copy, forced, pieces_left, is_word = self._copy(
                 ids, step, state, new_state, is_open | is_close, vocab_size)
-        words_left = state["words_left"] - tf.cast(is_word, tf.int32)
-        new_state["words_left"] = words_left
+        new_state["words_left"] = words_left = state["words_left"] - tf.cast(is_word, tf.int32)
 
         # Tokens that may still be generated, this one included.
         remaining = tf.cast(max_lengths, tf.int32)[:, None] - step
@@ -215,9 +192,8 @@ class TreeConstraint(DecodingConstraint):
         copied_now = ~is_bracket & tf.not_equal(ids, EOS_ID) & (step > 0)
         word_start = tf.constant(self._padded(self.word_start, vocab_size))
         copied = state["copied"] + tf.cast(copied_now, tf.int32)
-        length = tf.shape(source)[2]
         copy = tf.gather(tf.concat([source, tf.zeros_like(source[:, :, :1])], axis=2),
-                         tf.minimum(copied, length), axis=2, batch_dims=2)
+                         tf.minimum(copied, tf.shape(source)[2]), axis=2, batch_dims=2)
         new_state.update(source=source, copied=copied, copy_id=copy)
         forced = ~tf.gather(word_start, copy) & tf.not_equal(copy, PAD_ID)
         pieces_left = tf.reduce_sum(tf.cast(tf.not_equal(source, PAD_ID), tf.int32), axis=2)
@@ -233,8 +209,7 @@ class TreeConstraint(DecodingConstraint):
             return logits
         vocab_size = logits.shape[-1]
         text = tf.constant(self._padded(self.is_text, vocab_size))
-        mass = tf.reduce_logsumexp(tf.where(text, logits, tf.float32.min), axis=-1,
-                                   keepdims=True)
+        mass = tf.reduce_logsumexp(tf.where(text, logits, tf.float32.min), axis=-1, keepdims=True)
         at_copy = tf.equal(tf.range(vocab_size), state["copy_id"][:, :, None])
         return tf.where(at_copy, tf.cast(mass, logits.dtype), logits)
 

@@ -4,10 +4,9 @@
 - empty elements and words with a *gold* punctuation tag (`PUNCTUATION_TAGS`) are deleted first;
   a constituent left with no words is not counted;
 - labels are compared without function tags, with ADVP = PRT; the root is ignored;
-- corpus scores sum the counts over sentences, in percent.
-
-Unlike EVALB on two files, the gold tree's tags decide the punctuation in both trees, since
-`delinearize`'s test trees carry predicted tags (or `XX`).
+- corpus scores sum the counts over sentences, in percent;
+- unlike EVALB on two files, the gold tree's tags decide the punctuation in both trees, since
+  `delinearize`'s test trees carry predicted tags (or `XX`).
 """
 
 import collections
@@ -50,9 +49,8 @@ def tagged_words(tree: nltk.Tree) -> list[tuple[str, str]]:
 
 def brackets(tree: nltk.Tree,
              deleted: Collection[int] = frozenset()) -> collections.Counter[Bracket]:
-    """The multiset of labelled brackets `(label, start, end)` of a tree, EVALB style: spans over
-    the words left after deleting the positions `deleted` (0-based among the non-`-NONE-` words),
-    `end` exclusive. Raises `ValueError` for a word that is not the only child of a POS tag."""
+    """The multiset of a tree's labelled brackets `(label, start, end)`, `end` exclusive, over the
+    words left after deleting the positions `deleted` (among the non-`-NONE-` words)."""
     counts: collections.Counter = collections.Counter()
     kept = 0  # words kept so far: the span coordinate
     token = 0  # non-empty words seen so far: the index into `deleted`
@@ -78,8 +76,7 @@ def brackets(tree: nltk.Tree,
 
 
 def score_sentence(gold: nltk.Tree, test: nltk.Tree) -> SentenceScore:
-    """Matched, gold and test bracket counts of one sentence; raises `ValueError` if the two
-    trees' words differ."""
+    """Matched, gold and test bracket counts of one sentence; ValueError if the words differ."""
     gold_words = tagged_words(gold)
     test_words = [word for word, _ in tagged_words(test)]
     if [word for word, _ in gold_words] != test_words:
@@ -95,47 +92,35 @@ def score_sentence(gold: nltk.Tree, test: nltk.Tree) -> SentenceScore:
 
 def score_corpus(gold_trees: Sequence[nltk.Tree], test_trees: Sequence[nltk.Tree], *,
                  max_length: int | None = None) -> dict:
-    """Corpus-level scores, as EVALB's summary with COLLINS.prm, of `test_trees` (over the same
-    words; their POS tags are unused) against `gold_trees` (raw or preprocessed). `max_length`:
-    score only sentences of at most this many words (EVALB's `CUTOFF_LEN`; punctuation counts).
-
-    Returns:
-        `precision`, `recall`, `f1` (percent), `matched`, `gold`, `test` (bracket counts),
-        `sentences` (scored), `exact` and `skipped` (sentences without words).
-
-    Raises `ValueError` if the lists' lengths or a pair's words differ (naming the sentence).
-    """
+    """EVALB's summary (COLLINS.prm) of `test_trees` against `gold_trees` (raw or preprocessed)
+    over the same words: `precision`, `recall`, `f1` (percent), `matched`, `gold`, `test`
+    (brackets), `sentences`, `exact`, `skipped` (no words). `max_length`: EVALB's `CUTOFF_LEN`."""
     if len(gold_trees) != len(test_trees):
-        raise ValueError(
-            f"{len(gold_trees)} gold trees but {len(test_trees)} test trees; "
-            f"score one prediction per gold sentence")
-    matched = gold = test = sentences = exact = skipped = 0
+        raise ValueError(f"{len(gold_trees)} gold trees but {len(test_trees)} test trees; score "
+                         "one prediction per gold sentence")
+    counts: collections.Counter = collections.Counter()
     for index, (gold_tree, test_tree) in enumerate(zip(gold_trees, test_trees)):
         length = len(tagged_words(gold_tree))
         if max_length is not None and length > max_length:
             continue
         if length == 0:
-            skipped += 1
+            counts["skipped"] += 1
             continue
         try:
             score = score_sentence(gold_tree, test_tree)
         except ValueError as error:
             raise ValueError(f"sentence {index}: {error}") from None
-        matched += score.matched
-        gold += score.gold
-        test += score.test
-        sentences += 1
-        exact += score.matched == score.gold == score.test
+        counts.update(score._asdict(), sentences=1,
+                      exact=int(score.matched == score.gold == score.test))
+    matched, gold, test = counts["matched"], counts["gold"], counts["test"]
     precision = 100.0 * matched / test if test else 0.0
     recall = 100.0 * matched / gold if gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1, "matched": matched,
-            "gold": gold, "test": test, "sentences": sentences, "exact": exact,
-            "skipped": skipped}
+    return {"precision": precision, "recall": recall, "f1": f1} | {
+        key: counts[key] for key in ("matched", "gold", "test", "sentences", "exact", "skipped")}
 
 
 def format_scores(scores: dict) -> str:
     """One line for logs: `F1 91.23 (P 91.50, R 90.96; 2416 sentences, 1050 exact)`."""
-    return (
-        f"F1 {scores['f1']:.2f} (P {scores['precision']:.2f}, R {scores['recall']:.2f}; "
-        f"{scores['sentences']} sentences, {scores['exact']} exact)")
+    return (f"F1 {scores['f1']:.2f} (P {scores['precision']:.2f}, R {scores['recall']:.2f}; "
+            f"{scores['sentences']} sentences, {scores['exact']} exact)")

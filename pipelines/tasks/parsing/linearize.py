@@ -2,39 +2,57 @@
 Vinyals & Kaiser et al. 2014, "Grammar as a Foreign Language").
 
 The target is the tree's depth-first sequence of labelled opening and closing brackets and one
-word symbol per word (the forms: `forms`), with the root `TOP` implicit:
+word symbol per word, with the root `TOP` implicit. The target forms differ in what stands for a
+word and what the decoder reads after it:
 
     (TOP (S (NP (NNP John)) (VP (VBZ has) (NP (DT a) (NN dog))) (. .)))
-    "tags": (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S
+    "tags":      (S (NP NNP )NP (VP VBZ (NP DT NN )NP )VP . )S      the paper's code
+    "xx":        (S (NP XX )NP (VP XX (NP XX XX )NP )VP XX )S        Vinyals et al. 2014
+    "words":     (S (NP John )NP (VP has (NP a dog )NP )VP . )S      word pieces, copied
+    "read_tags": the "tags" target; after each tag the decoder reads the next word
+    "read_xx":   the "xx" target; after each XX the decoder reads the next word
+
+In "words" the constrained search copies each word from the source; in the "read" forms the
+decoder reads the next word's first source piece at the start and after each word symbol, so it
+knows where it is without counting (`constraint.TreeConstraint`, docs/parsing.md).
 """
 
 from typing import Collection, Sequence
 
 import nltk
 
-from pipelines.tasks.parsing.forms import TARGET_FORMS, symbol_form
 from pipelines.tasks.parsing.treebank import ROOT_LABEL, is_preterminal
 
+TARGET_FORMS = ("tags", "xx", "words", "read_tags", "read_xx")
+"""Every target form, in the order the command line lists them."""
+
+READ_PREFIX = "read_"
+
 PLACEHOLDER = "XX"
-"""The word symbol of the "xx" form (Vinyals et al. 2014), and the preterminal `delinearize`
-gives words that the prediction left without a word symbol."""
+"""The "xx" form's word symbol, and `delinearize`'s preterminal for words left without one."""
 
 OPEN = "("
 CLOSE = ")"
 
 
-def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], list[str]]:
-    """`(source_words, target_symbols)` of a preprocessed tree (`treebank.preprocess`), as in the
-    module docstring; a root other than `TOP` is written like every constituent.
+def reads_words(target_form: str) -> bool:
+    """Whether the decoder reads each word after predicting its slot symbol."""
+    return target_form.startswith(READ_PREFIX)
 
-    Raises `ValueError` if the tree was not preprocessed, a label holds spaces or brackets, or
-    `target_form` is unknown.
-    """
+
+def symbol_form(target_form: str) -> str:
+    """The form of the target symbols: "tags", "xx" or "words" ("read_xx" writes "xx")."""
+    return target_form[len(READ_PREFIX):] if reads_words(target_form) else target_form
+
+
+def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], list[str]]:
+    """`(source_words, target_symbols)` of a preprocessed tree (`treebank.preprocess`); a root
+    other than `TOP` is written like every constituent. ValueError if the tree was not
+    preprocessed, a label holds spaces or brackets, or `target_form` is unknown."""
     if target_form not in TARGET_FORMS:
         raise ValueError(f"target_form must be one of {TARGET_FORMS}, got {target_form!r}")
     target_form = symbol_form(target_form)
-    words: list[str] = []
-    symbols: list[str] = []
+    words, symbols = [], []
     roots = list(tree) if tree.label() == ROOT_LABEL else [tree]
     # Iterative depth-first walk: ("enter", node) expands, ("leave", label) closes.
     stack: list[tuple[str, object]] = [("enter", node) for node in reversed(roots)]
@@ -59,8 +77,7 @@ def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], li
             raise ValueError(f"label {label!r} cannot be written as a target symbol")
         if len(item) == 0 or any(not isinstance(child, nltk.Tree) for child in item):
             raise ValueError(
-                f"({label} ...) has no words or mixes words and constituents; "
-                f"preprocess the tree")
+                f"({label} ...) has no words or mixes words and constituents; preprocess the tree")
         symbols.append(OPEN + label)
         stack.append(("leave", label))
         stack.extend(("enter", child) for child in reversed(item))
@@ -69,10 +86,8 @@ def linearize(tree: nltk.Tree, target_form: str = "tags") -> tuple[list[str], li
 
 def _valid_label(label: object) -> bool:
     """A label usable in `(LABEL`/`)LABEL`: non-empty, no whitespace or parentheses."""
-    return (
-        isinstance(label, str)
-        and bool(label)
-        and not any(char.isspace() or char in "()" for char in label))
+    return (isinstance(label, str) and bool(label)
+            and not any(char.isspace() or char in "()" for char in label))
 
 
 def is_word_symbol(symbol: object) -> bool:
@@ -94,10 +109,9 @@ def delinearize(target_symbols: Sequence[str], source_words: Sequence[str], *,
                 labels: Collection[str] | None = None,
                 word_symbols: Collection[str] | None = None,
                 word_label: str | None = None) -> tuple[nltk.Tree, int]:
-    """Rebuild a tree from target symbols and the sentence, repairing whatever is ill-formed.
-
-    Returns `(tree, repairs)`: a `TOP` root over exactly `source_words` in order, each under its
-    word symbol; repairs is 0 exactly for a well-formed linearization. Repairs, left to right:
+    """`(tree, repairs)`: a `TOP` root over exactly `source_words` in order, each under its word
+    symbol, rebuilt from `target_symbols`; repairs is 0 exactly for a well-formed linearization.
+    Repairs, left to right:
 
     - an unknown symbol (or one outside `word_symbols`/`labels` when given) is dropped;
     - a closing bracket with no open constituent is dropped;
@@ -106,17 +120,15 @@ def delinearize(target_symbols: Sequence[str], source_words: Sequence[str], *,
     - leftover words go, each under `XX`, to the innermost open constituent (or the root);
     - constituents still open at the end are closed; those without any word are dropped.
 
-    Args:
-        labels: if given, the constituent labels allowed.
-        word_symbols: if given, the word symbols allowed; by default every `is_word_symbol`.
-        word_label: if given, the preterminal of every word; by default its word symbol.
+    `labels`, `word_symbols`: if given, the constituent labels and word symbols allowed (by
+    default any valid label, every `is_word_symbol`); `word_label`: if given, every word's
+    preterminal (by default its word symbol).
     """
     allowed = None if labels is None else frozenset(labels)
     allowed_words = None if word_symbols is None else frozenset(word_symbols)
     root = nltk.Tree(ROOT_LABEL, [])
     open_nodes = [root]  # the root never closes; open_nodes[-1] receives new children
-    position = 0
-    repairs = 0
+    position = repairs = 0
 
     def close_innermost() -> int:
         node = open_nodes.pop()
@@ -128,25 +140,21 @@ def delinearize(target_symbols: Sequence[str], source_words: Sequence[str], *,
     for symbol in target_symbols:
         if is_word_symbol(symbol) and (allowed_words is None or symbol in allowed_words):
             if position < len(source_words):
-                open_nodes[-1].append(nltk.Tree(word_label or symbol,
-                                                [source_words[position]]))
+                open_nodes[-1].append(nltk.Tree(word_label or symbol, [source_words[position]]))
                 position += 1
             else:
                 repairs += 1
             continue
         bracket, label = symbol[:1], symbol[1:]
-        if bracket not in (OPEN, CLOSE) or not _valid_label(label):
-            repairs += 1
-        elif allowed is not None and label not in allowed:
+        if (bracket not in (OPEN, CLOSE) or not _valid_label(label)
+                or (allowed is not None and label not in allowed)):
             repairs += 1
         elif bracket == OPEN:
             open_nodes.append(nltk.Tree(label, []))
         elif len(open_nodes) == 1:
             repairs += 1
-        else:
-            if open_nodes[-1].label() != label:
-                repairs += 1
-            repairs += close_innermost()
+        else:  # a mislabelled closing bracket is a repair too
+            repairs += (open_nodes[-1].label() != label) + close_innermost()
     for word in source_words[position:]:
         open_nodes[-1].append(nltk.Tree(PLACEHOLDER, [word]))
         repairs += 1

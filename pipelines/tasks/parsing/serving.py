@@ -1,9 +1,6 @@
-"""In-graph pre- and post-processing that makes the exported parser return bracketed trees.
-
-Takes tokenized sentences and returns `(TOP (S (NP (NNP John)) (VP (VBZ runs))))`: the
-`linearize.delinearize` of the constrained search's well-formed output, in TensorFlow string ops
-so that Serving needs no Python. A word symbol with no word left is dropped.
-"""
+"""In-graph pre- and post-processing that makes the exported parser return bracketed trees,
+`(TOP (S (NP (NNP John)) (VP (VBZ runs))))`: `linearize.delinearize` of the constrained search's
+well-formed output in TensorFlow string ops, so that Serving needs no Python."""
 
 import tensorflow as tf
 
@@ -12,9 +9,8 @@ from pipelines.tasks.parsing.treebank import ROOT_LABEL
 
 
 def normalize_sentences(sentences):
-    """tf.string [batch]: words separated by single spaces, no leading or trailing space.
-
-    The constraint counts words by their starting pieces, so extra spaces must not reach it."""
+    """tf.string [batch]: words separated by single spaces, no leading or trailing space (the
+    constraint counts words by their starting pieces, so extra spaces must not reach it)."""
     return tf.strings.reduce_join(tf.strings.split(sentences), axis=1, separator=" ")
 
 
@@ -37,8 +33,7 @@ def trees_from_linearized(sentences, linearized, word_label=None):
     labels = symbols if word_label is None else word_label
     leaves = tf.strings.join(
         ["(", labels, " ", tf.gather(words, tf.maximum(word_index, 0), batch_dims=1), ")"])
-    parts = tf.where(has_word, leaves,
-                     tf.where(is_close, CLOSE, tf.where(is_word, "", symbols)))
+    parts = tf.where(has_word, leaves, tf.where(is_close, CLOSE, tf.where(is_word, "", symbols)))
     body = tf.strings.reduce_join(parts, axis=1, separator=" ")
     body = tf.strings.regex_replace(body, " +", " ")
     body = tf.strings.regex_replace(body, r" \)", ")")

@@ -7,7 +7,7 @@
     <split>.trees          the preprocessed gold tree of every line, POS tags included
     <split>.manifest.json  the input files (path, size, mtime) and the target form; complete
 
-They are reused while the manifest matches: same target form, no input file changed since.
+and reuses them while the manifest matches: same target form, no input file changed since.
 """
 
 import json
@@ -35,16 +35,10 @@ PROGRESS_EVERY = 10_000
 
 
 class TreebankSplits:
-    """Where the trees of a split come from, and the files `split_files` writes from them.
-
-    A part of `PtbParsingTask`: reads its `name`, `data_dir`, `tree_files` and `target_form`."""
-
-    # ------------------------------------------------------------------ inputs
+    """A split's trees and the files `split_files` writes from them; part of `PtbParsingTask`."""
 
     def input_files(self, split: str) -> list[pathlib.Path]:
-        """The `.mrg` files holding the trees of `split`, in reading order.
-
-        Raises `DataError` when no input is configured for the split or its files are missing."""
+        """The `.mrg` files of `split` in reading order; DataError when none are given or found."""
         check_split(split)
         explicit = dict(self.tree_files).get(split)
         if explicit:
@@ -54,9 +48,8 @@ class TreebankSplits:
             try:
                 return treebank.wsj_split_files(root, split)
             except FileNotFoundError as error:
-                raise DataError(
-                    f"task {self.name}: {error}. Or give the {split} trees with "
-                    f"--{split}_trees FILE.") from None
+                raise DataError(f"task {self.name}: {error}. Or give the {split} trees with "
+                                f"--{split}_trees FILE.") from None
         raise DataError(
             f"task {self.name}: no trees for the {split} split. Pass --data_dir WSJ_DIR (the "
             f"folder holding the WSJ sections 00-24, e.g. treebank_3/parsed/mrg/wsj of "
@@ -66,26 +59,21 @@ class TreebankSplits:
         return bool(dict(self.tree_files).get(split) or self.data_dir)
 
     def wsj_root(self) -> pathlib.Path:
-        """The folder holding the WSJ section folders, searched below `data_dir`.
-
-        Raises `DataError` when `data_dir` is unset or none of the `WSJ_LAYOUTS` has section 02."""
+        """The first of the `WSJ_LAYOUTS` below `data_dir` with section 02, else DataError."""
         if not self.data_dir:
             raise DataError(f"task {self.name}: no data_dir; pass --data_dir WSJ_DIR")
         base = pathlib.Path(self.data_dir).expanduser()
-        candidates = [base / layout if layout else base for layout in WSJ_LAYOUTS]
+        candidates = [base / layout for layout in WSJ_LAYOUTS]
         for candidate in candidates:
             if (candidate / "02").is_dir():
                 return candidate
         raise DataError(
-            f"task {self.name}: no WSJ section folders (02, ..., 23 holding wsj_*.mrg) in any "
-            f"of {', '.join(str(c) for c in candidates)}. Point --data_dir at the WSJ folder "
-            f"of the Penn Treebank, or give the trees with --train_trees, --dev_trees and "
-            f"--test_trees.")
+            f"task {self.name}: no WSJ section folders (02, ..., 23 holding wsj_*.mrg) in any of "
+            f"{', '.join(str(c) for c in candidates)}. Point --data_dir at the WSJ folder of the "
+            "Penn Treebank, or give the trees with --train_trees, --dev_trees and --test_trees.")
 
     def read_split(self, split: str, *, log: Log | None = None) -> list[nltk.Tree]:
-        """The preprocessed trees of `split`, read from its input files.
-
-        Raises `DataError` for missing inputs or a malformed tree (naming its file and line)."""
+        """The preprocessed trees of `split`; DataError for missing inputs or a malformed tree."""
         return [tree for _, _, tree in self._read(split, self.input_files(split), log)]
 
     def _read(self, split: str, files: Sequence[pathlib.Path],
@@ -106,8 +94,6 @@ class TreebankSplits:
                     f"({count:,} of {len(files):,} files)")
                 next_report = (len(rows) // PROGRESS_EVERY + 1) * PROGRESS_EVERY
         return rows
-
-    # ------------------------------------------------------------------ files
 
     def split_paths(self, split: str, work_dir: os.PathLike | str) -> dict[str, pathlib.Path]:
         """`{"src", "tgt", "trees", "manifest"}` paths of `split` inside `work_dir`."""
@@ -154,8 +140,7 @@ class TreebankSplits:
 
     def gold_trees(self, split: str, work_dir: os.PathLike | str, *,
                    log: Log = print) -> list[nltk.Tree]:
-        """The preprocessed gold trees of `split`, line by line with `split_files`' text (written
-        first if missing or stale)."""
+        """The preprocessed gold trees of `split`, line by line with `split_files`' text."""
         self.split_files(split, work_dir, log=log)
         path = self.split_paths(split, work_dir)["trees"]
         trees = []
@@ -164,9 +149,8 @@ class TreebankSplits:
                 try:
                     trees.append(nltk.Tree.fromstring(line))
                 except ValueError as error:
-                    raise DataError(
-                        f"{path}: line {number}: not a bracketed tree ({error}); delete "
-                        f"{path.parent} so the split is written again") from None
+                    raise DataError(f"{path}: line {number}: not a bracketed tree ({error}); "
+                                    f"delete {path.parent} so the split is written again") from None
         return trees
 
 
@@ -183,6 +167,5 @@ def _explicit_files(path: pathlib.Path, split: str) -> list[pathlib.Path]:
         if files:
             return files
         raise DataError(f"{path}: no .mrg files below this directory (--{split}_trees)")
-    raise DataError(
-        f"{path}: no such treebank file or directory (--{split}_trees); give a bracketed "
-        f".mrg file or a directory of them")
+    raise DataError(f"{path}: no such treebank file or directory (--{split}_trees); give a "
+                    "bracketed .mrg file or a directory of them")

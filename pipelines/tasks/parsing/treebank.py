@@ -1,6 +1,5 @@
-"""Read Penn Treebank bracketed files (`.mrg`) and apply the standard parsing preprocessing.
-
-Files are split into top-level trees before nltk parses them, so errors name file, tree and line.
+"""Read Penn Treebank bracketed files (`.mrg`, split into top-level trees before nltk parses
+them, so errors name file, tree and line) and apply the standard parsing preprocessing.
 `preprocess` (Collins 1997): empty elements (`-NONE-`) and the constituents they leave empty are
 removed; function tags and co-indices are stripped (`strip_label`); the unlabelled outer wrapper
 `( (S ...) )` becomes a root `TOP`; unary chains and POS tags stay.
@@ -8,6 +7,7 @@ removed; function tags and co-indices are stripped (`strip_label`); the unlabell
 
 import os
 import pathlib
+import re
 from typing import Iterator
 
 import nltk
@@ -25,8 +25,7 @@ _ROOT_ALIASES = ("", "TOP", "ROOT")
 
 PHRASE_LABELS = (
     "ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN", "PRT", "QP",
-    "RRC", "S", "SBAR", "SBARQ", "SINV", "SQ", "UCP", "VP", "WHADJP", "WHADVP", "WHNP", "WHPP",
-    "X")
+    "RRC", "S", "SBAR", "SBARQ", "SINV", "SQ", "UCP", "VP", "WHADJP", "WHADVP", "WHNP", "WHPP", "X")
 """The Penn Treebank's clause and phrase labels (Bies et al. 1995, after `strip_label`)."""
 
 POS_TAGS = (
@@ -37,7 +36,6 @@ POS_TAGS = (
 """The 45 Penn Treebank POS tags (Santorini 1990). With `PHRASE_LABELS`, kept as vocabulary pieces
 so a label the training trees lack can still be predicted."""
 
-
 PathLike = str | os.PathLike
 
 
@@ -46,11 +44,8 @@ class TreebankFormatError(ValueError):
 
 
 def _top_level_spans(text: str, source: str) -> Iterator[tuple[int, int, int]]:
-    """Yield `(start, end, line)` of each top-level bracketed tree in `text`; raises
-    `TreebankFormatError` for a stray `)`, text between trees or an unclosed tree."""
-    depth = 0
-    count = 0
-    start = start_line = 0
+    """`(start, end, line)` of each top-level tree in `text`; `TreebankFormatError` if malformed."""
+    depth = count = start = start_line = 0
     line = 1
     for index, char in enumerate(text):
         if char == "\n":
@@ -61,9 +56,8 @@ def _top_level_spans(text: str, source: str) -> Iterator[tuple[int, int, int]]:
             depth += 1
         elif char == ")":
             if depth == 0:
-                raise TreebankFormatError(
-                    f"{source}: line {line}: ')' without a matching '(' after tree {count}; "
-                    f"remove it or add the missing '('")
+                raise TreebankFormatError(f"{source}: line {line}: ')' without a matching '(' "
+                                          f"after tree {count}; remove it or add the missing '('")
             depth -= 1
             if depth == 0:
                 count += 1
@@ -73,9 +67,8 @@ def _top_level_spans(text: str, source: str) -> Iterator[tuple[int, int, int]]:
                 f"{source}: line {line}: text {char!r} outside any bracketed tree, after tree "
                 f"{count}; a treebank file holds only bracketed trees")
     if depth:
-        raise TreebankFormatError(
-            f"{source}: tree {count + 1} (line {start_line}): not closed, {depth} ')' missing "
-            f"at the end of the file")
+        raise TreebankFormatError(f"{source}: tree {count + 1} (line {start_line}): not closed, "
+                                  f"{depth} ')' missing at the end of the file")
 
 
 def _check_structure(tree: nltk.Tree) -> None:
@@ -90,9 +83,8 @@ def _check_structure(tree: nltk.Tree) -> None:
             raise ValueError(f"a constituent without a label: {_short(node)}")
         words = [child for child in children if not isinstance(child, nltk.Tree)]
         if words and len(children) != 1:
-            raise ValueError(
-                f"({node.label()} ...) mixes words and constituents or holds several words: "
-                f"{_short(node)}")
+            raise ValueError(f"({node.label()} ...) mixes words and constituents or holds several "
+                             f"words: {_short(node)}")
         if words and is_root:
             raise ValueError(f"the tree is a bare word, not a constituent: {_short(node)}")
         stack.extend((child, False) for child in children if isinstance(child, nltk.Tree))
@@ -104,9 +96,8 @@ def _short(node: nltk.Tree, limit: int = 80) -> str:
 
 
 def parse_trees(text: str, source: str = "<string>") -> list[nltk.Tree]:
-    """The trees of bracketed `text` (an `.mrg` file's content) in order, as written: WSJ trees
-    keep their unlabelled outer wrapper. Raises `TreebankFormatError` (naming `source`, tree and
-    line) for unbalanced brackets, text between trees or a word not alone under a POS tag."""
+    """The trees of bracketed `text` (an `.mrg` file's content) in order, as written (WSJ's outer
+    wrapper kept); `TreebankFormatError`, naming `source`, tree and line, for a malformed one."""
     trees = []
     for number, (start, end, line) in enumerate(_top_level_spans(text, source), start=1):
         try:
@@ -121,9 +112,8 @@ def parse_trees(text: str, source: str = "<string>") -> list[nltk.Tree]:
 
 
 def read_trees(path: PathLike, *, preprocessed: bool = False) -> list[nltk.Tree]:
-    """The trees of one `.mrg` file, or of every `*.mrg` file below a directory in sorted path
-    order, each `preprocess`ed if `preprocessed`. Raises `FileNotFoundError` when `path` does not
-    exist or holds no `.mrg` file, `TreebankFormatError` for a malformed or non-UTF-8 file."""
+    """The trees of one `.mrg` file or every `*.mrg` below a directory (path order), `preprocess`ed
+    if asked; FileNotFoundError for no such file, `TreebankFormatError` for a malformed one."""
     path = pathlib.Path(path)
     if path.is_dir():
         files = sorted(path.rglob("*.mrg"))
@@ -141,15 +131,12 @@ def read_trees(path: PathLike, *, preprocessed: bool = False) -> list[nltk.Tree]
             raise TreebankFormatError(
                 f"{file}: not UTF-8 text (byte {error.start}); convert the file to UTF-8") from None
         trees.extend(parse_trees(text, source=str(file)))
-    if preprocessed:
-        trees = [preprocess(tree) for tree in trees]
-    return trees
+    return [preprocess(tree) for tree in trees] if preprocessed else trees
 
 
 def wsj_split_files(data_dir: PathLike, split: str) -> list[pathlib.Path]:
-    """The `.mrg` files of a WSJ split (`WSJ_SPLITS`) in order, from `data_dir` holding the
-    section folders `00` ... `24`. Raises `ValueError` for an unknown split, `FileNotFoundError`
-    when a section folder of the split is missing or holds no `.mrg` file."""
+    """The `.mrg` files of a WSJ split in order, below `data_dir` (section folders `00` ... `24`);
+    ValueError for an unknown split, FileNotFoundError for a missing or empty section."""
     if split not in WSJ_SPLITS:
         raise ValueError(f"unknown WSJ split {split!r}; use one of {sorted(WSJ_SPLITS)}")
     data_dir = pathlib.Path(data_dir)
@@ -157,9 +144,8 @@ def wsj_split_files(data_dir: PathLike, split: str) -> list[pathlib.Path]:
     for section in WSJ_SPLITS[split]:
         folder = data_dir / f"{section:02d}"
         if not folder.is_dir():
-            raise FileNotFoundError(
-                f"{folder}: WSJ section {section:02d} of the {split} split is missing; "
-                f"point data_dir at the folder holding sections 00-24")
+            raise FileNotFoundError(f"{folder}: WSJ section {section:02d} of the {split} split is "
+                                    "missing; point data_dir at the folder holding sections 00-24")
         section_files = sorted(folder.glob("wsj_*.mrg"))
         if not section_files:
             raise FileNotFoundError(f"{folder}: no wsj_*.mrg files in this section")
@@ -169,23 +155,15 @@ def wsj_split_files(data_dir: PathLike, split: str) -> list[pathlib.Path]:
 
 def read_wsj_split(data_dir: PathLike, split: str, *, preprocessed: bool = True) -> list[nltk.Tree]:
     """Read (and by default preprocess) the trees of a standard WSJ split."""
-    trees = []
-    for file in wsj_split_files(data_dir, split):
-        trees.extend(read_trees(file, preprocessed=preprocessed))
-    return trees
+    return [tree for file in wsj_split_files(data_dir, split)
+            for tree in read_trees(file, preprocessed=preprocessed)]
 
 
 def strip_label(label: str) -> str:
-    """The bare category of a Penn Treebank label: `NP-SBJ-1` -> `NP`, `ADVP|PRT` -> `ADVP`.
-
-    Cut at the first `-` or `=`, as EVALB cuts; labels starting with `-` (`-LRB-`) stay whole."""
-    if label.startswith("-"):
-        return label
-    label = label.split("|", 1)[0]
-    for index, char in enumerate(label):
-        if char in "-=":
-            return label[:index]
-    return label
+    """The bare category of a Penn Treebank label, cut at the first `-` or `=` as EVALB cuts:
+    `NP-SBJ-1` -> `NP`, `ADVP|PRT` -> `ADVP`; labels starting with `-` (`-LRB-`) stay whole."""
+    return (label if label.startswith("-")
+            else re.split("[-=]", label.split("|", 1)[0], maxsplit=1)[0])
 
 
 def is_preterminal(node: object) -> bool:
@@ -194,13 +172,9 @@ def is_preterminal(node: object) -> bool:
 
 
 def preprocess(tree: nltk.Tree) -> nltk.Tree:
-    """A preprocessed copy of a Penn Treebank tree (module docstring), rooted in `TOP`; a tree of
-    only empty elements becomes a `TOP` with no children."""
-    root_label = tree.label() if isinstance(tree, nltk.Tree) else None
-    if root_label in _ROOT_ALIASES:
-        children = [_clean(child) for child in tree]
-    else:
-        children = [_clean(tree)]
+    """A preprocessed copy of a tree (module docstring), rooted in `TOP` (perhaps childless)."""
+    wrapped = isinstance(tree, nltk.Tree) and tree.label() in _ROOT_ALIASES
+    children = [_clean(child) for child in (tree if wrapped else [tree])]
     return nltk.Tree(ROOT_LABEL, [child for child in children if child is not None])
 
 
@@ -209,14 +183,9 @@ def _clean(node: nltk.Tree) -> nltk.Tree | None:
     if not isinstance(node, nltk.Tree):
         raise ValueError(f"word {node!r} is not the only child of a POS tag; not a treebank tree")
     if is_preterminal(node):
-        if node.label() == EMPTY_ELEMENT_TAG:
-            return None
-        return nltk.Tree(node.label(), [node[0]])
-    children = [_clean(child) for child in node]
-    children = [child for child in children if child is not None]
-    if not children:
-        return None
-    return nltk.Tree(strip_label(node.label()), children)
+        return None if node.label() == EMPTY_ELEMENT_TAG else nltk.Tree(node.label(), [node[0]])
+    children = [child for child in map(_clean, node) if child is not None]
+    return nltk.Tree(strip_label(node.label()), children) if children else None
 
 
 def sentence(tree: nltk.Tree) -> list[str]:
