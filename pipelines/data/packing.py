@@ -5,7 +5,6 @@ pair's logits are those it gets alone (``keras_transformer.model.PACKED_INPUTS``
 """
 
 import dataclasses
-import functools
 import math
 
 import numpy as np
@@ -164,22 +163,6 @@ def packing_table(lengths: np.ndarray, max_source_length: int, max_target_length
     """What one pass of packed batches holds (remainders kept; padding over both sides),
     packing the cached lengths in a seeded random order, as training does; corpora over
     ``max_pairs`` are estimated on that many."""
-    lengths = np.ascontiguousarray(lengths)
-    rows, packed_rows, padding, sentences, sampled = _packed_pass(
-        lengths.tobytes(), lengths.dtype.str, max_source_length, max_target_length, window, seed,
-        max_pairs)
-    per_batch = rows_per_batch(rows, batch_tokens, batch_multiple)
-    return {"rows": rows, "rows_per_batch": per_batch, "rows_per_pass": packed_rows,
-            "batches": int(math.ceil(packed_rows / per_batch)), "sentences": sentences,
-            "padding": padding, "sampled": sampled}
-
-
-@functools.lru_cache(maxsize=2)
-def _packed_pass(lengths: bytes, dtype: str, max_source_length: int,
-                 max_target_length: int, window: int, seed: int, max_pairs: int
-                 ) -> tuple[RowLengths, int, float, int, bool]:
-    """`packing_table`'s figures, once per process for a corpus both prepare and training show."""
-    lengths = np.frombuffer(lengths, dtype=dtype).reshape(-1, 2)
     rows = row_lengths(lengths, max_source_length, max_target_length)
     source, target = model_lengths(lengths, max_source_length, max_target_length)
     order = np.random.default_rng(seed).permutation(len(source))[:max_pairs]
@@ -191,7 +174,10 @@ def _packed_pass(lengths: bytes, dtype: str, max_source_length: int,
         packed_rows += int(np.max(row.numpy())) + 1
         real += int(source[chosen].sum() + target[chosen].sum())
     padded = packed_rows * (rows.source + rows.target)
-    padding = 1.0 - real / padded if padded else 0.0
     if len(order) < len(source):  # a sample: scale to the whole corpus
         packed_rows = int(round(packed_rows * len(source) / len(order)))
-    return rows, packed_rows, padding, int(len(source)), len(order) < len(source)
+    per_batch = rows_per_batch(rows, batch_tokens, batch_multiple)
+    return {"rows": rows, "rows_per_batch": per_batch, "rows_per_pass": packed_rows,
+            "batches": int(math.ceil(packed_rows / per_batch)), "sentences": int(len(source)),
+            "padding": 1.0 - real / padded if padded else 0.0,
+            "sampled": bool(len(order) < len(source))}

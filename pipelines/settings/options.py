@@ -193,10 +193,9 @@ def place(tree: dict, path: tuple, value) -> None:
     tree[path[-1]] = value
 
 
-def config_for(options: Recipe, task: Task, vocab_size: int) -> TransformerConfig:
-    """A new model dir's config: the preset with the task's overrides and the flags'."""
-    overrides = {**task.preset_overrides.get(options.model.preset, {}),
-                 **options.model.config_overrides, "vocab_size": vocab_size,
+def config_for(options: Recipe, vocab_size: int) -> TransformerConfig:
+    """A new model dir's config: the preset with the merged overrides (flags', the task's)."""
+    overrides = {**options.model.config_overrides, "vocab_size": vocab_size,
                  "max_length": options.model.max_length}
     try:
         return TransformerConfig.preset(options.model.preset, **overrides)

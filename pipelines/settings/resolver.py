@@ -30,11 +30,18 @@ Layer = tuple[str, Mapping[str, Any]]
 
 
 def fill(values: dict[str, Any], origins: dict[str, str], layer: Layer) -> None:
-    """The merge's step, from the highest layer down: `layer` gives what no higher layer gave."""
+    """The merge's step, from the highest layer down: `layer` gives what no higher layer gave,
+    of a dict setting (--config_override) the keys no higher layer gave, named in its origin."""
     origin, settings = layer
     for name, value in settings.items():
-        if value is not None and name not in values:
+        if value is None:
+            continue
+        if name not in values:
             values[name], origins[name] = value, origin
+        elif isinstance(value, dict) and value.keys() - values[name].keys():
+            added = {k: v for k, v in value.items() if k not in values[name]}
+            values[name] = {**values[name], **added}
+            origins[name] = f"{origins[name]}; {', '.join(added)}: {origin}"
 
 
 def resolve(given: Mapping[str, Any], *,
@@ -102,7 +109,7 @@ def _task_and_preset(values: dict[str, Any], origins: dict[str, str]) -> Task:
     task = get_task(name, **_given_task_options(values))
     if not named:
         fill(values, origins, (f"preset {task.preset}", _preset_layer(task.preset)))
-    fill(values, origins, (task.origin, _task_layer(task)))
+    fill(values, origins, (task.origin, _task_layer(task, values.get("config") or task.preset)))
     return task
 
 
@@ -127,9 +134,11 @@ def _paper_layer() -> dict[str, Any]:
             "config_override": {}, **dataclasses.asdict(BeamSearch())}
 
 
-def _task_layer(task: Task) -> dict[str, Any]:
-    """What the task brings: preset, vocabulary, decoding (sources cut as in training), recipe."""
-    return {"config": task.preset, "vocab_size": task.vocab_size,
+def _task_layer(task: Task, preset: str) -> dict[str, Any]:
+    """What the task brings: preset (and what it changes in `preset`), vocabulary, decoding
+    (sources cut as in training), recipe."""
+    return {"config": task.preset, "config_override": task.preset_overrides.get(preset),
+            "vocab_size": task.vocab_size,
             **dataclasses.asdict(task.decoding), "max_input_length": task.max_source_length,
             **task.recipe, **task.content_options()}
 

@@ -30,7 +30,7 @@ def run_train(options: Recipe, strategy, log: Log = print):
         config = md.read_config(options.model_dir)
     else:  # fine-tuning: the source's model, exactly; else the recipe's
         config = (init.config if init is not None
-                  else config_for(options, task, vocab_lib.vocab_size_of(proto)))
+                  else config_for(options, vocab_lib.vocab_size_of(proto)))
         if chief:
             md.save_config(options.model_dir, config)
     if chief:

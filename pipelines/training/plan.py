@@ -51,7 +51,7 @@ def probe(options: Recipe, task, strategy, log: Log = print) -> Probe:
     from pipelines.training import train as train_lib
 
     t = options.training
-    config = config_for(options, task, options.data.vocab_size)
+    config = config_for(options, options.data.vocab_size)
     keras.mixed_precision.set_global_policy(t.precision_policy)
     try:
         model = train_lib.compile_model(config, strategy, dataclasses.replace(

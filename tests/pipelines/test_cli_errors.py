@@ -27,7 +27,7 @@ def model_dir(tmp_path_factory, shared_data):
     vocab.build_vocab(files, path, 600, log=lambda _: None)
     run = resolver.resolve({"model_dir": str(path), "vocab_size": 600, "config_override": TINY,
                            "extra_length": 5})
-    config = options.config_for(run, run.task, 600)
+    config = options.config_for(run, 600)
     md.save_config(path, config)
     md.build_model(config).save_weights(md.final_weights(path))
     settings = run.settings(trained=True)

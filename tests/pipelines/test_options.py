@@ -299,7 +299,7 @@ def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
     from keras_transformer import TransformerConfig
 
     run = resolver.resolve({"model_dir": str(tmp_path / "m")})
-    config = options.config_for(run, run.task, 8_000)
+    config = options.config_for(run, 8_000)
     assert config.max_length == TransformerConfig.preset("multi30k_small").max_length == 256
     assert run.origins["max_length"] == "preset multi30k_small"
     # A preset without its own (base) gets enough for the task: 128 + 50 + EOS.
@@ -307,7 +307,7 @@ def test_a_preset_s_positions_are_not_shrunk_to_the_task_s_lengths(tmp_path):
     assert (run.model.max_length, run.origins["max_length"]) == (179, "task multi30k_ende")
     run = resolver.resolve({"model_dir": str(tmp_path / "o"),
                            "config_override": {"max_length": 300}})
-    assert options.config_for(run, run.task, 8_000).max_length == 300
+    assert options.config_for(run, 8_000).max_length == 300
     # A trained model keeps the positions its config.json has.
     trained = tmp_path / "t"
     trained.mkdir()
@@ -353,3 +353,20 @@ def test_the_run_log_says_where_each_value_came_from(tmp_path, shared_data):
     assert "vocab_size 4000 (preset parsing_wsj_sample)" in options_line
     assert "max_length 1024 (preset parsing_wsj_sample)" in options_line
     assert "config 'parsing_wsj_sample' (flag)" in options_line
+
+
+def test_a_task_s_preset_change_goes_through_the_merge_with_its_origin(tmp_path):
+    """WMT14 En->Fr's big model drops out 0.1 (Section 6.1): the task's change of the preset
+    is a --config_override key below the flags', and the options block names where it came
+    from; a flag's key wins, and another preset gets no change."""
+    run = resolver.resolve({"model_dir": str(tmp_path / "b"), "task": "wmt14_enfr",
+                            "config": "big", "config_override": {"num_layers": 2}})
+    assert run.model.config_overrides == {"num_layers": 2, "dropout": 0.1}
+    assert run.origins["config_override"] == "flag; dropout: task wmt14_enfr"
+    assert options.config_for(run, 8_000).dropout == 0.1
+    run = resolver.resolve({"model_dir": str(tmp_path / "f"), "task": "wmt14_enfr",
+                            "config": "big", "config_override": {"dropout": 0.2}})
+    assert (run.model.config_overrides, run.origins["config_override"]) == (
+        {"dropout": 0.2}, "flag")
+    run = resolver.resolve({"model_dir": str(tmp_path / "n"), "task": "wmt14_enfr"})
+    assert (run.model.preset, run.model.config_overrides) == ("base", {})
