@@ -103,18 +103,11 @@ def run_stages(started: float) -> int:
         stages.insert(stages.index(training[0]), stage_modes.PLAN)
     context = stage_modes.Context(log=RunLog(log), out=sys.stdout, verbose=FLAGS.verbose,
                                   started=started, probe=probe)
-    done = {}  # stage -> what it returned, for the summary
     # Keras draws its progress bars on stdout: send them, and all logs, to stderr.
     with stage_modes.model_dir_lock(stages, options), contextlib.redirect_stdout(sys.stderr):
-        for stage in stages:
-            skipped = _skipped(stage, options, chief)
-            if skipped:
-                log(f"== {stage.name}: skipped, {skipped}")
-                continue
-            log(f"== {stage.name} ({options.data.task}, {options.model_dir})")
-            done[stage.name] = stage.run(options, context)
-            if stage.changes_settings:  # later stages run with what it chose
-                options = resolver.resolve(given, device=device)
+        options, done = stage_modes.run_stages(
+            stages, options, context, lambda: resolver.resolve(given, device=device),
+            lambda stage, recipe: _skipped(stage, recipe, chief))
     context.out.flush()
     if not chief:
         log("train: done; the chief runs the later stages")

@@ -50,25 +50,19 @@ def shared_data() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def prepared(tmp_path_factory, worker_id, shared_data):
+def prepared(tmp_path_factory, shared_data):
     """A model dir after `--mode prepare` with the tiny test settings (copy it to use it).
 
-    Prepared with the README's form, `--data_dir` naming the folder that holds multi30k/;
-    once for the whole run, whichever xdist worker asks first (`tests.once`).
+    Prepared with the README's form, `--data_dir` naming the folder that holds multi30k/, in
+    this process through the Stage interface; once per xdist worker.
     """
-    from tests.once import build_once
-    from tests.pipelines.run_helpers import TINY_MODEL, run_command
+    from tests.pipelines.run_helpers import TINY, run_stages
 
-    def prepare(folder):
-        model_dir = folder / "model"
-        result = run_command(["--mode=prepare", f"--model_dir={model_dir}",
-                              f"--data_dir={shared_data}", *TINY_MODEL], shared_data,
-                             env_data_dir=False)
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        assert "padding" in result.stderr  # the bucket table, a log
-        assert result.stdout == ""  # prepare has no results
-
-    return build_once(tmp_path_factory, worker_id, "prepared", prepare) / "model"
+    model_dir = tmp_path_factory.mktemp("prepared") / "model"
+    ran = run_stages("prepare", model_dir=str(model_dir), data_dir=str(shared_data), **TINY)
+    assert "padding" in ran.log  # the bucket table, a log
+    assert ran.out == ""  # prepare has no results
+    return model_dir
 
 
 @pytest.fixture(autouse=True)

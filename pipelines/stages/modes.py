@@ -85,6 +85,26 @@ PLAN = Stage("plan", _plan, any_backend=True, changes_settings=True, every_worke
 ANY_BACKEND_STAGES = tuple(name for name, stage in STAGES.items() if stage.any_backend)
 
 
+def run_stages(stages: Sequence[Stage], recipe: Recipe, context: Context,
+               resolve: Callable[[], Recipe],
+               skipped: Callable[[Stage, Recipe], str | None] = lambda stage, recipe: None
+               ) -> tuple[Recipe, dict[str, Any]]:
+    """Runs `stages` in order, each on the recipe, which `resolve()` makes anew after a stage
+    that changes the settings; `skipped` says why a stage does not run (logged). Returns the
+    last recipe and what each stage returned, by name (for the summary)."""
+    done = {}
+    for stage in stages:
+        why = skipped(stage, recipe)
+        if why:
+            context.log(f"== {stage.name}: skipped, {why}")
+            continue
+        context.log(f"== {stage.name} ({recipe.data.task}, {recipe.model_dir})")
+        done[stage.name] = stage.run(recipe, context)
+        if stage.changes_settings:  # later stages run with what it chose
+            recipe = resolve()
+    return recipe, done
+
+
 def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) -> list[str]:
     """The stages to run for --mode `modes` (`asked`: given, not the default) under `backend`;
     ConfigError for a stage unknown or not for the backend, or a flag that no stage reads."""

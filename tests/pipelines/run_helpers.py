@@ -1,18 +1,75 @@
-"""Running `pipelines/run.py` (or `export/run.py`) in a subprocess, on the real Multi30k files,
-with a tiny model."""
+"""Running the stages on the real Multi30k files with a tiny model: in this process through
+the Stage interface (`run_stages`), or where the process is under test (exit status, stdout
+and stderr, signals) `pipelines/run.py` (or `export/run.py`) in a fresh interpreter."""
+import dataclasses
+import io
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
 
+import pytest
+
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 RUN = ROOT / "pipelines" / "run.py"
-TINY_MODEL = ["--config_override=num_layers=1", "--config_override=d_model=32",
-              "--config_override=d_ff=64", "--config_override=num_heads=2",
-              "--vocab_size=1000", "--batch_tokens=1024", "--warmup_steps=50",
-              "--nochoose_on_dev"]  # the dev choice decodes dev 6 times: tests/.../test_choose.py
+TINY = {"config_override": {"num_layers": 1, "d_model": 32, "d_ff": 64, "num_heads": 2},
+        "vocab_size": 1000, "batch_tokens": 1024, "warmup_steps": 50,
+        "choose_on_dev": False}  # the dev choice decodes dev 6 times: tests/.../test_choose.py
+"""The tiny model's settings, by flag name (as `cli.flags.given` makes them)."""
+
+
+def as_flags(given: dict) -> list[str]:
+    """Settings by flag name as the command line's flags."""
+    flags = []
+    for name, value in given.items():
+        if name == "config_override":
+            flags += [f"--config_override={key}={item}" for key, item in value.items()]
+        elif isinstance(value, bool):
+            flags.append(f"--{'' if value else 'no'}{name}")
+        else:
+            flags.append(f"--{name}={value}")
+    return flags
+
+
+TINY_MODEL = as_flags(TINY)
+
+
+@dataclasses.dataclass
+class Ran:
+    """What stages run in this process gave: `out`, the results the command line prints on
+    stdout; `log`, its log lines (stderr); `done`, each stage's return value by name."""
+
+    out: str
+    log: str
+    done: dict
+
+
+def run_stages(modes: str, env_data_dir=None, **given) -> Ran:
+    """The stages `modes` ("train,average") in this process, through the Stage interface, as
+    the command line runs them: on the recipe of the flags `given` (by name, as
+    `cli.flags.given` makes them) for this CPU, with $KT_DATA_DIR at `env_data_dir` (None: not
+    set). A user error raises (`pipelines.errors.UserError`)."""
+    import keras
+
+    from pipelines import RunLog
+    from pipelines.settings import device_policy, resolver
+    from pipelines.stages import modes as stage_modes
+
+    device = device_policy.detect(1, "tensorflow")
+    out, lines = io.StringIO(), []
+    context = stage_modes.Context(log=RunLog(lines.append), out=out)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("KT_DATA_DIR", raising=False)
+        if env_data_dir is not None:
+            patch.setenv("KT_DATA_DIR", str(env_data_dir))
+        recipe = resolver.resolve(given, device=device)
+        keras.utils.set_random_seed(recipe.training.seed)
+        _, done = stage_modes.run_stages(
+            [stage_modes.STAGES[name] for name in modes.split(",")], recipe, context,
+            lambda: resolver.resolve(given, device=device))
+    return Ran(out.getvalue(), "\n".join(lines), done)
 
 
 def run_command(args, data_dir=None, timeout=600, wait=True, env_data_dir=True, env=None,

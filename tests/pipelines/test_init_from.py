@@ -15,9 +15,9 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.pipelines.run_helpers import TINY_MODEL, run_command
+from tests.pipelines.run_helpers import TINY, as_flags, run_command, run_stages
 
-WARMUP = ["--batch_tokens=1024", "--warmup_steps=50"]  # TINY_MODEL's training part
+WARMUP = {"batch_tokens": 1024, "warmup_steps": 50}  # TINY's training part
 SOURCE_STEPS = 100
 
 
@@ -45,27 +45,23 @@ def corpora(tmp_path_factory, shared_data):
 
 def text_task(corpora, name):
     src, tgt = corpora[name]
-    return ["--task=text", f"--train_src={src}", f"--train_tgt={tgt}"]
-
-
-def ok(result):
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return result
+    return {"task": "text", "train_src": str(src), "train_tgt": str(tgt)}
 
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory, corpora, shared_data):
     """A tiny model trained on corpus A and averaged (ckpt-50, ckpt-100)."""
     model_dir = tmp_path_factory.mktemp("source") / "model"
-    ok(run_command([f"--model_dir={model_dir}", "--mode=prepare,train,average",
-                    *text_task(corpora, "a"), *TINY_MODEL, f"--train_steps={SOURCE_STEPS}",
-                    "--checkpoint_every=50", "--average_last=2"], shared_data))
+    run_stages("prepare,train,average", shared_data, model_dir=str(model_dir),
+               **text_task(corpora, "a"), **TINY, train_steps=SOURCE_STEPS,
+               checkpoint_every=50, average_last=2)
     return model_dir
 
 
-def fine_tune(source, model_dir, corpora, shared_data, *args, mode="prepare,train"):
-    return run_command([f"--model_dir={model_dir}", f"--init_from={source}", f"--mode={mode}",
-                        *text_task(corpora, "b"), *WARMUP, *args], shared_data)
+def fine_tune(source, model_dir, corpora, shared_data, mode="prepare,train", **given):
+    """`mode`'s stages (in this process) fine-tuning `source` on corpus B into `model_dir`."""
+    return run_stages(mode, shared_data, model_dir=str(model_dir), init_from=str(source),
+                      **text_task(corpora, "b"), **WARMUP, **given)
 
 
 def weights(model_dir, checkpoint=None):
@@ -79,9 +75,9 @@ def test_starts_from_the_source_weights_vocabulary_and_config(source, corpora, t
     """With --lr_scale 0 the weights never change: the new dir's checkpoint is the source's
     final weights exactly. The vocabulary is the source's file, never retrained."""
     new = tmp_path / "new"
-    result = ok(fine_tune(source, new, corpora, shared_data, "--lr_scale=0",
-                          "--train_steps=2", "--checkpoint_every=1"))
-    assert "vocab: training BPE" not in result.stderr
+    log = fine_tune(source, new, corpora, shared_data, lr_scale=0, train_steps=2,
+                    checkpoint_every=1).log
+    assert "vocab: training BPE" not in log
     assert (new / "spm.model").read_bytes() == (source / "spm.model").read_bytes()
     assert (new / "config.json").read_text() == (source / "config.json").read_text()
     final = source / "final.weights.h5"
@@ -90,9 +86,9 @@ def test_starts_from_the_source_weights_vocabulary_and_config(source, corpora, t
         "model_dir": os.path.abspath(source), "optimizer": False, "step": 0,
         "weights_sha256": hashlib.sha256(final.read_bytes()).hexdigest()}
     assert settings["task_options"]["train_src"] == str(corpora["b"][0])
-    coverage = [line for line in result.stderr.splitlines() if "byte fallback" in line]
+    coverage = [line for line in log.splitlines() if "byte fallback" in line]
     assert len(coverage) == 1 and coverage[0].startswith("vocab: "), coverage
-    assert f"train: starting from {final}" in result.stderr
+    assert f"train: starting from {final}" in log
     started, trained = weights(source), weights(new, "ckpt-2")
     assert len(started) == len(trained)
     for a, b in zip(started, trained):
@@ -103,10 +99,9 @@ def test_init_optimizer_goes_on_from_the_source_step(source, corpora, tmp_path, 
     """--init_optimizer restores Adam's state at the source's last step: the new dir's
     checkpoints are numbered on from there."""
     new = tmp_path / "new"
-    result = ok(fine_tune(source, new, corpora, shared_data, "--init_optimizer",
-                          f"--train_steps={SOURCE_STEPS + 2}", "--checkpoint_every=1",
-                          mode="train"))
-    assert f"Adam's moments and step {SOURCE_STEPS}" in result.stderr
+    log = fine_tune(source, new, corpora, shared_data, "train", init_optimizer=True,
+                    train_steps=SOURCE_STEPS + 2, checkpoint_every=1).log
+    assert f"Adam's moments and step {SOURCE_STEPS}" in log
     assert sorted(p.name for p in (new / "checkpoints").glob("ckpt-*.index")) == [
         f"ckpt-{SOURCE_STEPS + 1}.index", f"ckpt-{SOURCE_STEPS + 2}.index"]
     assert json.loads((new / "settings.json").read_text())["init_from"]["step"] == SOURCE_STEPS
@@ -152,7 +147,9 @@ def test_refusals(source, corpora, tmp_path):
 
 @pytest.mark.quick
 def test_a_refusal_is_one_line_and_exit_2(corpora, tmp_path, shared_data):
-    result = fine_tune(tmp_path / "missing", tmp_path / "new", corpora, shared_data)
+    result = run_command(["--mode=prepare,train", f"--model_dir={tmp_path / 'new'}",
+                          f"--init_from={tmp_path / 'missing'}",
+                          *as_flags({**text_task(corpora, "b"), **WARMUP})], shared_data)
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
@@ -167,12 +164,11 @@ def test_training_files_edited_after_training_are_refused(corpora, tmp_path, sha
     touched (the same text) resume as before."""
     src, tgt = (shutil.copy(path, tmp_path / path.name) for path in corpora["a"])
     model_dir = tmp_path / "model"
-    args = [f"--model_dir={model_dir}", "--mode=prepare,train", "--task=text",
-            f"--train_src={src}", f"--train_tgt={tgt}", *TINY_MODEL, "--train_steps=10",
-            "--checkpoint_every=10"]
-    ok(run_command(args, shared_data))
+    given = dict(model_dir=str(model_dir), task="text", train_src=str(src), train_tgt=str(tgt),
+                 **TINY, train_steps=10, checkpoint_every=10)
+    run_stages("prepare,train", shared_data, **given)
     os.utime(src)  # touched, not changed
-    assert "nothing to do" in ok(run_command(args, shared_data)).stderr
+    assert "nothing to do" in run_stages("prepare,train", shared_data, **given).log
     lines = open(tgt, encoding="utf-8").readlines()
     _write(tgt, lines[:5] + ["Ein ganz anderer Satz.\n"] + lines[6:])
     def files():  # the lock file names its holder, whichever run that was
@@ -180,7 +176,7 @@ def test_training_files_edited_after_training_are_refused(corpora, tmp_path, sha
                 and p.name != ".lock"}
 
     before = files()
-    result = run_command(args, shared_data)
+    result = run_command(["--mode=prepare,train", *as_flags(given)], shared_data)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: {src}, {tgt}: changed since the model in {model_dir} was trained on them; "
@@ -212,11 +208,12 @@ def fine_tuned(tmp_path_factory, source, corpora, shared_data):
     copy = work / "source"
     shutil.copytree(source, copy)
     new = work / "new"
-    args = ["--checkpoint_every=15", "--average_last=2", "--mode=prepare,train,average"]
-    ok(fine_tune(copy, new, corpora, shared_data, "--train_steps=30", *args))
+    given = {"checkpoint_every": 15, "average_last": 2}
+    fine_tune(copy, new, corpora, shared_data, "prepare,train,average", train_steps=30, **given)
     (copy / "final.weights.h5").unlink()
-    second = ok(fine_tune(copy, new, corpora, shared_data, "--train_steps=60", *args))
-    return new, second.stderr
+    second = fine_tune(copy, new, corpora, shared_data, "prepare,train,average", train_steps=60,
+                       **given)
+    return new, second.log
 
 
 def test_the_same_command_resumes_without_initialising_again(fine_tuned):

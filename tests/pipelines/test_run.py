@@ -7,7 +7,7 @@ import time
 import pytest
 import sacrebleu
 
-from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
+from tests.pipelines.run_helpers import TINY, TINY_MODEL, copy_prepared, run_command, run_stages
 
 LONG_SENTENCE = " ".join(["A man in a blue shirt is standing on a ladder ."] * 34)[:-2]  # 406 words
 
@@ -16,10 +16,8 @@ LONG_SENTENCE = " ".join(["A man in a blue shirt is standing on a ladder ."] * 3
 def trained(prepared, tmp_path_factory, shared_data):
     """A tiny model trained for 40 steps and averaged (the flags are given only here)."""
     model_dir = copy_prepared(prepared, tmp_path_factory.mktemp("trained") / "model")
-    result = run_command([f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=40",
-                          "--checkpoint_every=20", "--average_last=2", "--extra_length=8",
-                          "--mode=train,average"], shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_stages("train,average", shared_data, model_dir=str(model_dir), **TINY, train_steps=40,
+               checkpoint_every=20, average_last=2, extra_length=8)
     return model_dir
 
 
@@ -52,10 +50,9 @@ def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shar
     assert settings["training"]["train_steps"] == 40
     sentences = ["A man rides a bike.", "Two dogs play in the snow.", LONG_SENTENCE, ""]
     (tmp_path / "input.en").write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
-    result = run_command([f"--model_dir={trained}", "--mode=evaluate,translate,export",
-                          "--eval_sentences=30", "--nodecode_jit_compile",
-                          f"--input={tmp_path / 'input.en'}"], shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ran = run_stages("evaluate,translate,export", shared_data, model_dir=str(trained),
+                     eval_sentences=30, decode_jit_compile=False,
+                     input=str(tmp_path / "input.en"))
 
     # evaluate: scores exactly the first 30 test sentences, and the scores are those of the
     # hypotheses it wrote.
@@ -67,10 +64,10 @@ def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shar
     assert scores["decoding"]["extra_length"] == 8  # settings.json, not the paper's 50
     assert scores["sacrebleu"] == pytest.approx(
         sacrebleu.corpus_bleu(hypotheses, [references]).score)
-    assert f"test sacrebleu: {scores['sacrebleu']:.2f}" in result.stdout
+    assert f"test sacrebleu: {scores['sacrebleu']:.2f}" in ran.out
 
     # stdout: evaluate's four BLEU lines, then one translation per input line, nothing else.
-    lines = result.stdout.split("\n")
+    lines = ran.out.split("\n")
     assert [line.split(":")[0] for line in lines[:4]] == [
         "test sacrebleu", "test sacrebleu_lowercase", "test tokenized_bleu",
         "test tokenized_bleu_lowercase"]
@@ -81,7 +78,7 @@ def test_later_stages_read_everything_from_the_model_dir(trained, tmp_path, shar
     served = tf.saved_model.load(str(trained / "export" / "1")).signatures["serving_default"]
     out = served(source=tf.constant(sentences))["translation"].numpy()
     assert [t.decode("utf-8") for t in out] == translations
-    assert "every op is registered" in result.stderr  # the op check ran
+    assert "every op is registered" in ran.log  # the op check ran
 
 
 def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, shared_data):
@@ -96,10 +93,9 @@ def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, sh
     targets = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Kind."]
     (tmp_path / "src").write_text("".join(s + "\n" for s in sources), encoding="utf-8")
     (tmp_path / "tgt").write_text("".join(t + "\n" for t in targets), encoding="utf-8")
-    result = run_command([f"--model_dir={trained}", "--mode=score", f"--input={tmp_path / 'src'}",
-                          f"--target={tmp_path / 'tgt'}"], shared_data)
-    assert result.returncode == 0, result.stderr[-3000:]
-    printed = [float(line) for line in result.stdout.splitlines()]
+    files = {"input": str(tmp_path / "src"), "target": str(tmp_path / "tgt")}
+    ran = run_stages("score", shared_data, model_dir=str(trained), **files)
+    printed = [float(line) for line in ran.out.splitlines()]
     # The stage decodes in the precision recorded in the model dir (bfloat16 where the CPU has
     # it natively): the reference must too.
     precision = json.loads((trained / "settings.json").read_text())["decoding"]["precision"]
@@ -111,10 +107,9 @@ def test_score_prints_the_length_penalised_log_probability(trained, tmp_path, sh
     assert len(printed) == 3 and np.all(np.array(printed) < 0)
     np.testing.assert_allclose(printed, expected, atol=1e-4)
     # A different length penalty is a decoding setting: it needs --override_saved.
-    result = run_command([f"--model_dir={trained}", "--mode=score", f"--input={tmp_path / 'src'}",
-                          f"--target={tmp_path / 'tgt'}", "--alpha=0", "--override_saved"],
-                         shared_data)
-    unpenalised = [float(line) for line in result.stdout.splitlines()]
+    ran = run_stages("score", shared_data, model_dir=str(trained), **files, alpha=0,
+                     override_saved=True)
+    unpenalised = [float(line) for line in ran.out.splitlines()]
     assert all(u < p for u, p in zip(unpenalised, printed))  # the penalty divides by > 1
 
 
@@ -239,20 +234,18 @@ def test_early_stop_then_average_of_the_best_by_dev_metric(prepared, tmp_path, s
     from pipelines.model_dir import checkpoints
 
     model_dir = copy_prepared(prepared, tmp_path / "model")
-    args = [f"--model_dir={model_dir}", *TINY_MODEL, "--lr_scale=0", "--train_steps=40",
-            "--checkpoint_every=2", "--dev_metric_every=2", "--dev_metric_sentences=2",
-            "--beam_size=1", "--extra_length=2", "--keep_checkpoints=1", "--average_last=1",
-            "--keep_best_by=dev_metric", "--early_stop_patience=1"]
-    result = run_command([*args, "--mode=train,average"], shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    ran = run_stages("train,average", shared_data, model_dir=str(model_dir), **TINY,
+                     lr_scale=0, train_steps=40, checkpoint_every=2, dev_metric_every=2,
+                     dev_metric_sentences=2, beam_size=1, extra_length=2, keep_checkpoints=1,
+                     average_last=1, keep_best_by="dev_metric", early_stop_patience=1)
     metrics = checkpoints.read_metrics(model_dir / "checkpoints")
     assert list(metrics) == [2, 4] and metrics[2] == metrics[4]
-    stops = [line for line in result.stderr.splitlines() if "early stop" in line]
+    stops = [line for line in ran.log.splitlines() if "early stop" in line]
     assert stops == [f"train: early stop at step 4: the dev metric has not improved for 1 "
                      f"evaluation(s) (--early_stop_patience 1); the best, {metrics[2]:.2f}, "
                      f"was at step 2"]
     assert f"average: 1 checkpoint(s), the best by dev metric (ckpt-4 {metrics[4]:.2f})" in (
-        result.stderr)
+        ran.log)
     assert (model_dir / "final.weights.h5").is_file()
     # ckpt-2, the best when ckpt-4 was written, outlived --keep_checkpoints 1.
     assert [p.name for p in sorted((model_dir / "checkpoints").glob("ckpt-*.index"))] == [
