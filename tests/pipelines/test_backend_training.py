@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
+from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command, run_stages
 
 NO_DROPOUT = ["--config_override=dropout=0.0", "--nomixed_precision"]
 """Dropout draws from each backend's own random stream; without it a step depends only on
@@ -99,12 +99,10 @@ def test_tensorflow_evaluates_and_exports_the_jax_weights(jax_trained, shared_da
     """The weights trained under JAX give TensorFlow's search the translations JAX's gave."""
     model_dir, _ = jax_trained
     under_jax = (model_dir / "eval" / "test.first24.hyp").read_text(encoding="utf-8")
-    result = run_command([f"--model_dir={model_dir}", "--mode=evaluate,export",
-                          "--eval_sentences=24", f"--export_dir={tmp_path / 'export'}"],
-                         shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert re.search(r"^test sacrebleu: \d+\.\d\d ", result.stdout, re.M), result.stdout
-    assert "OK: every op is registered by core TensorFlow or tensorflow-text." in result.stderr
+    ran = run_stages("evaluate,export", shared_data, model_dir=str(model_dir), eval_sentences=24,
+                     export_dir=str(tmp_path / "export"))
+    assert re.search(r"^test sacrebleu: \d+\.\d\d ", ran.out, re.M), ran.out
+    assert "OK: every op is registered by core TensorFlow or tensorflow-text." in ran.log
     under_tensorflow = (model_dir / "eval" / "test.first24.hyp").read_text(encoding="utf-8")
     assert len(under_jax.splitlines()) == 24
     assert under_tensorflow == under_jax

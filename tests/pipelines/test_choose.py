@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
+from tests.pipelines.run_helpers import TINY, copy_prepared, run_stages
 
 
 @pytest.fixture(scope="module")
@@ -12,11 +12,8 @@ def checkpointed(prepared, tmp_path_factory, shared_data):
     """A tiny model trained for 40 steps, a checkpoint every 10, not yet averaged; its recipe
     chooses on dev."""
     model_dir = copy_prepared(prepared, tmp_path_factory.mktemp("choose") / "model")
-    result = run_command([f"--model_dir={model_dir}", *TINY_MODEL, "--train_steps=40",
-                          "--checkpoint_every=10", "--average_last=3", "--extra_length=8",
-                          "--choose_on_dev", "--mode=train"],
-                         shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_stages("train", shared_data, model_dir=str(model_dir), **{**TINY, "choose_on_dev": True},
+               train_steps=40, checkpoint_every=10, average_last=3, extra_length=8)
     return model_dir
 
 

@@ -10,7 +10,7 @@ from keras_transformer.constants import BOS_ID, EOS_ID
 from keras_transformer.model import PACKED_INPUTS
 from pipelines.data import packing, prepare
 from pipelines.tasks import get_task
-from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
+from tests.pipelines.run_helpers import TINY, copy_prepared, run_stages
 
 QUIET = lambda message: None  # noqa: E731
 
@@ -151,14 +151,12 @@ def test_packed_multi30k_keeps_every_pair_once_with_under_3_percent_padding(mult
 def test_run_trains_on_packed_batches_and_remembers_it(prepared, tmp_path, shared_data):
     """`--pack` trains, is saved in settings.json, and a resumed run packs without the flag."""
     model_dir = copy_prepared(prepared, tmp_path / "model")
-    args = [f"--model_dir={model_dir}", *TINY_MODEL, "--checkpoint_every=2", "--mode=train"]
-    result = run_command([*args, "--train_steps=2", "--pack"], shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "train: packed, rows of" in result.stderr
+    given = dict(model_dir=str(model_dir), **TINY, checkpoint_every=2)
+    assert "train: packed, rows of" in run_stages("train", shared_data, **given, train_steps=2,
+                                                  pack=True).log
     settings = json.loads((model_dir / "settings.json").read_text())
     assert settings["training"]["pack"] is True
-    result = run_command([*args, "--train_steps=4"], shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "resumed from" in result.stderr and "train: packed, rows of" in result.stderr
+    log = run_stages("train", shared_data, **given, train_steps=4).log
+    assert "resumed from" in log and "train: packed, rows of" in log
     assert 'model_checkpoint_path: "ckpt-4"' in (
         model_dir / "checkpoints" / "checkpoint").read_text()

@@ -8,7 +8,7 @@ import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the Saved
 
 from pipelines.tasks.parsing import treebank
 from tests.export import serving_check
-from tests.pipelines.run_helpers import TINY_MODEL, run_command
+from tests.pipelines.run_helpers import TINY_MODEL, run_command, run_stages
 
 
 @pytest.mark.quick
@@ -44,15 +44,13 @@ def test_short_parsing_run_prints_dev_f1_and_exports_a_parser(tmp_path, shared_d
     assert "dev f1 " in result.stderr and " on 6 sentences" in result.stderr
 
     # Later stages need nothing but the model dir: no --task, no tree files, no settings.
-    result = run_command(
-        [f"--model_dir={model_dir}", "--eval_split=dev", "--eval_sentences=12",
-         f"--input={tmp_path / 'input.txt'}", f"--output={tmp_path / 'trees.txt'}",
-         "--mode=evaluate,export,translate"], shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "dev f1:" in result.stdout
+    ran = run_stages("evaluate,export,translate", shared_data, model_dir=str(model_dir),
+                     eval_split="dev", eval_sentences=12, input=str(tmp_path / "input.txt"),
+                     output=str(tmp_path / "trees.txt"))
+    assert "dev f1:" in ran.out
     scores = json.loads((model_dir / "eval" / "dev.first12.json").read_text())
     assert scores["sentences"] == 12 and scores["decoding"]["beam_size"] == 2
-    assert f"dev f1: {scores['f1']:.2f}" in result.stdout
+    assert f"dev f1: {scores['f1']:.2f}" in ran.out
     # The constrained search only builds well-formed trees: nothing needs repairing.
     assert scores["repaired"] == 0
 
@@ -88,17 +86,14 @@ def trained_parsers(tmp_path_factory, shared_data):
             work = tmp_path_factory.mktemp(form)
             model_dir = work / "parser"
             (work / "input.txt").write_text("".join(s + "\n" for s in SENTENCES))
-            result = run_command(
-                ["--task=ptb_parsing", f"--target_form={form}",
-                 f"--train_trees={sample / 'train.mrg'}", f"--dev_trees={sample / 'dev.mrg'}",
-                 f"--model_dir={model_dir}", "--config_override=num_layers=2",
-                 "--config_override=d_model=64", "--config_override=d_ff=128",
-                 "--config_override=num_heads=2", "--vocab_size=1000", "--batch_tokens=1024",
-                 "--warmup_steps=100", "--train_steps=500", "--checkpoint_every=250",
-                 "--beam_size=4", "--nomixed_precision", f"--input={work / 'input.txt'}",
-                 f"--output={work / 'trees.txt'}", "--mode=prepare,train,translate"],
-                shared_data, timeout=900)
-            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            run_stages(
+                "prepare,train,translate", shared_data, task="ptb_parsing", target_form=form,
+                train_trees=str(sample / "train.mrg"), dev_trees=str(sample / "dev.mrg"),
+                model_dir=str(model_dir), config_override={
+                    "num_layers": 2, "d_model": 64, "d_ff": 128, "num_heads": 2},
+                vocab_size=1000, batch_tokens=1024, warmup_steps=100, train_steps=500,
+                checkpoint_every=250, beam_size=4, mixed_precision=False,
+                input=str(work / "input.txt"), output=str(work / "trees.txt"))
             parsers[form] = model_dir
         return parsers[form]
 
@@ -138,10 +133,8 @@ def test_the_exported_reading_parser_answers_as_translate(trained_parsers, tmp_p
     model_dir = trained_parsers("read_xx")
     sentences = (model_dir / "data" / "ptb_parsing" / "dev.src").read_text().splitlines()[:20]
     (tmp_path / "dev20.txt").write_text("".join(s + "\n" for s in sentences))
-    result = run_command(
-        [f"--model_dir={model_dir}", f"--input={tmp_path / 'dev20.txt'}",
-         f"--output={tmp_path / 'trees.txt'}", "--mode=export,translate"], shared_data)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_stages("export,translate", shared_data, model_dir=str(model_dir),
+               input=str(tmp_path / "dev20.txt"), output=str(tmp_path / "trees.txt"))
     translated = (tmp_path / "trees.txt").read_text().splitlines()
     assert len(translated) == 20
     for sentence, text in zip(sentences, translated):

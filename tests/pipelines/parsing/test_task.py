@@ -11,7 +11,7 @@ from pipelines.errors import DataError
 from pipelines.tasks import get_task
 from pipelines.tasks.parsing import linearize, treebank
 from pipelines.tasks.parsing.task import PtbParsingTask
-from tests.pipelines.run_helpers import run_command
+from tests.pipelines.run_helpers import run_stages
 
 TRAIN_TREES = 3_396  # ptb_sample/SOURCES.md
 DEV_TREES = 273
@@ -248,15 +248,13 @@ def test_trees_round_trip_through_the_trees_file(task, written):
 
 def test_run_prepare_on_the_sample(sample, tmp_path, shared_data):
     model_dir = tmp_path / "model"
-    result = run_command(
-        ["--task=ptb_parsing", f"--train_trees={sample / 'train.mrg'}",
-         f"--dev_trees={sample / 'dev.mrg'}", f"--test_trees={sample / 'dev.mrg'}",
-         "--mode=prepare", f"--model_dir={model_dir}", "--vocab_size=1000"],
-        shared_data, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
+    log = run_stages("prepare", shared_data, task="ptb_parsing",
+                     train_trees=str(sample / "train.mrg"), dev_trees=str(sample / "dev.mrg"),
+                     test_trees=str(sample / "dev.mrg"), model_dir=str(model_dir),
+                     vocab_size=1000).log
     assert (model_dir / "spm.model").is_file()
     data = pathlib.Path(model_dir) / "data" / "ptb_parsing"
     assert len(read_lines(data / "train.src")) == TRAIN_TREES
     assert len(read_lines(data / "test.tgt")) == DEV_TREES
-    assert "train: 3,396 trees from 1 file(s)" in result.stderr
-    assert "pairs read 3,396" in result.stderr
+    assert "train: 3,396 trees from 1 file(s)" in log
+    assert "pairs read 3,396" in log
