@@ -9,7 +9,7 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.learning_rate import LABEL_SMOOTHING
 
 
-def _tensorflow():
+def tensorflow_kernels():
     """The `tensorflow` module when it is the Keras backend, else None."""
     on_tensorflow = keras.backend.backend() == "tensorflow"
     return importlib.import_module("tensorflow") if on_tensorflow else None
@@ -17,7 +17,7 @@ def _tensorflow():
 
 def target_nll(target_ids, logits):
     """-log softmax(logits)[target]: int32 [batch, length], [batch, length, vocab] -> float32."""
-    tf = _tensorflow()
+    tf = tensorflow_kernels()
     if tf is not None:
         # One fused kernel; the log-softmax and gather below materialise [tokens, vocab].
         return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=target_ids, logits=logits)
@@ -27,7 +27,7 @@ def target_nll(target_ids, logits):
 
 def _global_sum(value):
     """Sum of `value` over a `tf.distribute` step's replicas; elsewhere `value` itself."""
-    tf = _tensorflow()
+    tf = tensorflow_kernels()
     context = tf.distribute.get_replica_context() if tf is not None else None
     if context is None or context.num_replicas_in_sync == 1:
         return value
@@ -47,7 +47,7 @@ def smoothed_token_losses(target_ids, logits, label_smoothing):
     target_ids = ops.cast(target_ids, "int32")
     vocab = ops.shape(logits)[-1]
     on_value, off_value = _smoothed_values(vocab, label_smoothing)
-    tf = _tensorflow()
+    tf = tensorflow_kernels()
     if tf is not None:
         # One fused kernel and one pass over [tokens, vocab] for the loss and its gradient
         # (softmax - q); written out they take a dozen passes (docs/results.md).
@@ -69,7 +69,7 @@ def target_nll_beside_loss(target_ids, logits, label_smoothing):
     """``target_nll`` (not on padding) from the kernel of the step's loss with ``label_smoothing``,
     which TensorFlow computes once for both: as the loss is logsumexp - (on - off) * logit(t) -
     off * sum_v logit(v), -log p(t) is the expression returned."""
-    if _tensorflow() is None:  # the loss has no kernel of its own there
+    if tensorflow_kernels() is None:  # the loss has no kernel of its own there
         return target_nll(target_ids, logits)
     losses, _ = smoothed_token_losses(target_ids, logits, label_smoothing)
     logits = ops.cast(logits, "float32")

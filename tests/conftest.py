@@ -1,5 +1,9 @@
 """Shared test fixtures: real data location, determinism, quiet TensorFlow, and for the whole
-test run one JAX and one TensorFlow XLA compilation cache and XLA's quick compiles."""
+test run one JAX and one TensorFlow XLA compilation cache and XLA's quick compiles; the order
+in which pytest-xdist hands the tests out.
+
+`pytest -m quick` runs the quick tier: the tests marked `quick` on the test itself, at least
+one of every test module (tests/test_tiers.py), about two minutes."""
 import atexit
 import os
 import pathlib
@@ -73,9 +77,34 @@ def _seed():
     yield
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """The xdist groups and order (tests/tiers.py); before xdist reads the groups."""
-    from tests import tiers
+SLOW_FIRST = [
+    "tests/test_doc_commands.py",
+    "tests/pipelines/test_user_paths.py",
+    "tests/pipelines/test_kill_consistency.py",
+    "tests/test_backends.py",
+    "tests/test_first_hour.py",
+    "tests/pipelines/test_backend_training.py",
+    "tests/export/",
+    "tests/pipelines/test_multi_worker.py",
+    "tests/pipelines/parsing/test_run_parsing.py",
+    "tests/pipelines/test_cli_errors.py",
+    "tests/pipelines/test_run.py",
+    "tests/pipelines/test_init_from.py",
+    "tests/test_readme.py",
+    "tests/pipelines/test_packing.py",
+    "tests/pipelines/test_lock.py",
+    "tests/test_model.py",
+    "tests/test_distribute.py",
+]
+"""Modules (or folders) whose tests take longest, slowest first (`--durations` on the 2-core
+machine). A module whose tests share a module fixture marks itself
+`pytest.mark.xdist_group`, so that one xdist worker builds it (`--dist loadgroup`)."""
 
-    tiers.group_and_order(config, items)
+
+def pytest_collection_modifyitems(items):
+    """The slow modules first (`SLOW_FIRST`), so that no xdist worker starts one at the end."""
+    def rank(item) -> int:
+        return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)),
+                    len(SLOW_FIRST))
+
+    items.sort(key=rank)

@@ -17,7 +17,7 @@ DATA_CACHE = (pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home
 """Where the tests download Multi30k when no local copy is given."""
 
 
-def _multi30k_files():
+def multi30k_files():
     """{name: (url, sha256)} of the Multi30k task-1 files, as the product downloads them."""
     from pipelines.tasks.multi30k import MULTI30K_SHA256, MULTI30K_URL
 
@@ -27,7 +27,7 @@ def _multi30k_files():
 def has_multi30k(root: pathlib.Path) -> bool:
     """Whether `root/multi30k` holds every task-1 file, gzipped and plain (tests read both)."""
     return all((root / "multi30k" / f"{name}{ext}").is_file()
-               for name in _multi30k_files() for ext in ("", ".gz"))
+               for name in multi30k_files() for ext in ("", ".gz"))
 
 
 def fetch_multi30k(root: pathlib.Path) -> bool:
@@ -42,7 +42,7 @@ def fetch_multi30k(root: pathlib.Path) -> bool:
     from keras_transformer.atomic_files import write_atomic
     from pipelines.tasks import downloads
 
-    files = _multi30k_files()
+    files = multi30k_files()
     if downloads.unreachable([url for url, _ in files.values()], downloads.PROBE_TIMEOUT_S):
         return False
     folder = root / "multi30k"

@@ -20,6 +20,8 @@ from tests.decoding.test_drivers import (JAX_CASES, VOCAB, case_args, case_name,
                                          write_beam_reference)
 from tests.test_losses import loss_and_gradient
 
+pytestmark = pytest.mark.xdist_group("test_backends")  # its module fixtures: one worker
+
 JAX_TESTS = ["tests/layers", "tests/test_losses.py", "tests/test_schedules.py",
              "tests/test_backends.py"]
 """What runs under JAX: every layer (the shared harness, masks, cached steps), the loss and

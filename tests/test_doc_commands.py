@@ -30,6 +30,8 @@ import pytest
 from keras_transformer.native_logs import LIBRARY_LINE
 from tests.pipelines.run_helpers import TINY_MODEL
 
+pytestmark = pytest.mark.xdist_group("test_doc_commands")  # its module fixtures: one worker
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "export" / "README.md"]
 BLOCK = re.compile(r"(?:<!-- (not run by tests/test_doc_commands\.py: [^>]*?) -->\n)?"

@@ -16,7 +16,9 @@ import time
 import pytest
 
 from keras_transformer.native_logs import LIBRARY_LINE
-from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL, options_block, run_command
+from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL, options_block, run_command, run_stages
+
+pytestmark = pytest.mark.xdist_group("test_first_hour")  # its module fixtures: one worker
 
 EXPORT = ROOT / "export" / "run.py"
 CPP_LOG_LINE = re.compile(r"^([IWEF]\d{4} |WARNING: All log messages before absl)", re.M)
@@ -195,9 +197,7 @@ def test_a_rerun_of_a_finished_job_does_no_work_again(finished, shared_data):
            "printed (" in again.stderr
     reused = [line for line in again.stderr.splitlines() if ": reusing " in line]
     assert reused and len(reused) == len(set(reused)), reused
-    asked = rerun([f"--model_dir={model_dir}", "--mode=export", "--export_version=2"],
-                  shared_data)
-    assert asked.returncode == 0, asked.stderr[-3000:]
+    run_stages("export", shared_data, model_dir=str(model_dir), export_version=2)
     assert sorted(p.name for p in (model_dir / "export").iterdir()) == ["1", "2"]
 
 
@@ -369,15 +369,13 @@ def test_a_copied_model_dir_rerun_writes_no_second_version(finished, shared_data
     assert not [line for line in export.stderr.splitlines()
                 if LIBRARY_LINE.match(line.encode())], export.stderr[-2000:]
     assert export.stderr.strip().splitlines()[-1] == f"export: {elsewhere / '1'} (version 1)"
-    default = rerun([f"--model_dir={copy}", "--mode=export"], shared_data)
-    assert default.returncode == 0, default.stderr[-3000:]
+    run_stages("export", shared_data, model_dir=str(copy))
     assert sorted(p.name for p in (copy / "export").iterdir()) == versions
     # Made with another TensorFlow (an upgrade since): exported again, as a new version.
     made = json.loads((copy / "made_from" / "export.json").read_text())
     made["inputs"]["versions"]["tensorflow"] = "2.0.0"
     (copy / "made_from" / "export.json").write_text(json.dumps(made))
-    upgraded = rerun([f"--model_dir={copy}", "--mode=export"], shared_data)
-    assert upgraded.returncode == 0, upgraded.stderr[-3000:]
+    run_stages("export", shared_data, model_dir=str(copy))
     assert len(list((copy / "export").iterdir())) == len(versions) + 1
 
 
@@ -399,21 +397,20 @@ def test_evaluate_never_replaces_a_recorded_result(finished, shared_data, tmp_pa
         path.write_text("".join(lines.splitlines(keepends=True)[:12]), encoding="utf-8")
     digest = hashlib.sha256(own["en"].read_bytes() + b"\0" + own["de"].read_bytes() + b"\0"
                             ).hexdigest()[:8]
-    for flags, name in ((["--eval_sentences=10"], "test.first10"),
-                        (["--eval_sentences=20", "--checkpoint=ckpt-10"],
+    for given, name in (({"eval_sentences": 10}, "test.first10"),
+                        ({"eval_sentences": 20, "checkpoint": "ckpt-10"},
                          "test.ckpt-10.first20"),
-                        (["--eval_sentences=20", "--beam_size=2"], "test.beam_size2.first20"),
-                        ([f"--test_src={own['en']}", f"--test_tgt={own['de']}"],
+                        ({"eval_sentences": 20, "beam_size": 2}, "test.beam_size2.first20"),
+                        ({"test_src": str(own["en"]), "test_tgt": str(own["de"])},
                          f"test.files-{digest}")):
-        result = rerun([f"--model_dir={model_dir}", "--mode=evaluate", *flags], shared_data)
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert f"{eval_dir / name}.json and .hyp" in result.stderr
+        ran = run_stages("evaluate", shared_data, model_dir=str(model_dir), **given)
+        assert f"{eval_dir / name}.json and .hyp" in ran.log
         for file, data in recorded.items():
-            assert (eval_dir / file).read_bytes() == data, (flags, file)
+            assert (eval_dir / file).read_bytes() == data, (given, file)
         index = json.loads((eval_dir / "index.json").read_text())
         assert index[name]["file"] == f"{name}.json"
     # The last run scored the user's own files: printed under their reference file's name.
-    assert result.stdout.splitlines()[0].startswith(f"{own['de']} sacrebleu: ")
+    assert ran.out.splitlines()[0].startswith(f"{own['de']} sacrebleu: ")
     scores = json.loads((eval_dir / f"test.files-{digest}.json").read_text())
     hypotheses = (eval_dir / f"test.files-{digest}.hyp").read_text(encoding="utf-8")
     references = own["de"].read_text(encoding="utf-8").splitlines()
@@ -422,9 +419,8 @@ def test_evaluate_never_replaces_a_recorded_result(finished, shared_data, tmp_pa
         hypotheses.splitlines(), [references]).score, abs=1e-9)
     assert index["test.beam_size2.first20"]["decoding"]["beam_size"] == 2
     assert json.loads((model_dir / "settings.json").read_text())["decoding"]["beam_size"] == 4
-    again = rerun([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20"],
-                  shared_data)
-    assert "is up to date" in again.stderr, again.stderr[-2000:]  # the recorded one
+    again = run_stages("evaluate", shared_data, model_dir=str(model_dir), eval_sentences=20)
+    assert "is up to date" in again.log, again.log[-2000:]  # the recorded one
 
 
 def test_chosen_checkpoints_average_into_a_file_of_their_own(finished, shared_data):
@@ -433,22 +429,21 @@ def test_chosen_checkpoints_average_into_a_file_of_their_own(finished, shared_da
     checkpoint itself; a rerun is up to date; an unknown name is one line."""
     model_dir, _ = finished
     final = (model_dir / "final.weights.h5").read_bytes()
-    average = [f"--model_dir={model_dir}", "--mode=average", "--average_checkpoints=ckpt-10"]
-    made = rerun(average, shared_data)
-    assert made.returncode == 0, made.stderr[-3000:]
+    average = {"model_dir": str(model_dir), "average_checkpoints": ["ckpt-10"]}
+    made = run_stages("average", shared_data, **average)
     named = model_dir / "average.ckpt-10.weights.h5"
-    assert f"average: 1 checkpoint(s) (ckpt-10) -> {named}" in made.stderr
+    assert f"average: 1 checkpoint(s) (ckpt-10) -> {named}" in made.log
     assert (model_dir / "final.weights.h5").read_bytes() == final
-    assert "is up to date" in rerun(average, shared_data).stderr
+    assert "is up to date" in run_stages("average", shared_data, **average).log
     hypotheses = []
     for checkpoint, name in (("ckpt-10", "test.ckpt-10.first20"),
                              (named.name, "test.average.ckpt-10.first20")):
-        result = rerun([f"--model_dir={model_dir}", "--mode=evaluate", "--eval_sentences=20",
-                        f"--checkpoint={checkpoint}"], shared_data)
-        assert result.returncode == 0, result.stderr[-3000:]
+        run_stages("evaluate", shared_data, model_dir=str(model_dir), eval_sentences=20,
+                   checkpoint=checkpoint)
         hypotheses.append((model_dir / "eval" / f"{name}.hyp").read_text(encoding="utf-8"))
     assert hypotheses[0] == hypotheses[1] and hypotheses[0].count("\n") == 20
-    missing = rerun([*average[:2], "--average_checkpoints=ckpt-10,ckpt-99"], shared_data)
+    missing = rerun([f"--model_dir={model_dir}", "--mode=average",
+                     "--average_checkpoints=ckpt-10,ckpt-99"], shared_data)
     assert missing.returncode == 2 and missing.stderr.strip().splitlines()[-1].endswith(
         "no checkpoint ckpt-99 (have: ckpt-10, ckpt-20); --average_checkpoints takes these "
         "names")
@@ -462,12 +457,10 @@ def test_one_call_from_python_translates_as_the_translate_stage(finished, shared
 
     model_dir, _ = finished
     source = shared_data / "multi30k" / "test_2016_flickr.en"
-    stage = rerun([f"--model_dir={model_dir}", "--mode=translate", f"--input={source}"],
-                  shared_data)
-    assert stage.returncode == 0, stage.stderr[-3000:]
+    stage = run_stages("translate", shared_data, model_dir=str(model_dir), input=str(source))
     lines = source.read_text(encoding="utf-8").splitlines()
     translator = load(model_dir)
-    assert translator.translate(lines) == stage.stdout.splitlines()
+    assert translator.translate(lines) == stage.out.splitlines()
     assert translator.search.beam_size == 4  # settings.json's
     best = translator.translate(lines[:3], n_best=2, beam_size=3)
     assert [len(row) for row in best] == [2, 2, 2]

@@ -4,7 +4,7 @@ import gzip
 import pytest
 from tests import helpers
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 MISSING = "real test data not found at {}: set $KT_DATA_DIR"
 
@@ -13,7 +13,7 @@ def _fake_fetch(calls, succeed=True):
     def fetch(root):
         calls.append(root)
         if succeed:
-            for name in helpers._multi30k_files():
+            for name in helpers.multi30k_files():
                 for ext in ("", ".gz"):
                     path = root / "multi30k" / f"{name}{ext}"
                     path.parent.mkdir(parents=True, exist_ok=True)

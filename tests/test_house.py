@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYERS = ("cli", "pipelines", "export", "keras_transformer")

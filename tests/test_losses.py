@@ -9,7 +9,7 @@ from keras_transformer import LabelSmoothedCrossEntropy, Perplexity, TokenAccura
 from keras_transformer.losses import smoothed_loss_floor
 from tests.helpers import gradients
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 
 def loss_and_gradient(label_smoothing):
@@ -32,7 +32,7 @@ def test_tensorflows_kernels_equal_the_keras_ops_reference(label_smoothing, monk
     every other backend with the keras.ops version, the reference: loss and gradient agree
     within 1e-6."""
     fused_loss, fused_gradient = loss_and_gradient(label_smoothing)
-    monkeypatch.setattr(losses, "_tensorflow", lambda: None)
+    monkeypatch.setattr(losses, "tensorflow_kernels", lambda: None)
     loss, gradient = loss_and_gradient(label_smoothing)
     assert abs(fused_loss - loss) <= 1e-6
     np.testing.assert_allclose(fused_gradient, gradient, rtol=0, atol=1e-6)

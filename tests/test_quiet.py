@@ -8,7 +8,7 @@ import sys
 import pytest
 from tests.pipelines.run_helpers import ROOT
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 CHILD = r"""
 import os, subprocess, sys

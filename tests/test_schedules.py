@@ -3,7 +3,7 @@ import pytest
 
 from keras_transformer import NoamSchedule, paper_optimizer
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 
 @pytest.mark.parametrize("step", [1, 100, 4000, 4001, 100000])

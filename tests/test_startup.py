@@ -7,7 +7,7 @@ import pytest
 
 from tests.pipelines.run_helpers import ROOT
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 CHILD = r"""
 from cli import startup

@@ -1,12 +1,12 @@
-"""The quick tier (`pytest -m quick`, tests/tiers.py) keeps up with the suite: every test
+"""The quick tier (`pytest -m quick`, tests/conftest.py) keeps up with the suite: every test
 module marks at least one of its tests quick."""
 import ast
 
 import pytest
 
-from tests.tiers import ROOT
+from tests.conftest import ROOT
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 
 def _test_modules():

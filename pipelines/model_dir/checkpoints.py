@@ -60,7 +60,7 @@ class _Mirror:
                 variable.assign(self.named[key].numpy())
 
 
-def _mirrors(model, optimizer=None) -> dict[str, _Mirror]:
+def mirrors_of(model, optimizer=None) -> dict[str, _Mirror]:
     """Mirrors of `model`'s weights and, with `optimizer`, of its variables and the model's
     `random_state`, named by order (Keras names them by a process-wide counter)."""
     mirrors = {"model": _Mirror((_key(v), v) for v in model.weights)}
@@ -76,7 +76,8 @@ def random_state(model) -> list:
     return [v for v in model.variables if id(v) not in weights]
 
 
-def _checkpoint(mirrors: dict[str, _Mirror]) -> tf.train.Checkpoint:
+def checkpoint_of(mirrors: dict[str, _Mirror]) -> tf.train.Checkpoint:
+    """The checkpoint that saves and restores `mirrors` under their names."""
     return tf.train.Checkpoint(**{name: m.named for name, m in mirrors.items()})
 
 
@@ -171,8 +172,8 @@ class _Manager(tf.train.CheckpointManager):
 def checkpoint_manager(model, optimizer, checkpoint_dir, max_to_keep=20, keep_best=0):
     """The `_Manager` of `checkpoint_dir`; save with `checkpoint_number=step` (the optimizer
     update). The optimizer must be built (its variables exist) first."""
-    mirrors = _mirrors(model, optimizer)
-    return _Manager(_checkpoint(mirrors), str(checkpoint_dir), max_to_keep=max_to_keep,
+    mirrors = mirrors_of(model, optimizer)
+    return _Manager(checkpoint_of(mirrors), str(checkpoint_dir), max_to_keep=max_to_keep,
                     checkpoint_name="ckpt", keep_best=keep_best, mirrors=mirrors)
 
 
@@ -185,7 +186,7 @@ def _restore(mirrors: dict[str, _Mirror], path: str, partial: bool, checkpoint=N
             saved = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
             if not saved >= {name for name, m in mirrors.items() if m.named}:
                 mirrors, checkpoint = {n: m for n, m in mirrors.items() if n in saved}, None
-        status = (checkpoint or _checkpoint(mirrors)).restore(path)
+        status = (checkpoint or checkpoint_of(mirrors)).restore(path)
         (status.expect_partial() if partial else status).assert_existing_objects_matched()
         for mirror in mirrors.values():
             mirror.push()
@@ -216,7 +217,7 @@ def _named(paths: Sequence[str], names: Sequence[str], checkpoint_dir) -> list[s
 
 def restore_weights(model, path: str) -> None:
     """Loads the model weights of checkpoint `path` into `model` (optimizer state ignored)."""
-    _restore(_mirrors(model), path, partial=True)
+    _restore(mirrors_of(model), path, partial=True)
 
 
 def average_checkpoints(model, checkpoint_dir, out_path, last_n=5, keep_best_by="last",

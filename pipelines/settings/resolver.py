@@ -66,7 +66,7 @@ def resolve(given: Mapping[str, Any], *,
                   _plan_layer(given, model_dir)):
         fill(values, origins, layer)
     task = _task_and_preset(values, origins)
-    fill(values, origins, ("default", _paper_layer()))
+    fill(values, origins, ("default", paper_layer()))
     for name, value in md.load_dev_choice(model_dir).get("chosen", {}).items():
         if origins.get(name) == SETTINGS_FILE and values.get(name) == value:
             origins[name] = CHOSEN_ON_DEV
@@ -127,7 +127,7 @@ def _scored_files(flags: dict[str, Any], saved: Mapping[str, Any], model_dir: st
             if flags.get(k) is not None and flags[k] != saved_options.get(k)}
 
 
-def _paper_layer() -> dict[str, Any]:
+def paper_layer() -> dict[str, Any]:
     """The paper's and the tool's defaults: the table's, and the library's optimizer and search."""
     return {**{row.name: row.default for row in table.SETTINGS if row.option},
             "warmup_steps": learning_rate.WARMUP_STEPS, "adam_epsilon": learning_rate.ADAM_EPSILON,

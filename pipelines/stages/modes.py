@@ -1,15 +1,17 @@
 """The stages --mode may name, behind one interface (`Stage.run(recipe, context)`)."""
 import contextlib
 import dataclasses
-import importlib
 import time
 from typing import Any, Callable, Sequence, TextIO
 
 from keras_transformer.model_dir import WEIGHTS_SUFFIX
 from pipelines import Log
 from pipelines.errors import ConfigError
+from pipelines.model_dir import lock
 from pipelines.settings import table
 from pipelines.settings.options import SAMPLING_FLAGS, Recipe
+from pipelines.stages import average, evaluate, export, prepare, train, translate
+from pipelines.training import devices, plan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,37 +49,29 @@ def _no_split(recipe: Recipe) -> str | None:
         f"evaluate asks for it)")
 
 
-def _module(name: str):
-    return importlib.import_module(f"pipelines.stages.{name}")
-
-
 def _train(recipe: Recipe, context: Context):
-    from pipelines.training import devices
-
     strategy = devices.make_strategy(recipe.training.jit_compile)
-    return _module("train").run_train(recipe, strategy, log=context.log)
+    return train.run_train(recipe, strategy, log=context.log)
 
 
 def _plan(recipe: Recipe, context: Context):
-    from pipelines.training import plan
-
     return plan.plan_training(recipe, context.probe, time.monotonic() - context.started,
                               context.log)
 
 
 STAGES = {stage.name: stage for stage in (
-    Stage("prepare", lambda r, c: _module("prepare").run_prepare(r, log=c.log),
+    Stage("prepare", lambda r, c: prepare.run_prepare(r, log=c.log),
           any_backend=True, starts_model_dir=True),
     Stage("train", _train, any_backend=True, starts_model_dir=True, every_worker=True,
           trains=True),
-    Stage("average", lambda r, c: _module("average").run_average(r, log=c.log),
+    Stage("average", lambda r, c: average.run_average(r, log=c.log),
           any_backend=True, changes_settings=True),  # what --choose_on_dev chose
-    Stage("evaluate", lambda r, c: _module("evaluate").run_evaluate(r, log=c.log, out=c.out),
+    Stage("evaluate", lambda r, c: evaluate.run_evaluate(r, log=c.log, out=c.out),
           any_backend=True, unneeded=_no_split),
-    Stage("export", lambda r, c: _module("export").run_export(r, log=c.log, ops_table=c.verbose)),
-    Stage("translate", lambda r, c: _module("translate").run_translate(r, log=c.log, out=c.out),
+    Stage("export", lambda r, c: export.run_export(r, log=c.log, ops_table=c.verbose)),
+    Stage("translate", lambda r, c: translate.run_translate(r, log=c.log, out=c.out),
           writes=lambda r: bool(r.io.output or r.io.plot_attention)),
-    Stage("score", lambda r, c: _module("translate").run_score(r, log=c.log, out=c.out),
+    Stage("score", lambda r, c: translate.run_score(r, log=c.log, out=c.out),
           writes=lambda r: False),
 )}
 PLAN = Stage("plan", _plan, any_backend=True, changes_settings=True, every_worker=True)
@@ -137,9 +131,6 @@ def check_modes(modes: Sequence[str], given: dict, backend: str, asked: bool) ->
 def model_dir_lock(stages: Sequence[Stage], options: Recipe):
     """A context holding the model dir's lock (`lock.hold`; ModelDirLocked if another run holds
     it) when one of `stages` writes and this process is the chief, else a null one."""
-    from pipelines.model_dir import lock
-    from pipelines.training import devices
-
     if not (devices.is_chief() and any(stage.writes(options) for stage in stages)):
         return contextlib.nullcontext()
     return lock.hold(options.model_dir, create=any(stage.starts_model_dir for stage in stages))

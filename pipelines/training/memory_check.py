@@ -19,7 +19,7 @@ STATM = pathlib.Path("/proc/self/statm")
 """This process's memory in pages (Linux); the second field is the resident set."""
 
 
-def _rss_bytes() -> int:
+def rss_bytes() -> int:
     """Resident memory of this process in bytes (Linux /proc; 0 where unavailable)."""
     try:
         return int(STATM.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -38,11 +38,11 @@ def _available_bytes() -> int | None:
 
 def _peak_rss_during(fn) -> int:
     """The highest resident memory of this process while `fn()` runs (sampled every 2 ms)."""
-    peak, done = [_rss_bytes()], threading.Event()
+    peak, done = [rss_bytes()], threading.Event()
 
     def sample():
         while not done.wait(0.002):
-            peak[0] = max(peak[0], _rss_bytes())
+            peak[0] = max(peak[0], rss_bytes())
 
     thread = threading.Thread(target=sample, daemon=True)
     thread.start()
@@ -51,7 +51,7 @@ def _peak_rss_during(fn) -> int:
     finally:
         done.set()
         thread.join()
-    return max(peak[0], _rss_bytes())
+    return max(peak[0], rss_bytes())
 
 
 def largest_batch(batch_size: int, source_length: int, target_length: int, vocab_size: int):
@@ -92,7 +92,7 @@ def check_largest_batch(model, strategy, batch, *, limit_mb: int | None, jit_com
         limit = None if limit_mb is None else limit_mb * MB
         where = "GPU memory"
     else:
-        before = _rss_bytes()
+        before = rss_bytes()
         peak = _peak_rss_during(lambda: probe(source, target_in, target_out))
         available = _available_bytes()
         limit = (limit_mb * MB if limit_mb is not None

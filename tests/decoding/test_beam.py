@@ -8,6 +8,8 @@ from keras_transformer.decoding.beam import SearchOptions, beam_search
 from keras_transformer.decoding.tf_graph import cache_length, compiling_with_xla
 from tests.helpers import random_ids, reversal_model
 
+pytestmark = pytest.mark.xdist_group("test_beam")  # its module fixtures: one worker
+
 BOS, EOS = 2, 3
 
 

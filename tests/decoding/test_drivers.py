@@ -14,6 +14,8 @@ from keras_transformer import Transformer
 from keras_transformer.decoding import BeamSearch, decode, make_translate_function, translate
 from tests.helpers import random_ids, reversal_model, tiny_config
 
+pytestmark = pytest.mark.xdist_group("test_drivers")  # its module fixtures: one worker
+
 EOS = 3
 VOCAB = 12  # `reversal_model`'s vocabulary
 CASES = [dict(beam_size=1, alpha=0.0, num_results=1),

@@ -9,6 +9,8 @@ from keras_transformer.decoding import (BeamSearch, DecodingConstraint, Required
 from keras_transformer.decoding.sampling import truncated_logits
 from tests.helpers import random_ids, tiny_config
 
+pytestmark = pytest.mark.xdist_group("test_sampling")  # its module fixtures: one worker
+
 BOS, EOS, VOCAB = 2, 3, 20
 
 

@@ -6,6 +6,8 @@ import tensorflow as tf
 from keras_transformer.decoding import BeamSearch, Required, decode, terms
 from tests.helpers import random_ids, reversal_model
 
+pytestmark = pytest.mark.xdist_group("test_terms")  # its module fixtures: one worker
+
 EOS = 3
 
 

@@ -6,6 +6,8 @@ import tensorflow as tf
 from keras_transformer.decoding import BeamSearch, decode, score_ids
 from pipelines.data.vocab import EOS_ID, python_processor
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
+
 
 @pytest.mark.quick
 def test_beam_four_scores_at_least_greedy_on_most_validation_sentences(trained_model,

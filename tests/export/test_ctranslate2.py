@@ -14,6 +14,9 @@ import sys
 import pytest
 
 from tests.export.conftest import SETTINGS
+from tests.pipelines.run_helpers import run_stages
+
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SENTENCES = 24
@@ -57,12 +60,10 @@ def test_format_mistakes(model_dir):
 
 @pytest.fixture(scope="module")
 def ct2_dir(model_dir, tmp_path_factory):
-    """The model directory exported through the CLI (settings.json's decoding settings)."""
+    """The model directory exported by the export stage (settings.json's decoding settings)."""
     pytest.importorskip("ctranslate2")
     output = tmp_path_factory.mktemp("ct2") / "export_ct2"
-    result = _run_cli([f"--model_dir={model_dir}", "--mode=export", "--format=ctranslate2",
-                       f"--export_dir={output}"])
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_stages("export", model_dir=str(model_dir), format="ctranslate2", export_dir=str(output))
     return output
 
 

@@ -13,6 +13,8 @@ import pytest
 from export import ctranslate2 as ct2
 from keras_transformer import Transformer, TransformerConfig
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
+
 HEADS, D = 2, 16
 
 

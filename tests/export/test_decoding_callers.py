@@ -11,6 +11,8 @@ import tensorflow as tf
 
 from keras_transformer.decoding import DecodingConstraint
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
+
 SAVED = {"beam_size": 3, "alpha": 0.5, "extra_length": 10, "stop_rule": "best_finished"}
 
 

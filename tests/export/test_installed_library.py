@@ -21,6 +21,8 @@ from keras_transformer.native_logs import LIBRARY_LINE
 from tests.export.test_saved_model import serve_in_fresh_process
 from tests.export.test_serving_contract import GOLDEN, served_signatures
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LINES = 40
 

@@ -20,7 +20,9 @@ from pipelines.stages import export as stages
 from pipelines.model_dir import layout as md
 from tests.export.test_saved_model import ODD_INPUTS, _tokenize, _val_lines, serve_in_fresh_process
 from tests.export.test_serving_contract import GOLDEN, served_signatures
-from tests.pipelines.run_helpers import run_command
+from tests.pipelines.run_helpers import run_command, run_stages
+
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -31,13 +33,12 @@ def _cli(program, *args, cwd):
 
 @pytest.fixture(scope="module")
 def int8_exported(model_dir, tmp_path_factory) -> pathlib.Path:
-    """`export/run.py --quantize int8` of the model dir (op check included)."""
+    """The export stage with `--quantize int8` of the model dir (op check included)."""
     export_dir = tmp_path_factory.mktemp("int8_export")
-    run = _cli("export/run.py", f"--model_dir={model_dir}", f"--export_dir={export_dir}",
-               "--quantize=int8", cwd=export_dir)
-    assert run.returncode == 0, run.stderr[-5000:]
-    assert "OK: every op is registered by core TensorFlow or tensorflow-text" in run.stderr
-    assert run.stdout.strip().splitlines() == [str(export_dir / "1")]
+    ran = run_stages("export", model_dir=str(model_dir), export_dir=str(export_dir),
+                     quantize="int8", decode_precision="float32")  # the float32 export's
+    assert "OK: every op is registered by core TensorFlow or tensorflow-text" in ran.log
+    assert ran.done["export"] == export_dir / "1"
     return export_dir / "1"
 
 

@@ -20,7 +20,9 @@ from tests.export.test_saved_model import (_tokenize, serve_in_fresh_process,
                                            _val_lines)
 from tests.export.test_serve_options import _all_inputs, _ids_all_inputs, _lengths, _out
 from tests.export.test_serve_options import translator_piece_ids
-from tests.pipelines.run_helpers import run_command
+from tests.pipelines.run_helpers import run_command, run_stages
+
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
 
 LOADERS = ("tf2", "tf1")
 COUNT = 12
@@ -160,9 +162,9 @@ def test_signatures_take_the_sampling_inputs_and_use_stock_ops(case, exported):
 
 
 # ---------------------------------------------------------------------- the translate CLI
-def _translate(model_dir, input_path, shared_data, *flags):
-    return run_command(["--mode=translate", f"--model_dir={model_dir}",
-                        f"--input={input_path}", *flags], shared_data)
+def _translate(model_dir, input_path, shared_data, **given):
+    return run_stages("translate", shared_data, model_dir=str(model_dir), input=str(input_path),
+                      **given)
 
 
 def test_translate_cli_samples_as_the_saved_model_does_per_seed(case, model_dir, shared_data,
@@ -170,12 +172,11 @@ def test_translate_cli_samples_as_the_saved_model_does_per_seed(case, model_dir,
     input_path = tmp_path / "input.en"
     input_path.write_text("\n".join(case["sources"]) + "\n", encoding="utf-8")
     # float32, as the exported fixture (this CPU's default would be bfloat16).
-    runs = [_translate(model_dir, input_path, shared_data, "--sampling_topp=0.9", f"--seed={s}",
-                       "--decode_precision=float32") for s in (1, 1, 2)]
+    runs = [_translate(model_dir, input_path, shared_data, sampling_topp=0.9, seed=s,
+                       decode_precision="float32") for s in (1, 1, 2)]
     for run in runs:
-        assert run.returncode == 0, run.stderr[-3000:]
-        assert "sampling instead of beam search" in run.stderr
-    lines = [run.stdout.splitlines() for run in runs]
+        assert "sampling instead of beam search" in run.log
+    lines = [run.out.splitlines() for run in runs]
     assert len(lines[0]) == COUNT and lines[0] == lines[1] and lines[0] != lines[2]
     for loader in LOADERS:
         served = _out(case, loader, "one_sample")["translations"][:, 0]
@@ -202,7 +203,8 @@ def test_bad_sampling_flags_exit_2_with_one_line_naming_the_flag(model_dir, shar
                                                                  tmp_path, flags, message):
     input_path = tmp_path / "input.en"
     input_path.write_text("A dog.\n", encoding="utf-8")
-    run = _translate(model_dir, input_path, shared_data, *flags)
+    run = run_command(["--mode=translate", f"--model_dir={model_dir}", f"--input={input_path}",
+                       *flags], shared_data)
     assert run.returncode == 2, run.stderr[-3000:]
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert errors == [f"error: {message}"], run.stderr[-3000:]

@@ -28,6 +28,8 @@ from pipelines.stages import export as stages
 from tests.export.conftest import MAX_LENGTH, SETTINGS
 from tests.pipelines.run_helpers import run_command
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SERVING_CHECK = pathlib.Path(__file__).with_name("serving_check.py")
 

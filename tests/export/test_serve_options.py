@@ -26,6 +26,8 @@ from tests.export.conftest import MAX_LENGTH, SETTINGS
 from tests.export.test_saved_model import (_tokenize, serve_in_fresh_process,
                                            _val_lines)
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
+
 LOADERS = ("tf2", "tf1")
 COUNT = 20
 BEAM, ALPHA, EXTRA = SETTINGS["beam_size"], SETTINGS["alpha"], SETTINGS["extra_length"]

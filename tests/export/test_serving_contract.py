@@ -26,6 +26,8 @@ from tests.export.test_saved_model import (LONG_SENTENCE, ROOT, _tokenize, _val_
                                            serve_in_fresh_process)
 from tests.export.test_serve_options import _out
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
+
 GOLDEN = json.loads(pathlib.Path(__file__).with_name("signatures.golden.json")
                     .read_text(encoding="utf-8"))["signatures"]
 LOADERS = ("tf2", "tf1")

@@ -13,6 +13,8 @@ from keras_transformer import BeamSearch, Transformer
 from tests.export.conftest import VOCAB_SIZE
 from tests.helpers import ROOT, tiny_config
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the session model
+
 MAX_LENGTH = 16  # the model's positions: what the ids signatures cut sources to
 LONG = ("A man in a blue shirt is standing on a ladder cleaning the windows of a tall "
         "building while two women in red coats watch him from the street below.")

@@ -8,7 +8,7 @@ from keras_transformer.layers import SharedEmbedding
 from tests.helpers import gradients
 from tests.layers.harness import dtype, normal, run_layer_test, to_numpy
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 VOCAB, D_MODEL = 20, 16
 IDS = np.array([[5, 7, 0, 19, 3], [1, 1, 2, 0, 0]], "int32")

@@ -5,7 +5,7 @@ import numpy as np
 from keras_transformer.layers import FeedForward
 from tests.layers.harness import normal, run_layer_test, to_numpy
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 D_MODEL, D_FF = 16, 32
 

@@ -13,7 +13,7 @@ from keras_transformer.constants import PAD_ID
 from keras_transformer.layers.masks import apply_mask, causal_mask, padding_mask, segment_mask
 from tests.layers.harness import to_numpy
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 
 def test_padding_mask_masks_pad_id_only():

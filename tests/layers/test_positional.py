@@ -11,7 +11,7 @@ import pytest
 from keras_transformer.layers import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 from tests.layers.harness import normal, run_layer_test, to_numpy
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 D_MODEL = 16
 

@@ -9,7 +9,7 @@ from keras_transformer.layers import Encoder, EncoderLayer
 from keras_transformer.layers.residual import residual
 from tests.layers.harness import normal, to_numpy
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 X = normal((2, 4, 8), seed=1, scale=3.0) + 2.0
 

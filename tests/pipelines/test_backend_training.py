@@ -10,6 +10,8 @@ import tensorflow as tf
 
 from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command, run_stages
 
+pytestmark = pytest.mark.xdist_group("test_backend_training")  # its module fixtures: one worker
+
 NO_DROPOUT = ["--config_override=dropout=0.0", "--nomixed_precision"]
 """Dropout draws from each backend's own random stream; without it a step depends only on
 the weights, the optimizer state and the batch. In float32 on every CPU (TensorFlow trains

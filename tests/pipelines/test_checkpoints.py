@@ -133,9 +133,9 @@ def test_a_checkpoint_without_random_state_still_resumes(tmp_path):
     model = build_model(tiny_config(dropout=0.3))
     optimizer = keras.optimizers.Adam()
     optimizer.build(model.trainable_variables)
-    mirrors = checkpoints._mirrors(model, optimizer)
+    mirrors = checkpoints.mirrors_of(model, optimizer)
     assert mirrors["random"].named  # dropout has seed states to save
-    older = checkpoints._checkpoint({k: m for k, m in mirrors.items() if k != "random"})
+    older = checkpoints.checkpoint_of({k: m for k, m in mirrors.items() if k != "random"})
     rng = np.random.default_rng(0)
     for variable in optimizer.variables:  # moments that a fresh optimizer does not have
         variable.assign(rng.normal(size=variable.shape).astype(variable.dtype))

@@ -6,6 +6,8 @@ import pytest
 
 from tests.pipelines.run_helpers import TINY, copy_prepared, run_stages
 
+pytestmark = pytest.mark.xdist_group("test_choose")  # its module fixtures: one worker
+
 
 @pytest.fixture(scope="module")
 def checkpointed(prepared, tmp_path_factory, shared_data):

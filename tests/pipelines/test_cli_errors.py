@@ -8,6 +8,8 @@ import pytest
 
 from tests.pipelines.run_helpers import ROOT, run_command
 
+pytestmark = pytest.mark.xdist_group("test_cli_errors")  # its module fixtures: one worker
+
 TINY = {"num_layers": 1, "d_model": 32, "d_ff": 64, "num_heads": 2}
 
 

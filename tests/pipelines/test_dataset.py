@@ -12,6 +12,8 @@ from pipelines.data import dataset as ds_lib
 from pipelines.data import prepare, text_io, vocab
 from pipelines.tasks import get_task
 
+pytestmark = pytest.mark.xdist_group("test_dataset")  # its module fixtures: one worker
+
 BUDGET = BATCH_TOKENS
 QUIET = lambda message: None  # noqa: E731
 

@@ -17,6 +17,8 @@ import pytest
 
 from tests.pipelines.run_helpers import TINY, as_flags, run_command, run_stages
 
+pytestmark = pytest.mark.xdist_group("test_init_from")  # its module fixtures: one worker
+
 WARMUP = {"batch_tokens": 1024, "warmup_steps": 50}  # TINY's training part
 SOURCE_STEPS = 100
 

@@ -55,6 +55,8 @@ import pytest
 
 from tests.pipelines.run_helpers import TINY_MODEL, run_command
 
+pytestmark = pytest.mark.xdist_group("test_kill_consistency")  # its module fixtures: one worker
+
 SEED = 23
 DATA = {"train": ("train", 6000), "dev": ("val", 24), "test": ("test_2016_flickr", 16)}
 """Our split: (the Multi30k file it is the first lines of, how many)."""

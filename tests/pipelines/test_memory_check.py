@@ -16,4 +16,4 @@ def test_resident_memory_counts_the_kernel_s_page_size(tmp_path, monkeypatch):
     for page in (4096, 65536):
         monkeypatch.setattr(os, "sysconf", lambda name, page=page: (
             page if name == "SC_PAGE_SIZE" else real_sysconf(name)))
-        assert memory_check._rss_bytes() == 25 * page
+        assert memory_check.rss_bytes() == 25 * page

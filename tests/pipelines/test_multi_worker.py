@@ -14,6 +14,8 @@ import tensorflow as tf
 
 from tests.pipelines import multi_worker_batches
 
+pytestmark = pytest.mark.xdist_group("multi_worker")  # one at a time: free ports
+
 SCRIPT = pathlib.Path(__file__).with_name("multi_worker_check.py")
 ROOT = SCRIPT.parents[2]
 

@@ -330,7 +330,7 @@ def test_every_value_has_an_origin_and_every_default_one_value(tmp_path):
     # Decided when training starts, and said there (`memory_check`): the RAM available.
     assert {name for name, value in run.values().items() if value is None} == {
         "memory_limit_mb"}
-    paper = resolver._paper_layer()
+    paper = resolver.paper_layer()
     for function, names in [
             (schedules.NoamSchedule, {"warmup_steps": "warmup_steps"}),
             (schedules.paper_optimizer, {"warmup_steps": "warmup_steps",

@@ -12,6 +12,8 @@ from pipelines.data import packing, prepare
 from pipelines.tasks import get_task
 from tests.pipelines.run_helpers import TINY, copy_prepared, run_stages
 
+pytestmark = pytest.mark.xdist_group("test_packing")  # its module fixtures: one worker
+
 QUIET = lambda message: None  # noqa: E731
 
 

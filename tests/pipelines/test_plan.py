@@ -11,6 +11,8 @@ from pipelines.durations import parse_duration
 from pipelines.tasks import corpus_recipe
 from tests.pipelines.run_helpers import TINY_MODEL, run_command
 
+pytestmark = pytest.mark.xdist_group("test_plan")  # its module fixtures: one worker
+
 MULTI30K = corpus_recipe.CorpusSize(29_000, 39_522, 13.0)
 
 

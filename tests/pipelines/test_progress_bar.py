@@ -7,7 +7,7 @@ import re
 import pytest
 from tests.pipelines.run_helpers import TINY_MODEL, copy_prepared, run_command
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 
 def test_the_bar_shows_the_steps_that_run(prepared, shared_data, tmp_path):

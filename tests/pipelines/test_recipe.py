@@ -13,7 +13,7 @@ from pipelines.settings.recipes import PRESET_RECIPES
 from pipelines.tasks import TASKS, Task, get_task
 from pipelines.training.train import compile_model
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 
 def _keyword_defaults(function) -> dict:

@@ -9,6 +9,8 @@ import sacrebleu
 
 from tests.pipelines.run_helpers import TINY, TINY_MODEL, copy_prepared, run_command, run_stages
 
+pytestmark = pytest.mark.xdist_group("test_run")  # its module fixtures: one worker
+
 LONG_SENTENCE = " ".join(["A man in a blue shirt is standing on a ladder ."] * 34)[:-2]  # 406 words
 
 

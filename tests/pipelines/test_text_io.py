@@ -10,7 +10,7 @@ from pipelines.data.text_io import clean_parallel
 from pipelines.errors import DataError
 from pipelines.model_dir.files import count_lines
 
-pytestmark = pytest.mark.quick  # the quick tier (tests/tiers.py)
+pytestmark = pytest.mark.quick  # the quick tier (tests/conftest.py)
 
 
 def write(path, data: bytes):

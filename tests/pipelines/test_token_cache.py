@@ -18,6 +18,8 @@ from pipelines.data import progress, text_io, token_cache, token_shards, vocab
 from pipelines.errors import DataError
 from pipelines.model_dir.files import count_lines
 
+pytestmark = pytest.mark.xdist_group("test_token_cache")  # its module fixtures: one worker
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 QUIET = lambda message: None  # noqa: E731
 ODD_LINES = [  # what the cleaned text may hold besides plain sentences (dev keeps empty lines)

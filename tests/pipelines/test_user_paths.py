@@ -19,6 +19,8 @@ import pytest
 
 from tests.pipelines.run_helpers import options_block, run_command
 
+pytestmark = pytest.mark.xdist_group("test_user_paths")  # its module fixtures: one worker
+
 SMALL = ["--config_override=num_layers=1", "--config_override=d_model=32",
          "--config_override=d_ff=64", "--config_override=num_heads=2", "--eval_sentences=8",
          "--nocheck_ops"]

@@ -9,6 +9,8 @@ import tensorflow as tf
 from pipelines.data import text_io, vocab
 from pipelines.errors import DataError
 
+pytestmark = pytest.mark.xdist_group("test_vocab")  # its module fixtures: one worker
+
 SMALL_VOCAB = 3000
 SAMPLE_LINES = 20_000
 

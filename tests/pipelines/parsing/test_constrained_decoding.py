@@ -16,6 +16,8 @@ from pipelines.tasks.parsing.splits import tree_to_line
 from pipelines.tasks.parsing.task import ptb_parsing
 from tests.helpers import tiny_config
 
+pytestmark = pytest.mark.xdist_group("test_constrained_decoding")  # its module fixtures: one worker
+
 
 @pytest.fixture(scope="module")
 def sample(shared_data, tmp_path_factory):

@@ -13,6 +13,8 @@ from pipelines.tasks.parsing.evalb import (
 )
 from pipelines.tasks.parsing.linearize import delinearize, linearize
 
+pytestmark = pytest.mark.xdist_group("test_evalb")  # its module fixtures: one worker
+
 
 @pytest.fixture(scope="module")
 def dev_raw(shared_data):

@@ -15,6 +15,8 @@ from pipelines.tasks.parsing.linearize import (
     to_target_string,
 )
 
+pytestmark = pytest.mark.xdist_group("test_linearize")  # its module fixtures: one worker
+
 SAMPLE_FILES = {"train.mrg": 3396, "dev.mrg": 273}
 
 

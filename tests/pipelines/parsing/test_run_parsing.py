@@ -10,6 +10,8 @@ from pipelines.tasks.parsing import treebank
 from tests.export import serving_check
 from tests.pipelines.run_helpers import TINY_MODEL, run_command, run_stages
 
+pytestmark = pytest.mark.xdist_group("test_run_parsing")  # its module fixtures: one worker
+
 
 @pytest.mark.quick
 def test_an_unknown_target_form_is_one_line_naming_the_forms(tmp_path, shared_data):

@@ -13,6 +13,8 @@ from pipelines.tasks.parsing import linearize, treebank
 from pipelines.tasks.parsing.task import PtbParsingTask
 from tests.pipelines.run_helpers import run_stages
 
+pytestmark = pytest.mark.xdist_group("test_task")  # its module fixtures: one worker
+
 TRAIN_TREES = 3_396  # ptb_sample/SOURCES.md
 DEV_TREES = 273
 

@@ -13,6 +13,8 @@ from pipelines.tasks.parsing.treebank import (
     wsj_split_files,
 )
 
+pytestmark = pytest.mark.xdist_group("test_treebank")  # its module fixtures: one worker
+
 # Counts from ptb_sample/SOURCES.md: trees, and tokens without -NONE- elements.
 SAMPLE_COUNTS = {"train.mrg": (3396, 81793), "dev.mrg": (273, 6327)}
 
