@@ -16,7 +16,8 @@ import time
 import pytest
 
 from keras_transformer.native_logs import LIBRARY_LINE
-from tests.pipelines.run_helpers import ROOT, RUN, TINY_MODEL, options_block, run_command, run_stages
+from tests.pipelines.run_helpers import (ROOT, RUN, TINY_MODEL, options_block, run_command,
+                                         run_stages)
 
 pytestmark = pytest.mark.xdist_group("test_first_hour")  # its module fixtures: one worker
 
