@@ -55,7 +55,7 @@ def venv_python(tmp_path_factory) -> pathlib.Path:
     the dependencies (TensorFlow and the rest), which pip would otherwise download; the
     script checks that the library it imports is the environment's own."""
     source = tmp_path_factory.mktemp("source")
-    for name in ("setup.py", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "keras_transformer", source / "keras_transformer",
                     ignore=shutil.ignore_patterns("__pycache__"))
